@@ -36,3 +36,12 @@ test('metrics: top1, MRR and the random expectation', () => {
   assert.equal(r.mrr, (1 + 1.5 / 2) / 2);
   assert.equal(normalizeClause('WHERE  a = 1'), 'where a=1');
 });
+
+import { blameOrder } from '../src/scoring/blame.js';
+
+test('blame by drop picks the clause where the prefix score falls furthest', () => {
+  // prefix scores: fine after SELECT, falls at WHERE, stays low after.
+  // drops: 0.25, 0.05, 0.6, 0.1
+  assert.deepEqual(blameOrder([0.75, 0.7, 0.1, 0.0], 1.0, 'drop'), [2, 0, 3, 1]);
+  assert.deepEqual(blameOrder([0.9, 0.85, 0.2, 0.15], 0.95, 'min'), [3, 2, 1, 0]);
+});
