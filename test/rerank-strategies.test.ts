@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { rerank, candidateScore, blameIndex, HYBRID_LAMBDA, type RerankInput } from '../src/scoring/rerank.js';
+import { rerank, candidateScore, HYBRID_LAMBDA, type RerankInput } from '../src/scoring/rerank.js';
 
 const order = (xs: { index: number }[]) => xs.map((x) => x.index);
 
@@ -10,13 +10,6 @@ test('candidateScore modes and the empty case', () => {
   assert.ok(Math.abs(candidateScore([0.9, 0.2, 0.7], 'mean') - 0.6) < 1e-12);
   assert.equal(candidateScore([], 'min'), 0);
   assert.equal(candidateScore([NaN, 0.5], 'min'), 0.5);
-});
-
-test('blame is the lowest clause, earliest on ties, -1 when nothing scored', () => {
-  assert.equal(blameIndex([0.9, 0.1, 0.5]), 1);
-  assert.equal(blameIndex([0.3, 0.9, 0.3]), 0);
-  assert.equal(blameIndex([]), -1);
-  assert.equal(blameIndex([NaN]), -1);
 });
 
 test('prm: by score, ties by caller order, ranks 1..n', () => {

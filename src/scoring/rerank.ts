@@ -55,17 +55,6 @@ export function candidateScore(clauseScores: readonly number[], mode: CandidateS
   }
 }
 
-/** Index of the blamed clause: the lowest score; ties go to the earliest clause (the first place things went wrong). */
-export function blameIndex(clauseScores: readonly number[]): number {
-  let best = -1;
-  for (let i = 0; i < clauseScores.length; i++) {
-    const s = clauseScores[i]!;
-    if (!Number.isFinite(s)) continue;
-    if (best < 0 || s < clauseScores[best]!) best = i;
-  }
-  return best;
-}
-
 export interface RerankInput {
   /** PRM candidate score in [0, 1] (ignored by vote). */
   score: number;
