@@ -1,0 +1,51 @@
+// Reading a directory in the layout of ../shared/data/spider/dev-open: questions, databases and
+// the systems' prediction files. Shared by the rerank and localize evaluations.
+import { readFileSync, existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface Question {
+  db_id: string;
+  question: string;
+  query: string;
+}
+
+export const POOLS: Record<string, string[]> = {
+  pool8: ['dail-sql-gpt4', 'din-sql-gpt4', 'gpt4-few-shot', 'gpt4-zero-shot', 'chatgpt-zero-shot', 'c3sql-chatgpt', 'din-sql-codex', 'codex-few-shot'],
+};
+
+export function loadQuestions(dir: string): Question[] {
+  for (const name of ['dev.json', 'train.json']) {
+    const p = join(dir, name);
+    if (existsSync(p)) return JSON.parse(readFileSync(p, 'utf8')) as Question[];
+  }
+  throw new Error(`no dev.json or train.json in ${dir}`);
+}
+
+export function dbPath(dir: string, dbId: string): string {
+  return join(dir, 'database', dbId, `${dbId}.sqlite`);
+}
+
+/** Expands pool8 / pool16 / a comma list into system names present in DIR/predictions. */
+export function resolvePool(dir: string, spec: string): string[] {
+  const available = existsSync(join(dir, 'predictions'))
+    ? readdirSync(join(dir, 'predictions')).filter((f) => f.endsWith('.sql')).map((f) => f.slice(0, -4)).sort()
+    : [];
+  const names = spec.split(',').map((s) => s.trim()).filter(Boolean).flatMap((s) => {
+    if (s === 'pool16' || s === 'all') return available;
+    return POOLS[s] ?? [s];
+  });
+  for (const n of names) if (!available.includes(n)) throw new Error(`no predictions file for system "${n}" in ${join(dir, 'predictions')}`);
+  return [...new Set(names)];
+}
+
+/** One list of SQL per system, aligned with the questions file. */
+export function loadPredictions(dir: string, systems: string[], count: number): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const s of systems) {
+    const lines = readFileSync(join(dir, 'predictions', `${s}.sql`), 'utf8').split('\n');
+    if (lines.length && lines[lines.length - 1] === '') lines.pop();
+    if (lines.length !== count) throw new Error(`${s}.sql has ${lines.length} lines, expected ${count}`);
+    out.set(s, lines);
+  }
+  return out;
+}
