@@ -1,0 +1,87 @@
+// Child process of SqlExecutor: runs one query at a time against read-only SQLite handles.
+// It is a separate *process* (not a worker thread) because a statement stuck inside sqlite3_step
+// cannot be interrupted from JavaScript: Worker.terminate() never completes while native code
+// runs, and it even blocks the parent's exit. Killing a process always works.
+import Database from 'better-sqlite3';
+
+interface Job {
+  id: number;
+  db: string;
+  sql: string;
+  maxRows: number;
+  maxBytes: number;
+}
+
+type Reply =
+  | { id: number; ok: true; columns: string[]; rows: unknown[][]; truncated: boolean }
+  | { id: number; ok: false; code: 'refused' | 'sql_error' | 'too_large' | 'no_db'; error: string };
+
+const MAX_OPEN = 16;
+const handles = new Map<string, Database.Database>();
+
+function open(path: string): Database.Database {
+  const hit = handles.get(path);
+  if (hit) {
+    handles.delete(path);
+    handles.set(path, hit);
+    return hit;
+  }
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  // Second lock besides the read-only open: even a statement that slipped past the text gate
+  // cannot change anything on this connection.
+  db.pragma('query_only = ON');
+  handles.set(path, db);
+  if (handles.size > MAX_OPEN) {
+    const oldest = handles.keys().next().value as string;
+    handles.get(oldest)?.close();
+    handles.delete(oldest);
+  }
+  return db;
+}
+
+function approxBytes(v: unknown): number {
+  if (typeof v === 'string') return 2 * v.length + 8;
+  if (v instanceof Uint8Array) return v.byteLength + 8;
+  return 8;
+}
+
+function execute(job: Job): Reply {
+  let db: Database.Database;
+  try {
+    db = open(job.db);
+  } catch (e) {
+    return { id: job.id, ok: false, code: 'no_db', error: e instanceof Error ? e.message : String(e) };
+  }
+  try {
+    const stmt = db.prepare(job.sql);
+    if (!stmt.reader || !stmt.readonly) {
+      return { id: job.id, ok: false, code: 'refused', error: 'only read-only statements that return rows may run' };
+    }
+    stmt.raw(true);
+    const columns = stmt.columns().map((c) => c.name);
+    const rows: unknown[][] = [];
+    let bytes = 0;
+    let truncated = false;
+    for (const row of stmt.iterate() as IterableIterator<unknown[]>) {
+      if (rows.length >= job.maxRows) {
+        truncated = true;
+        break;
+      }
+      for (const v of row) bytes += approxBytes(v);
+      if (bytes > job.maxBytes) {
+        return { id: job.id, ok: false, code: 'too_large', error: `result exceeds ${job.maxBytes} bytes` };
+      }
+      rows.push(row);
+    }
+    return { id: job.id, ok: true, columns, rows, truncated };
+  } catch (e) {
+    return { id: job.id, ok: false, code: 'sql_error', error: e instanceof Error ? e.message : String(e) };
+  }
+}
+
+process.on('message', (msg: Job) => {
+  const reply = execute(msg);
+  process.send?.(reply);
+});
+// The parent going away must take us with it, or an orphan could keep running a long query.
+process.on('disconnect', () => process.exit(0));

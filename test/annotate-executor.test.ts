@@ -1,0 +1,189 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { SqlExecutor, checkReadOnlySelect } from '../src/annotate/executor.js';
+import { resultsMatch, resultKey, hasTopLevelOrderBy } from '../src/annotate/equivalence.js';
+import type { ExecResult } from '../src/annotate/executor.js';
+
+function fixture(): { dir: string; db: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'caper-exec-'));
+  const db = join(dir, 'f.sqlite');
+  const d = new Database(db);
+  d.exec(`CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, age INTEGER, country TEXT);
+    INSERT INTO singer VALUES (1,'Ann',30,'France'),(2,'Bob',41,'Spain'),(3,'Cid',25,'France'),(4,'Dee',52,NULL);`);
+  d.close();
+  return { dir, db };
+}
+
+const sha = (p: string): string => createHash('sha256').update(readFileSync(p)).digest('hex');
+
+test('checkReadOnlySelect accepts selects and refuses everything else', () => {
+  const ok = [
+    'SELECT 1',
+    'select name from singer;',
+    'SELECT name FROM singer -- drop table singer\n',
+    "SELECT 'DROP TABLE x; DELETE FROM y' AS s",
+    'SELECT "update" FROM t',
+    'WITH a AS (SELECT 1 AS x), b(y) AS (SELECT x FROM a) SELECT * FROM b',
+    'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 5) SELECT * FROM c',
+    "SELECT replace(name, 'a', 'b') FROM singer",
+    'SELECT CASE WHEN age > 3 THEN 1 ELSE 0 END FROM singer',
+    'SELECT 1 /* ; ATTACH */ ;;',
+  ];
+  for (const s of ok) assert.deepEqual(checkReadOnlySelect(s), { ok: true }, s);
+  const bad = [
+    '', '   ;', 'SELECT 1; SELECT 2', 'SELECT 1; DROP TABLE singer',
+    "ATTACH DATABASE '/tmp/x.db' AS x", 'PRAGMA writable_schema=1', 'DELETE FROM singer',
+    'INSERT INTO singer VALUES (9)', 'UPDATE singer SET age = 1', 'DROP TABLE singer',
+    'CREATE TABLE z(a)', 'ALTER TABLE singer ADD c', 'REPLACE INTO singer VALUES (1)', 'VACUUM',
+    "SELECT load_extension('/tmp/evil.so')", "SELECT \"load_extension\"('x')",
+    'WITH a AS (SELECT 1) DELETE FROM singer', 'WITH a AS (SELECT 1) INSERT INTO singer SELECT * FROM a',
+    "SELECT 'unterminated", 'SELECT (1', 'BEGIN', 'EXPLAIN SELECT 1', 'VALUES (1)',
+  ];
+  for (const s of bad) assert.equal(checkReadOnlySelect(s).ok, false, s);
+  assert.equal(checkReadOnlySelect(42 as unknown as string).ok, false);
+});
+
+test('executor runs selects, caps rows, refuses writes and leaves the file byte-identical', async () => {
+  const { dir, db } = fixture();
+  const before = sha(db);
+  const ex = new SqlExecutor({ workers: 2, timeoutMs: 3000, maxRows: 2 });
+  try {
+    const r = await ex.run(db, 'SELECT name FROM singer ORDER BY singer_id');
+    assert.equal(r.ok, true);
+    if (r.ok) {
+      assert.deepEqual(r.columns, ['name']);
+      assert.deepEqual(r.rows, [['Ann'], ['Bob']]);
+      assert.equal(r.truncated, true);
+    }
+    for (const w of ['DELETE FROM singer', 'DROP TABLE singer', 'UPDATE singer SET age = 0',
+      "ATTACH DATABASE '" + join(dir, 'other.db') + "' AS o", 'PRAGMA query_only = OFF',
+      'SELECT 1; DELETE FROM singer', "INSERT INTO singer VALUES (9,'x',1,'y')"]) {
+      const rr = await ex.run(db, w);
+      assert.equal(rr.ok, false, w);
+      if (!rr.ok) assert.equal(rr.code, 'refused', w);
+    }
+    const err = await ex.run(db, 'SELECT nope FROM singer');
+    assert.equal(err.ok, false);
+    if (!err.ok) assert.equal(err.code, 'sql_error');
+    const nodb = await ex.run(join(dir, 'missing.sqlite'), 'SELECT 1');
+    assert.equal(nodb.ok, false);
+    if (!nodb.ok) assert.equal(nodb.code, 'no_db');
+  } finally {
+    await ex.close();
+  }
+  assert.equal(sha(db), before);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('a never-ending query is stopped by the timeout and the pool keeps working', async () => {
+  const { dir, db } = fixture();
+  const ex = new SqlExecutor({ workers: 2, timeoutMs: 400 });
+  try {
+    const forever = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c';
+    const t0 = Date.now();
+    // Two at once so that both workers are killed, plus ordinary queries queued behind them.
+    const jobs = [
+      ex.run(db, forever),
+      ex.run(db, forever + ' '),
+      ex.run(db, 'SELECT count(*) FROM singer'),
+      ex.run(db, "SELECT name FROM singer WHERE country = 'France' ORDER BY name"),
+    ];
+    const [a, b, c, d] = await Promise.all(jobs);
+    assert.equal(a!.ok, false);
+    if (!a!.ok) assert.equal(a!.code, 'timeout');
+    assert.equal(b!.ok, false);
+    if (!b!.ok) assert.equal(b!.code, 'timeout');
+    assert.ok(Date.now() - t0 < 5000);
+    assert.deepEqual(c!.ok && c!.rows, [[4]]);
+    assert.deepEqual(d!.ok && d!.rows, [['Ann'], ['Cid']]);
+    const e = await ex.run(db, 'SELECT max(age) FROM singer');
+    assert.deepEqual(e.ok && e.rows, [[52]]);
+    assert.ok(ex.stats.timeouts >= 2);
+  } finally {
+    await ex.close();
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('results are cached per (db, sql) and run() after close answers without rejecting', async () => {
+  const { dir, db } = fixture();
+  const ex = new SqlExecutor({ workers: 1 });
+  const a = await ex.run(db, 'SELECT age FROM singer');
+  const b = await ex.run(db, 'SELECT age FROM singer');
+  assert.equal(ex.stats.cacheHits, 1);
+  assert.deepEqual(a, b);
+  await ex.close();
+  const c = await ex.run(db, 'SELECT 1');
+  assert.equal(c.ok, false);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('too_large when a result exceeds the byte cap', async () => {
+  const { dir, db } = fixture();
+  const ex = new SqlExecutor({ workers: 1, maxResultBytes: 200 });
+  try {
+    const r = await ex.run(db, 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 1000) SELECT x FROM c');
+    assert.equal(r.ok, false);
+    if (!r.ok) assert.equal(r.code, 'too_large');
+  } finally {
+    await ex.close();
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const R = (columns: string[], rows: unknown[][]): ExecResult => ({ ok: true, columns, rows, truncated: false, ms: 0 });
+
+test('resultsMatch: multiset rows, column permutation, order only when asked, floats', () => {
+  const g = R(['a', 'b'], [[1, 'x'], [2, 'y'], [2, 'y']]);
+  assert.equal(resultsMatch(g, R(['a', 'b'], [[2, 'y'], [1, 'x'], [2, 'y']]), false), true);
+  assert.equal(resultsMatch(g, R(['a', 'b'], [[2, 'y'], [1, 'x'], [2, 'y']]), true), false);
+  assert.equal(resultsMatch(g, R(['a', 'b'], [[1, 'x'], [2, 'y']]), false), false, 'multiset, not set');
+  assert.equal(resultsMatch(g, R(['b', 'a'], [['x', 1], ['y', 2], ['y', 2]]), true), true, 'column order free');
+  assert.equal(resultsMatch(g, R(['a'], [[1], [2], [2]]), false), false);
+  assert.equal(resultsMatch(R(['a'], [[1]]), R(['a'], [[1.0]]), false), true);
+  assert.equal(resultsMatch(R(['a'], [[0.1 + 0.2]]), R(['a'], [[0.3]]), false), true, 'last-bit noise');
+  assert.equal(resultsMatch(R(['a'], [[3.14159]]), R(['a'], [[3.14]]), false), false);
+  assert.equal(resultsMatch(R(['a'], [['1']]), R(['a'], [[1]]), false), false, 'text is not a number');
+  assert.equal(resultsMatch(R(['a'], [['Ann']]), R(['a'], [['ann']]), false), false);
+  assert.equal(resultsMatch(R(['a'], []), R(['a', 'b'], []), false), true, 'both empty');
+  const err: ExecResult = { ok: false, code: 'sql_error', error: 'x', ms: 0 };
+  assert.equal(resultsMatch(err, err, false), false);
+  // Columns whose value multisets coincide, where only one pairing of rows matches.
+  const g2 = R(['a', 'b'], [[1, 2], [2, 1], [3, 3]]);
+  assert.equal(resultsMatch(g2, R(['b', 'a'], [[2, 1], [1, 2], [3, 3]]), false), true);
+});
+
+test('resultKey agrees with resultsMatch', () => {
+  const variants: ExecResult[] = [
+    R(['a', 'b'], [[1, 'x'], [2, 'y']]),
+    R(['b', 'a'], [['y', 2], ['x', 1]]),
+    R(['a', 'b'], [[1, 'x'], [2, 'z']]),
+    R(['a', 'b'], [[1, 2], [2, 1]]),
+    R(['b', 'a'], [[2, 1], [1, 2]]),
+    R(['a', 'b'], [[1, 1], [2, 2]]),
+    R(['a'], []),
+    { ok: false, code: 'sql_error', error: 'no such column', ms: 1 },
+  ];
+  for (const ordered of [false, true]) {
+    for (const x of variants) {
+      for (const y of variants) {
+        if (!x.ok || !y.ok) continue;
+        assert.equal(resultKey(x, ordered) === resultKey(y, ordered), resultsMatch(x, y, ordered),
+          `${JSON.stringify(x)} vs ${JSON.stringify(y)} ordered=${ordered}`);
+      }
+    }
+  }
+});
+
+test('hasTopLevelOrderBy ignores subqueries, windows, strings and comments', () => {
+  assert.equal(hasTopLevelOrderBy('SELECT a FROM t ORDER BY a'), true);
+  assert.equal(hasTopLevelOrderBy('SELECT a FROM t WHERE a IN (SELECT b FROM u ORDER BY b LIMIT 1)'), false);
+  assert.equal(hasTopLevelOrderBy("SELECT 'order by' FROM t -- order by\n"), false);
+  assert.equal(hasTopLevelOrderBy('SELECT rank() OVER (ORDER BY a) FROM t'), false);
+  assert.equal(hasTopLevelOrderBy('SELECT a FROM t UNION SELECT b FROM u ORDER BY 1'), true);
+});
