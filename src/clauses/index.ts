@@ -1,0 +1,69 @@
+// Public entry point of the clause engine: split SQL into clause units (always), build the
+// normalized tree (when the SQL parses), render trees back to SQLite SQL.
+import type { ClauseUnit, SplitResult, TreeNode } from './types.js';
+import { tokenize } from './lexer.js';
+import { segmentQuery } from './segment.js';
+import { buildQuery, cloneNode, finishTree, mk, renderTree, walkTree, type BuildEnv } from './tree.js';
+
+export type { ClauseKind, ClauseUnit, NodeKind, SplitResult, TreeNode } from './types.js';
+export { CLAUSE_KINDS } from './types.js';
+export { tokenize, type Token } from './lexer.js';
+export { quoteIdent } from './tree.js';
+
+/**
+ * Clause units of `sql` and, unless opts.tree is false, its normalized tree. Never throws:
+ * SQL that does not parse gets lexer-based units, ok=false and the parse error. With
+ * opts.tree false, ok reports only whether clause units were found.
+ */
+export function splitSql(sql: string, opts?: { tree?: boolean }): SplitResult {
+  const wantTree = opts?.tree !== false;
+  if (typeof sql !== 'string') return { sql: String(sql), ok: false, error: 'sql must be a string', units: [] };
+  let units: ClauseUnit[] = [];
+  try {
+    const toks = tokenize(sql);
+    const q = segmentQuery(toks, 0, toks.length, 0, -1, units);
+    for (const u of units) u.text = sql.slice(u.start, u.end);
+    if (!q) return { sql, ok: false, error: 'no SQL clause keyword found', units };
+    if (!wantTree) return { sql, ok: true, units };
+    const env: BuildEnv = { sql, toks, units, dialects: new Set() };
+    let query: TreeNode;
+    try {
+      query = buildQuery(q, env);
+    } catch (e) {
+      return { sql, ok: false, error: `parse error: ${e instanceof Error ? e.message : String(e)}`, units };
+    }
+    const root = mk('statement', 'statement', [query]);
+    finishTree(root, env, q);
+    if (!env.dialects.has('sqlite') || env.dialects.size > 1) {
+      root.attrs = { dialects: [...env.dialects] };
+    }
+    return { sql, ok: true, units, tree: root };
+  } catch (e) {
+    // Defensive: a bug or a stack overflow on absurd nesting must not reach the caller.
+    return { sql, ok: false, error: `internal error: ${e instanceof Error ? e.message : String(e)}`, units };
+  }
+}
+
+/** The depth-0 units in written order (what prompts and per-clause rewards use). */
+export function topUnits(r: SplitResult): ClauseUnit[] {
+  return r.units.filter((u) => u.depth === 0);
+}
+
+/**
+ * SQLite SQL for a tree or any subtree (a clause node renders as that clause's text, an
+ * expression as the expression). Throws an Error only for a structurally broken tree (e.g. a
+ * comparison left with one child by a mutator), never for anything splitSql produced.
+ */
+export function renderSql(tree: TreeNode): string {
+  return renderTree(tree);
+}
+
+/** Pre-order list of all nodes (ids ascend along it for trees from splitSql). */
+export function walk(tree: TreeNode): TreeNode[] {
+  return walkTree(tree);
+}
+
+/** Deep copy with the same ids; parents point inside the copy (the root's parent is null). */
+export function cloneTree(tree: TreeNode): TreeNode {
+  return cloneNode(tree, null);
+}

@@ -1,0 +1,166 @@
+// Lexer for SQLite SQL. It never throws: unterminated strings, quoted identifiers and block
+// comments run to the end of the input (flagged `unterminated`), and any character it does not
+// know becomes a one-character 'other' token, so the tokens always tile the input exactly.
+// That tiling is what lets clause spans be exact offsets into the caller's string.
+
+export type TokenType =
+  | 'ws'
+  | 'comment'
+  | 'string'   // 'single quoted' ('' escapes)
+  | 'dquote'   // "double quoted" (identifier, or a string if SQLite finds no such column)
+  | 'bquote'   // `backticked` identifier
+  | 'bracket'  // [bracketed identifier]
+  | 'number'
+  | 'blob'     // x'ab'
+  | 'word'     // bare identifier or keyword
+  | 'param'    // ? ?1 :name @name $name
+  | 'punct'    // ( ) , ; .
+  | 'op'
+  | 'other';
+
+export interface Token {
+  type: TokenType;
+  text: string;
+  start: number;
+  end: number;
+  /** Upper-cased text for 'word' tokens (keyword comparisons); '' otherwise. */
+  upper: string;
+  unterminated?: boolean;
+}
+
+const OPS3 = ['->>'];
+const OPS2 = ['<=', '>=', '<>', '!=', '==', '||', '<<', '>>', '->'];
+const OPS1 = '=<>+-*/%&|~!';
+
+function isIdentStart(c: number): boolean {
+  return (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95 || c >= 128;
+}
+function isIdentPart(c: number): boolean {
+  return isIdentStart(c) || (c >= 48 && c <= 57) || c === 36;
+}
+function isDigit(c: number): boolean {
+  return c >= 48 && c <= 57;
+}
+function isSpace(c: number): boolean {
+  return c === 32 || c === 9 || c === 10 || c === 13 || c === 12 || c === 11 || c === 0xa0 || c === 0xfeff;
+}
+
+/** Ends a quoted run whose closing quote is escaped by doubling ('' "" ``). */
+function scanQuoted(sql: string, i: number, q: string): { end: number; unterminated: boolean } {
+  let j = i + 1;
+  for (;;) {
+    const k = sql.indexOf(q, j);
+    if (k < 0) return { end: sql.length, unterminated: true };
+    if (sql[k + 1] === q) {
+      j = k + 2;
+      continue;
+    }
+    return { end: k + 1, unterminated: false };
+  }
+}
+
+export function tokenize(sql: string): Token[] {
+  const out: Token[] = [];
+  const n = sql.length;
+  let i = 0;
+  const push = (type: TokenType, end: number, unterminated = false): void => {
+    const text = sql.slice(i, end);
+    const t: Token = { type, text, start: i, end, upper: type === 'word' ? text.toUpperCase() : '' };
+    if (unterminated) t.unterminated = true;
+    out.push(t);
+    i = end;
+  };
+  while (i < n) {
+    const c = sql.charCodeAt(i);
+    const ch = sql[i]!;
+    if (isSpace(c)) {
+      let j = i + 1;
+      while (j < n && isSpace(sql.charCodeAt(j))) j++;
+      push('ws', j);
+    } else if (ch === '-' && sql[i + 1] === '-') {
+      const k = sql.indexOf('\n', i);
+      push('comment', k < 0 ? n : k);
+    } else if (ch === '/' && sql[i + 1] === '*') {
+      const k = sql.indexOf('*/', i + 2);
+      if (k < 0) push('comment', n, true);
+      else push('comment', k + 2);
+    } else if (ch === "'") {
+      const r = scanQuoted(sql, i, "'");
+      push('string', r.end, r.unterminated);
+    } else if (ch === '"') {
+      const r = scanQuoted(sql, i, '"');
+      push('dquote', r.end, r.unterminated);
+    } else if (ch === '`') {
+      const r = scanQuoted(sql, i, '`');
+      push('bquote', r.end, r.unterminated);
+    } else if (ch === '[') {
+      // SQLite bracket identifiers have no escape: they end at the first ']'.
+      const k = sql.indexOf(']', i + 1);
+      if (k < 0) push('bracket', n, true);
+      else push('bracket', k + 1);
+    } else if ((ch === 'x' || ch === 'X') && sql[i + 1] === "'") {
+      const r = scanQuoted(sql, i + 1, "'");
+      push('blob', r.end, r.unterminated);
+    } else if (isDigit(c) || (ch === '.' && isDigit(sql.charCodeAt(i + 1)))) {
+      let j = i;
+      if (ch === '0' && (sql[i + 1] === 'x' || sql[i + 1] === 'X') && /[0-9a-fA-F]/.test(sql[i + 2] ?? '')) {
+        j = i + 2;
+        while (j < n && /[0-9a-fA-F]/.test(sql[j]!)) j++;
+      } else {
+        while (j < n && isDigit(sql.charCodeAt(j))) j++;
+        if (sql[j] === '.') {
+          j++;
+          while (j < n && isDigit(sql.charCodeAt(j))) j++;
+        }
+        if ((sql[j] === 'e' || sql[j] === 'E') && (isDigit(sql.charCodeAt(j + 1)) ||
+          ((sql[j + 1] === '+' || sql[j + 1] === '-') && isDigit(sql.charCodeAt(j + 2))))) {
+          j += 2;
+          while (j < n && isDigit(sql.charCodeAt(j))) j++;
+        }
+      }
+      push('number', j);
+    } else if (isIdentStart(c)) {
+      let j = i + 1;
+      while (j < n && isIdentPart(sql.charCodeAt(j))) j++;
+      push('word', j);
+    } else if (ch === '?' || ch === ':' || ch === '@' || ch === '$') {
+      let j = i + 1;
+      while (j < n && isIdentPart(sql.charCodeAt(j))) j++;
+      push(ch !== '?' && j === i + 1 ? 'other' : 'param', j);
+    } else if (ch === '(' || ch === ')' || ch === ',' || ch === ';' || ch === '.') {
+      push('punct', i + 1);
+    } else if (OPS3.includes(sql.slice(i, i + 3))) {
+      push('op', i + 3);
+    } else if (OPS2.includes(sql.slice(i, i + 2))) {
+      push('op', i + 2);
+    } else if (OPS1.includes(ch)) {
+      push('op', i + 1);
+    } else {
+      // Keep surrogate pairs whole so token text stays valid UTF-16.
+      const hi = c >= 0xd800 && c <= 0xdbff && i + 1 < n;
+      push('other', i + (hi ? 2 : 1));
+    }
+  }
+  return out;
+}
+
+/** True for tokens that carry meaning (not whitespace, not comments). */
+export function significant(t: Token): boolean {
+  return t.type !== 'ws' && t.type !== 'comment';
+}
+
+/** The identifier a token names, unquoted ('' escapes undone); null if it is not one. */
+export function identName(t: Token): string | null {
+  switch (t.type) {
+    case 'word':
+      return t.text;
+    case 'dquote':
+      return t.text.slice(1, t.unterminated ? undefined : -1).replace(/""/g, '"');
+    case 'bquote':
+      return t.text.slice(1, t.unterminated ? undefined : -1).replace(/``/g, '`');
+    case 'bracket':
+      return t.text.slice(1, t.unterminated ? undefined : -1);
+    default:
+      return null;
+  }
+}

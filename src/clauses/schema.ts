@@ -1,0 +1,95 @@
+// Database schemas in one shape, from a SQLite file or from a Spider tables.json entry, and the
+// schema text the prompt carries (format fixed in docs/FORMATS.md: it is part of the model's
+// input contract, so both sources must yield the same text for the same database).
+import Database from 'better-sqlite3';
+
+export interface SchemaInfo {
+  tables: { name: string; columns: { name: string; type: string; pk: boolean }[] }[];
+  foreignKeys: { fromTable: string; fromColumn: string; toTable: string; toColumn: string }[];
+}
+
+function qid(name: string): string {
+  return '"' + name.replace(/"/g, '""') + '"';
+}
+
+/** Reads tables, columns, primary and foreign keys. Opens the file read-only; throws if it is
+ * missing or not a SQLite database (callers decide how to report that). */
+export function schemaFromSqlite(dbPath: string): SchemaInfo {
+  const db = new Database(dbPath, { readonly: true, fileMustExist: true });
+  try {
+    const tables = db
+      .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid")
+      .all() as { name: string }[];
+    const out: SchemaInfo = { tables: [], foreignKeys: [] };
+    for (const { name } of tables) {
+      const cols = db.prepare(`PRAGMA table_info(${qid(name)})`).all() as { name: string; type: string; pk: number }[];
+      out.tables.push({ name, columns: cols.map((c) => ({ name: c.name, type: c.type ?? '', pk: c.pk > 0 })) });
+    }
+    for (const t of out.tables) {
+      const fks = db.prepare(`PRAGMA foreign_key_list(${qid(t.name)})`).all() as { table: string; from: string; to: string | null }[];
+      for (const fk of fks) {
+        let to = fk.to;
+        if (to == null) {
+          // A REFERENCES without a column names the target's primary key.
+          const target = out.tables.find((x) => x.name.toLowerCase() === fk.table.toLowerCase());
+          to = target?.columns.find((c) => c.pk)?.name ?? '';
+        }
+        out.foreignKeys.push({ fromTable: t.name, fromColumn: fk.from, toTable: fk.table, toColumn: to });
+      }
+    }
+    return out;
+  } finally {
+    db.close();
+  }
+}
+
+interface SpiderEntry {
+  table_names_original: string[];
+  column_names_original: [number, string][];
+  column_types?: string[];
+  primary_keys?: (number | number[])[];
+  foreign_keys?: [number, number][];
+}
+
+function isSpiderEntry(e: unknown): e is SpiderEntry {
+  if (!e || typeof e !== 'object') return false;
+  const x = e as Record<string, unknown>;
+  return Array.isArray(x.table_names_original) && Array.isArray(x.column_names_original);
+}
+
+/** One tables.json entry (uses the *_original names, i.e. the names as in the database).
+ * Throws a clear Error when the entry does not have the tables.json shape. */
+export function schemaFromSpiderTables(entry: unknown): SchemaInfo {
+  if (!isSpiderEntry(entry)) throw new Error('not a Spider tables.json entry (needs table_names_original and column_names_original)');
+  const pks = new Set<number>();
+  for (const p of entry.primary_keys ?? []) {
+    if (Array.isArray(p)) p.forEach((i) => pks.add(i));
+    else pks.add(p);
+  }
+  const tables: SchemaInfo['tables'] = entry.table_names_original.map((name) => ({ name, columns: [] }));
+  const colRef: { table: string; column: string }[] = [];
+  entry.column_names_original.forEach(([ti, cname], i) => {
+    const t = tables[ti];
+    if (!t) {
+      colRef.push({ table: '', column: cname });
+      return;
+    }
+    t.columns.push({ name: cname, type: entry.column_types?.[i] ?? '', pk: pks.has(i) });
+    colRef.push({ table: t.name, column: cname });
+  });
+  const foreignKeys: SchemaInfo['foreignKeys'] = [];
+  for (const [from, to] of entry.foreign_keys ?? []) {
+    const f = colRef[from];
+    const g = colRef[to];
+    if (!f || !g || !f.table || !g.table) continue;
+    foreignKeys.push({ fromTable: f.table, fromColumn: f.column, toTable: g.table, toColumn: g.column });
+  }
+  return { tables, foreignKeys };
+}
+
+/** `table: col1*, col2 | table2: ...` (docs/FORMATS.md): lower-cased, primary keys marked `*`. */
+export function schemaText(s: SchemaInfo): string {
+  return s.tables
+    .map((t) => `${t.name.toLowerCase()}: ${t.columns.map((c) => c.name.toLowerCase() + (c.pk ? '*' : '')).join(', ')}`)
+    .join(' | ');
+}

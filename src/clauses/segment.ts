@@ -1,0 +1,201 @@
+// Lexer-level segmentation into clause units. This is the part that must work on anything,
+// including SQL no parser accepts, so it only looks at keywords at parenthesis level 0 of a
+// query.
+//
+// Span rules (decided here, relied on by annotation, prompts and blame):
+// - A unit starts at its keyword (SELECT, FROM, GROUP of GROUP BY, UNION of UNION ALL, ...) and
+//   ends at the end of the last non-whitespace token before the next unit's keyword. Comments
+//   therefore belong to the unit they follow; a comment before the first keyword belongs to the
+//   first unit, as does any stray text there (tolerant mode for e.g. "SELCT a FROM t").
+// - At depth 0 a final ';' (and anything after it, which can only be whitespace and comments)
+//   is outside every unit. So between depth-0 units there is only whitespace, and after the last
+//   one only whitespace, a ';' and comments.
+// - A SETOP unit is the operator alone (UNION, UNION ALL, INTERSECT, EXCEPT). `arm` counts the
+//   arms of a compound at one nesting level; a SETOP unit carries the arm number of the arm it
+//   closes (the one before it), so the SETOP between arm 0 and arm 1 has arm 0.
+// - A subquery is a parenthesis whose first significant token is SELECT or WITH. Its units have
+//   depth + 1 and `parent` = index of the unit whose span holds the parenthesis. Units are
+//   stored in order of start offset (a parent directly before its children), so the array is
+//   both sorted and pre-order.
+import type { ClauseKind, ClauseUnit } from './types.js';
+import { significant, type Token } from './lexer.js';
+
+export interface SubqueryInfo {
+  /** Offsets of the '(' and of the matching ')' (or of the end of input when unbalanced). */
+  open: number;
+  close: number;
+  /** Index of the unit whose text holds the parenthesis. */
+  unit: number;
+  query: QueryInfo;
+}
+
+export interface ArmInfo {
+  /** Unit indexes (at this query's depth) in written order; WITH belongs to arm 0. */
+  units: number[];
+  start: number;
+  end: number;
+  subqueries: SubqueryInfo[];
+}
+
+export interface QueryInfo {
+  depth: number;
+  start: number;
+  end: number;
+  arms: ArmInfo[];
+  /** SETOP unit indexes; setops[k] joins arm k and arm k + 1. */
+  setops: number[];
+  /** Token index range [t0, t1) the query was segmented from. */
+  t0: number;
+  t1: number;
+}
+
+const SETOPS = new Set(['UNION', 'INTERSECT', 'EXCEPT']);
+
+interface Boundary {
+  kind: ClauseKind;
+  tok: number;   // index of the keyword token
+  last: number;  // index of the last token of the keyword itself (BY, ALL)
+}
+
+/** Next significant token index at or after i (< limit), or -1. */
+function nextSig(toks: Token[], i: number, limit: number): number {
+  for (let k = i; k < limit; k++) if (significant(toks[k]!)) return k;
+  return -1;
+}
+function prevSig(toks: Token[], i: number, floor: number): number {
+  for (let k = i; k >= floor; k--) if (significant(toks[k]!)) return k;
+  return -1;
+}
+
+/** Index of the ')' closing the '(' at index i, or -1 when the input ends first. */
+export function matchParen(toks: Token[], i: number, limit: number): number {
+  let level = 0;
+  for (let k = i; k < limit; k++) {
+    const t = toks[k]!;
+    if (t.type !== 'punct') continue;
+    if (t.text === '(') level++;
+    else if (t.text === ')') {
+      level--;
+      if (level === 0) return k;
+    }
+  }
+  return -1;
+}
+
+function findBoundaries(toks: Token[], t0: number, t1: number): Boundary[] {
+  const out: Boundary[] = [];
+  let level = 0;
+  let sawAny = false;
+  for (let k = t0; k < t1; k++) {
+    const t = toks[k]!;
+    if (t.type === 'punct') {
+      if (t.text === '(') level++;
+      else if (t.text === ')') level = Math.max(0, level - 1);
+      sawAny = true;
+      continue;
+    }
+    if (!significant(t)) continue;
+    if (level !== 0 || t.type !== 'word') {
+      sawAny = true;
+      continue;
+    }
+    const u = t.upper;
+    const nx = nextSig(toks, k + 1, t1);
+    const nxU = nx >= 0 && toks[nx]!.type === 'word' ? toks[nx]!.upper : '';
+    let b: Boundary | null = null;
+    if (u === 'WITH' && !sawAny) b = { kind: 'WITH', tok: k, last: k };
+    else if (u === 'SELECT') b = { kind: 'SELECT', tok: k, last: k };
+    else if (u === 'FROM') {
+      // `x IS [NOT] DISTINCT FROM y` is an operator, not a clause.
+      const pv = prevSig(toks, k - 1, t0);
+      const pv2 = pv >= 0 ? prevSig(toks, pv - 1, t0) : -1;
+      const isOp = pv >= 0 && toks[pv]!.upper === 'DISTINCT' && pv2 >= 0 &&
+        (toks[pv2]!.upper === 'IS' || toks[pv2]!.upper === 'NOT');
+      if (!isOp) b = { kind: 'FROM', tok: k, last: k };
+    } else if (u === 'WHERE') b = { kind: 'WHERE', tok: k, last: k };
+    else if (u === 'GROUP' && nxU === 'BY') b = { kind: 'GROUP BY', tok: k, last: nx };
+    else if (u === 'HAVING') b = { kind: 'HAVING', tok: k, last: k };
+    else if (u === 'ORDER' && nxU === 'BY') b = { kind: 'ORDER BY', tok: k, last: nx };
+    else if (u === 'LIMIT') b = { kind: 'LIMIT', tok: k, last: k };
+    else if (SETOPS.has(u)) b = { kind: 'SETOP', tok: k, last: u === 'UNION' && nxU === 'ALL' ? nx : k };
+    sawAny = true;
+    if (b) {
+      out.push(b);
+      k = b.last;
+    }
+  }
+  return out;
+}
+
+/**
+ * Segments the query made of tokens [t0, t1) and appends its units (and, recursively, those of
+ * its subqueries) to `units`. Returns null when no clause keyword was found.
+ */
+export function segmentQuery(
+  toks: Token[], t0: number, t1: number, depth: number, parent: number, units: ClauseUnit[],
+): QueryInfo | null {
+  const bounds = findBoundaries(toks, t0, t1);
+  if (bounds.length === 0) return null;
+  // First and last non-whitespace tokens of the region (comments included).
+  let first = -1;
+  let last = -1;
+  for (let k = t0; k < t1; k++) if (toks[k]!.type !== 'ws') { first = k; break; }
+  for (let k = t1 - 1; k >= t0; k--) if (toks[k]!.type !== 'ws') { last = k; break; }
+  if (depth === 0) {
+    const ls = prevSig(toks, t1 - 1, t0);
+    if (ls >= 0 && toks[ls]!.text === ';' && toks[ls]!.type === 'punct' && ls > bounds[bounds.length - 1]!.last) {
+      last = -1;
+      for (let k = ls - 1; k >= t0; k--) if (toks[k]!.type !== 'ws') { last = k; break; }
+    }
+  }
+  const q: QueryInfo = {
+    depth, start: toks[first]!.start, end: toks[last]!.end, arms: [], setops: [], t0, t1,
+  };
+  let arm: ArmInfo = { units: [], start: q.start, end: q.start, subqueries: [] };
+  q.arms.push(arm);
+  for (let b = 0; b < bounds.length; b++) {
+    const bd = bounds[b]!;
+    const startTok = b === 0 ? Math.min(first, bd.tok) : bd.tok;
+    let endTok: number;
+    if (b + 1 < bounds.length) {
+      endTok = bounds[b + 1]!.tok - 1;
+      while (endTok > bd.last && toks[endTok]!.type === 'ws') endTok--;
+    } else endTok = last;
+    if (endTok < bd.last) endTok = bd.last;
+    const start = toks[startTok]!.start;
+    const end = toks[endTok]!.end;
+    const idx = units.length;
+    units.push({
+      kind: bd.kind, text: '', start, end, depth, parent, arm: q.arms.length - 1,
+    });
+    if (bd.kind === 'SETOP') {
+      q.setops.push(idx);
+      arm = { units: [], start: -1, end: -1, subqueries: [] };
+      q.arms.push(arm);
+      continue;
+    }
+    if (arm.start < 0) arm.start = start;
+    arm.end = end;
+    arm.units.push(idx);
+    // Subqueries inside this unit.
+    for (let k = startTok; k <= endTok; k++) {
+      const t = toks[k]!;
+      if (t.type !== 'punct' || t.text !== '(') continue;
+      const nx = nextSig(toks, k + 1, endTok + 1);
+      if (nx < 0 || toks[nx]!.type !== 'word' || (toks[nx]!.upper !== 'SELECT' && toks[nx]!.upper !== 'WITH')) continue;
+      const close = matchParen(toks, k, endTok + 1);
+      const innerEnd = close < 0 ? endTok + 1 : close;
+      const sub = segmentQuery(toks, k + 1, innerEnd, depth + 1, idx, units);
+      if (sub) {
+        arm.subqueries.push({
+          open: t.start, close: close < 0 ? toks[endTok]!.end : toks[close]!.start, unit: idx, query: sub,
+        });
+      }
+      if (close < 0) break;
+      k = close;
+    }
+  }
+  // Drop an empty trailing arm (a query ending in a dangling UNION) so consumers see real arms.
+  if (arm.start < 0) q.arms.pop();
+  return q;
+}
