@@ -1,0 +1,32 @@
+// `caper eval <what>`: evaluations over a Spider-layout directory. Each sub-command lives in
+// src/eval/<what>.ts exporting `run(args)` and is loaded on demand.
+const SUBCOMMANDS: Record<string, string> = {
+  rerank: '../eval/rerank.js',
+  // Filled in by the localization evaluation: src/eval/localize.ts exporting run(args).
+  localize: '../eval/localize.js',
+};
+
+const USAGE = `usage: caper eval <rerank|localize> [options]
+  rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid [--model DIR] [--out PICKS.jsonl]
+  localize ...   (see src/eval/localize.ts)`;
+
+export async function run(argv: string[]): Promise<number> {
+  const [what, ...rest] = argv;
+  if (!what || what === '--help' || what === '-h') {
+    console.log(USAGE);
+    return what ? 0 : 2;
+  }
+  const path = SUBCOMMANDS[what];
+  if (!path) {
+    console.error(`caper eval: unknown evaluation "${what}"\n${USAGE}`);
+    return 2;
+  }
+  let mod: { run: (args: string[]) => Promise<number> };
+  try {
+    mod = (await import(path)) as typeof mod;
+  } catch (e) {
+    console.error(`caper eval ${what}: not available: ${(e as Error).message}`);
+    return 2;
+  }
+  return mod.run(rest);
+}

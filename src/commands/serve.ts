@@ -1,0 +1,56 @@
+// `caper serve`: the verifier HTTP service (see src/server.ts).
+import { parseArgs, flagString, flagNumber } from './args.js';
+
+const USAGE = `usage: caper serve [--model DIR] [--db-dir DIR] [--host H] [--port P] [--device auto|cuda|cpu]
+       [--max-batch-tokens N] [--max-wait-ms MS] [--max-batch-size N] [--max-queue-tokens N]
+       [--exec-timeout-ms MS] [--quantized] [--quiet]`;
+
+export async function run(argv: string[]): Promise<number> {
+  const a = parseArgs(argv, ['quantized', 'quiet', 'help']);
+  if (a.flags.has('help')) {
+    console.log(USAGE);
+    return 0;
+  }
+  const device = flagString(a, 'device', 'auto')!;
+  if (device !== 'auto' && device !== 'cuda' && device !== 'cpu') {
+    console.error(`caper serve: --device must be auto, cuda or cpu\n${USAGE}`);
+    return 2;
+  }
+  const { buildServer } = await import('../server.js');
+  const modelDir = flagString(a, 'model');
+  const dbDir = flagString(a, 'db-dir');
+  const maxWait = flagString(a, 'max-wait-ms');
+  const app = await buildServer({
+    ...(modelDir ? { modelDir } : {}),
+    ...(dbDir ? { dbDir } : {}),
+    device,
+    ...(a.flags.has('max-batch-tokens') ? { maxBatchTokens: flagNumber(a, 'max-batch-tokens', 0) } : {}),
+    ...(maxWait !== undefined ? { maxWaitMs: flagNumber(a, 'max-wait-ms', 0) } : {}),
+    ...(a.flags.has('max-batch-size') ? { maxBatchSize: flagNumber(a, 'max-batch-size', 0) } : {}),
+    ...(a.flags.has('max-queue-tokens') ? { maxQueueTokens: flagNumber(a, 'max-queue-tokens', 0) } : {}),
+    ...(a.flags.has('exec-timeout-ms') ? { execTimeoutMs: flagNumber(a, 'exec-timeout-ms', 5000) } : {}),
+    quantized: a.flags.has('quantized'),
+    logger: !a.flags.has('quiet'),
+  });
+  const host = flagString(a, 'host', '127.0.0.1')!;
+  const port = flagNumber(a, 'port', 8080);
+  await app.listen({ host, port });
+  // Stop accepting, let in-flight requests finish, then exit 0 so orchestrators see a clean stop.
+  let closing = false;
+  const stop = (sig: string) => {
+    if (closing) return;
+    closing = true;
+    app.log.info(`${sig}: draining`);
+    app.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  await app.caper.loaded;
+  if (app.caper.notReadyReason) console.error(`caper serve: not ready: ${app.caper.notReadyReason}`);
+  else console.error(`caper serve: ready on http://${host}:${port} (model ${app.caper.model!.manifest.name}, ${app.caper.model!.provider})`);
+  // Keep the process alive while the server runs.
+  return new Promise<number>(() => undefined);
+}

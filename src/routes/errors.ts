@@ -1,0 +1,105 @@
+// One place that turns every failure into `{error, message, field?}` with the right status, so a
+// caller never sees fastify's default shapes or a 500 for something it sent.
+//
+//   400 bad_request       malformed body: not JSON, wrong type, missing or unknown field
+//   413 payload_too_large body over the limit
+//   415 unsupported_media_type
+//   422 limit_exceeded    well-formed but over a limit (too many candidates, SQL too long, ...)
+//   422 invalid_value     well-formed but unusable (unknown db_id, strategy needs a database, ...)
+//   429 queue_full        scoring queue full; Retry-After says when to come back
+//   503 not_ready         model still loading, missing or corrupt; Retry-After while loading
+import type { FastifyInstance, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { HttpError, type ErrorBody } from './context.js';
+import { QueueFullError, BatcherClosedError } from '../scoring/batcher.js';
+
+interface AjvError {
+  keyword: string;
+  instancePath: string;
+  params: Record<string, unknown>;
+  message?: string;
+}
+
+const LIMIT_KEYWORDS = new Set(['maxItems', 'maxLength', 'maximum', 'maxProperties']);
+
+/** '/candidates/3/sql' -> 'candidates[3].sql' */
+export function fieldName(instancePath: string, extra?: string): string {
+  const parts = instancePath.split('/').filter(Boolean);
+  if (extra) parts.push(extra);
+  let out = '';
+  for (const p of parts) out += /^\d+$/.test(p) ? `[${p}]` : out ? `.${p}` : p;
+  return out;
+}
+
+function fromValidation(err: FastifyError & { validation?: AjvError[]; validationContext?: string }): { status: number; body: ErrorBody } {
+  const v = err.validation?.[0];
+  if (!v) return { status: 400, body: { error: 'bad_request', message: err.message } };
+  const extra =
+    typeof v.params.missingProperty === 'string'
+      ? v.params.missingProperty
+      : typeof v.params.additionalProperty === 'string'
+        ? v.params.additionalProperty
+        : undefined;
+  const field = fieldName(v.instancePath, extra);
+  const where = err.validationContext && err.validationContext !== 'body' ? `${err.validationContext} ` : '';
+  let message: string;
+  if (v.keyword === 'additionalProperties') message = `unknown field ${field}`;
+  else if (v.keyword === 'required') message = `missing required field ${field}`;
+  else message = `${where}${field || 'body'} ${v.message ?? 'is invalid'}`;
+  const limit = LIMIT_KEYWORDS.has(v.keyword);
+  return {
+    status: limit ? 422 : 400,
+    body: { error: limit ? 'limit_exceeded' : 'bad_request', message, ...(field ? { field } : {}) },
+  };
+}
+
+export function installErrorHandlers(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
+    let status: number;
+    let body: ErrorBody;
+    if (err instanceof HttpError) {
+      status = err.statusCode;
+      body = { error: err.code, message: err.message, ...(err.field ? { field: err.field } : {}) };
+      if (err.headers) for (const [k, v] of Object.entries(err.headers)) void reply.header(k, v);
+    } else if (err instanceof QueueFullError) {
+      status = 429;
+      body = { error: 'queue_full', message: err.message };
+      void reply.header('retry-after', String(err.retryAfterS));
+    } else if (err instanceof BatcherClosedError) {
+      status = 503;
+      body = { error: 'shutting_down', message: err.message };
+      void reply.header('retry-after', '5');
+    } else if ((err as { validation?: unknown }).validation) {
+      ({ status, body } = fromValidation(err));
+    } else if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) {
+      status = 413;
+      body = { error: 'payload_too_large', message: err.message };
+    } else if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || err.statusCode === 415) {
+      status = 415;
+      body = { error: 'unsupported_media_type', message: err.message };
+    } else if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+      status = err.statusCode;
+      body = { error: 'bad_request', message: err.message };
+    } else {
+      req.log.error({ err }, 'unhandled error');
+      status = 500;
+      body = { error: 'internal', message: 'internal error' };
+    }
+    void reply.code(status).type('application/json').send(body);
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    void reply.code(404).send({ error: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` });
+  });
+}
+
+/** Shared error response schema for the OpenAPI document. */
+export const errorSchema = {
+  $id: 'Error',
+  type: 'object',
+  required: ['error', 'message'],
+  properties: {
+    error: { type: 'string', description: 'machine-readable code, e.g. bad_request, limit_exceeded, not_ready' },
+    message: { type: 'string' },
+    field: { type: 'string', description: 'the failing request field, e.g. candidates[3].sql' },
+  },
+} as const;

@@ -1,0 +1,94 @@
+// GET /info: what is serving (model, provider, size, limits) for operators and clients that want
+// to size their requests.
+import type { FastifyInstance } from 'fastify';
+import { HYBRID_LAMBDA, CANDIDATE_SCORE_MODE } from '../scoring/rerank.js';
+
+export default async function infoRoute(app: FastifyInstance): Promise<void> {
+  app.get(
+    '/info',
+    {
+      schema: {
+        summary: 'Model, provider, limits and version',
+        tags: ['ops'],
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              service: { type: 'string' },
+              version: { type: 'string' },
+              ready: { type: 'boolean' },
+              reason: { type: 'string' },
+              model: {
+                type: ['object', 'null'],
+                properties: {
+                  name: { type: 'string' },
+                  dir: { type: 'string' },
+                  provider: { type: 'string' },
+                  parameters: { type: 'integer' },
+                  max_length: { type: 'integer' },
+                  template: { type: 'string' },
+                },
+              },
+              scoring: {
+                type: 'object',
+                properties: {
+                  candidate_score: { type: 'string' },
+                  blame: { type: 'string' },
+                  hybrid_lambda: { type: 'number' },
+                },
+              },
+              limits: {
+                type: 'object',
+                properties: {
+                  max_candidates: { type: 'integer' },
+                  max_sql_chars: { type: 'integer' },
+                  max_question_chars: { type: 'integer' },
+                  max_schema_chars: { type: 'integer' },
+                  body_limit_bytes: { type: 'integer' },
+                  max_batch_tokens: { type: 'integer' },
+                  max_wait_ms: { type: 'number' },
+                  max_batch_size: { type: 'integer' },
+                  max_queue_tokens: { type: 'integer' },
+                },
+              },
+              databases: { type: 'array', items: { type: 'string' } },
+            },
+          },
+        },
+      },
+    },
+    async () => {
+      const s = app.caper;
+      const m = s.model;
+      return {
+        service: 'caper-verifier',
+        version: s.version,
+        ready: !!s.scorer,
+        ...(s.notReadyReason ? { reason: s.notReadyReason } : {}),
+        model: m
+          ? {
+              name: m.manifest.name,
+              dir: m.dir,
+              provider: m.provider,
+              parameters: m.manifest.parameters,
+              max_length: m.manifest.max_length,
+              template: m.manifest.template,
+            }
+          : null,
+        scoring: { candidate_score: CANDIDATE_SCORE_MODE, blame: 'drop', hybrid_lambda: HYBRID_LAMBDA },
+        limits: {
+          max_candidates: s.limits.maxCandidates,
+          max_sql_chars: s.limits.maxSqlChars,
+          max_question_chars: s.limits.maxQuestionChars,
+          max_schema_chars: s.limits.maxSchemaChars,
+          body_limit_bytes: s.limits.bodyLimitBytes,
+          max_batch_tokens: s.batching.maxBatchTokens,
+          max_wait_ms: s.batching.maxWaitMs,
+          max_batch_size: s.batching.maxBatchSize,
+          max_queue_tokens: s.batching.maxQueueTokens,
+        },
+        databases: s.dbs.ids(),
+      };
+    },
+  );
+}

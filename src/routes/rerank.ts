@@ -1,0 +1,172 @@
+// POST /rerank: the product endpoint. Candidates come back ranked, each with its clause scores
+// and the blamed clause; with a database, grouped by execution result.
+import type { FastifyInstance } from 'fastify';
+import { DEFAULT_LIMITS as L } from './context.js';
+import * as S from './schemas.js';
+import { scoreAndRank, num, round } from './service.js';
+import type { Strategy } from '../scoring/rerank.js';
+import type { ScoredCandidate } from '../scoring/scorer.js';
+
+interface RerankBody {
+  question: string;
+  schema?: string;
+  db_id?: string;
+  candidates: (string | { sql: string; id?: string | number })[];
+  top_n?: number;
+  strategy?: Strategy;
+  return_clauses?: boolean;
+}
+
+const body = {
+  type: 'object',
+  required: ['question', 'candidates'],
+  additionalProperties: false,
+  properties: {
+    question: S.question,
+    schema: S.schemaText,
+    db_id: S.dbId,
+    candidates: {
+      type: 'array',
+      minItems: 1,
+      maxItems: L.maxCandidates,
+      items: {
+        oneOf: [
+          S.sqlString,
+          {
+            type: 'object',
+            required: ['sql'],
+            additionalProperties: false,
+            properties: { sql: S.sqlString, id: S.candidateId },
+          },
+        ],
+      },
+    },
+    top_n: { type: 'integer', minimum: 1, description: 'return only the best n (default: all)' },
+    strategy: S.strategy,
+    return_clauses: { type: 'boolean', default: true, description: 'include every clause with its score' },
+  },
+} as const;
+
+const result = {
+  type: 'object',
+  required: ['index', 'sql', 'score', 'prm_score', 'rank', 'parsed', 'blame'],
+  properties: {
+    index: { type: 'integer', description: 'position in the request' },
+    id: S.candidateId,
+    sql: { type: 'string' },
+    score: { type: 'number', description: 'what the strategy ranked by, in [0, 1]' },
+    prm_score: { type: 'number', description: 'PRM candidate score: the minimum clause-prefix score' },
+    rank: { type: 'integer', description: '1 = best' },
+    parsed: { type: 'boolean', description: 'false: the clause parser rejected the SQL; units come from the lexer' },
+    warning: { type: 'string', description: 'why the candidate was not (fully) scored, e.g. SQL longer than max_length' },
+    clauses: { type: 'array', items: S.clauseOut },
+    blame: S.blameOut,
+    execution: {
+      type: 'object',
+      required: ['ok', 'cluster', 'cluster_size'],
+      properties: {
+        ok: { type: 'boolean' },
+        error: { type: 'string' },
+        cluster: { type: 'integer', description: 'execution-result group, 0 = the winning group' },
+        cluster_size: { type: 'integer' },
+      },
+    },
+  },
+} as const;
+
+export function blameOf(c: ScoredCandidate) {
+  const k = c.blame[0];
+  if (k === undefined) return null;
+  const u = c.units[k]!;
+  return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score) };
+}
+
+export function warningOf(c: ScoredCandidate): string | undefined {
+  if (c.error) return c.error;
+  const t = c.truncated;
+  if (t && (t.schema || t.question)) {
+    return `prompt truncated to max_length (${[t.question ? 'question' : '', t.schema ? 'schema' : ''].filter(Boolean).join(' and ')} cut)`;
+  }
+  return undefined;
+}
+
+export default async function rerankRoute(app: FastifyInstance): Promise<void> {
+  app.post<{ Body: RerankBody }>(
+    '/rerank',
+    {
+      schema: {
+        summary: 'Rerank candidate SQL queries with per-clause scores and blame',
+        tags: ['verifier'],
+        body,
+        response: {
+          200: {
+            type: 'object',
+            required: ['results', 'strategy', 'model', 'timing'],
+            properties: {
+              results: { type: 'array', items: result },
+              strategy: S.strategy,
+              model: { type: 'string' },
+              timing: S.timingOut,
+            },
+          },
+          ...S.errorResponses,
+        },
+      },
+    },
+    async (req) => {
+      const b = req.body;
+      const cands = b.candidates.map((c) => (typeof c === 'string' ? { sql: c } : c));
+      const r = await scoreAndRank(app, {
+        question: b.question,
+        ...(b.schema !== undefined ? { schema: b.schema } : {}),
+        ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
+        sqls: cands.map((c) => c.sql),
+        ...(b.strategy ? { strategy: b.strategy } : {}),
+      });
+      const withClauses = b.return_clauses !== false;
+      const results = r.ranking.slice(0, b.top_n ?? r.ranking.length).map((o) => {
+        const c = r.scored[o.index]!;
+        const cand = cands[o.index]!;
+        const ex = r.exec?.[o.index];
+        const warning = warningOf(c);
+        return {
+          index: o.index,
+          ...(cand.id !== undefined ? { id: cand.id } : {}),
+          sql: cand.sql,
+          score: o.score,
+          prm_score: c.score,
+          rank: o.rank,
+          parsed: c.parsed,
+          ...(warning ? { warning } : {}),
+          ...(withClauses
+            ? { clauses: c.units.map((u) => ({ kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score) })) }
+            : {}),
+          blame: blameOf(c),
+          ...(ex
+            ? {
+                execution: {
+                  ok: ex.ok,
+                  ...(ex.ok ? {} : { error: `${ex.code}: ${ex.error}` }),
+                  cluster: o.cluster ?? 0,
+                  cluster_size: o.clusterSize ?? 1,
+                },
+              }
+            : {}),
+        };
+      });
+      const t = r.timing;
+      return {
+        results,
+        strategy: r.strategy,
+        model: app.caper.model?.manifest.name ?? '',
+        timing: {
+          tokenize_ms: round(t.tokenize_ms),
+          queue_ms: round(t.queue_ms),
+          inference_ms: round(t.inference_ms),
+          execution_ms: round(t.execution_ms),
+          total_ms: round(t.total_ms),
+        },
+      };
+    },
+  );
+}

@@ -1,0 +1,122 @@
+// The pipeline behind the scoring routes: readiness, schema/database resolution, PRM scoring and
+// execution in parallel, then the strategy. Routes only translate shapes.
+import type { FastifyInstance } from 'fastify';
+import { HttpError } from './context.js';
+import type { Scorer, ScoredCandidate } from '../scoring/scorer.js';
+import { rerank, type Strategy, type RerankOutput } from '../scoring/rerank.js';
+import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
+import type { ExecResult } from '../annotate/executor.js';
+import { resultKey } from '../annotate/equivalence.js';
+
+export function requireScorer(app: FastifyInstance): Scorer {
+  const s = app.caper.scorer;
+  if (!s) {
+    const reason = app.caper.notReadyReason ?? 'model not loaded';
+    const loading = reason.startsWith('loading');
+    throw new HttpError(503, 'not_ready', reason, undefined, loading ? { 'retry-after': '5' } : undefined);
+  }
+  return s;
+}
+
+export interface Resolved {
+  schema: string;
+  dbPath: string | null;
+}
+
+/**
+ * Schema text for the prompt and the database (if any). A posted `schema` is used as given (it is
+ * what the caller's LLM saw); without it, a db_id's schema is rendered from the database.
+ */
+export function resolveContext(app: FastifyInstance, body: { schema?: string; db_id?: string }): Resolved {
+  let dbPath: string | null = null;
+  if (body.db_id !== undefined) {
+    dbPath = app.caper.dbs.get(body.db_id) ?? null;
+    if (!dbPath) {
+      const known = app.caper.dbs.size ? '' : ' (the server has no --db-dir)';
+      throw new HttpError(422, 'invalid_value', `unknown db_id "${body.db_id}"${known}`, 'db_id');
+    }
+  }
+  if (body.schema !== undefined) return { schema: body.schema, dbPath };
+  if (dbPath && body.db_id !== undefined) {
+    const cached = app.caper.schemaCache.get(body.db_id);
+    if (cached !== undefined) return { schema: cached, dbPath };
+    let s: string;
+    try {
+      s = schemaText(schemaFromSqlite(dbPath));
+    } catch (e) {
+      throw new HttpError(422, 'invalid_value', `cannot read the schema of db_id "${body.db_id}": ${(e as Error).message}`, 'db_id');
+    }
+    app.caper.schemaCache.set(body.db_id, s);
+    return { schema: s, dbPath };
+  }
+  return { schema: '', dbPath };
+}
+
+export async function executeAll(app: FastifyInstance, dbPath: string, sqls: readonly string[]): Promise<{ results: ExecResult[]; ms: number }> {
+  const ex = app.caper.executor;
+  if (!ex) throw new HttpError(503, 'not_ready', 'no SQL executor configured');
+  const t0 = performance.now();
+  const results = await Promise.all(
+    sqls.map(async (s) => {
+      const r = await ex.run(dbPath, s);
+      app.caper.metrics.execution.observe(r.ms / 1000);
+      return r;
+    }),
+  );
+  return { results, ms: performance.now() - t0 };
+}
+
+export interface RankedRequest {
+  scored: ScoredCandidate[];
+  ranking: RerankOutput[];
+  exec: ExecResult[] | null;
+  strategy: Strategy;
+  timing: { tokenize_ms: number; queue_ms: number; inference_ms: number; execution_ms: number; total_ms: number };
+}
+
+export async function scoreAndRank(
+  app: FastifyInstance,
+  req: { question: string; schema?: string; db_id?: string; sqls: string[]; strategy?: Strategy },
+  strategyField = 'strategy',
+): Promise<RankedRequest> {
+  const t0 = performance.now();
+  const scorer = requireScorer(app);
+  const ctx = resolveContext(app, req);
+  const strategy: Strategy = req.strategy ?? (ctx.dbPath ? 'hybrid' : 'prm');
+  if (strategy !== 'prm' && !ctx.dbPath) {
+    throw new HttpError(422, 'invalid_value', `strategy "${strategy}" executes the candidates and needs a db_id`, strategyField);
+  }
+  // Scoring and execution are independent: run them side by side.
+  const scoring = scorer.score(req.question, ctx.schema, req.sqls);
+  const executing = strategy !== 'prm' && ctx.dbPath ? executeAll(app, ctx.dbPath, req.sqls) : null;
+  // Both settle before either error is thrown, so no rejection is ever left unobserved.
+  const [s, e] = await Promise.allSettled([scoring, executing ?? Promise.resolve(null)]);
+  if (s.status === 'rejected') throw s.reason;
+  if (e.status === 'rejected') throw e.reason;
+  const { candidates, timing } = s.value;
+  const exec = e.value ? e.value.results : null;
+  app.caper.metrics.queue.observe(timing.queue_ms / 1000);
+  const ranking = rerank(
+    candidates.map((c, i) => ({
+      score: c.score,
+      ...(exec ? { execKey: exec[i]!.ok ? resultKey(exec[i]!, false) : null } : {}),
+    })),
+    strategy,
+  );
+  return {
+    scored: candidates,
+    ranking,
+    exec,
+    strategy,
+    timing: { ...timing, execution_ms: e.value ? e.value.ms : 0, total_ms: performance.now() - t0 },
+  };
+}
+
+/** JSON has no NaN: unscored values go out as null. */
+export function num(x: number): number | null {
+  return Number.isFinite(x) ? x : null;
+}
+
+export function round(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}

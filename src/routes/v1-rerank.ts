@@ -1,0 +1,119 @@
+// POST /v1/rerank: the Cohere/Jina rerank shape, so an API gateway or a RAG framework that
+// already speaks "rerank" can put the verifier in front of Majority Vote without new glue.
+// Unknown fields those clients send (model, rank_fields, ...) are accepted and ignored.
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { DEFAULT_LIMITS as L } from './context.js';
+import * as S from './schemas.js';
+import { scoreAndRank, round } from './service.js';
+import type { Strategy } from '../scoring/rerank.js';
+
+interface V1Body {
+  query: string;
+  documents: (string | { text: string })[];
+  top_n?: number;
+  return_documents?: boolean;
+  schema?: string;
+  db_id?: string;
+  strategy?: Strategy;
+}
+
+const body = {
+  type: 'object',
+  required: ['query', 'documents'],
+  properties: {
+    query: { ...S.question, description: 'the question' },
+    documents: {
+      type: 'array',
+      minItems: 1,
+      maxItems: L.maxCandidates,
+      description: 'candidate SQL queries',
+      items: {
+        oneOf: [S.sqlString, { type: 'object', required: ['text'], properties: { text: S.sqlString } }],
+      },
+    },
+    top_n: { type: 'integer', minimum: 1 },
+    return_documents: { type: 'boolean', default: false },
+    schema: S.schemaText,
+    db_id: S.dbId,
+    strategy: S.strategy,
+  },
+} as const;
+
+export default async function v1RerankRoute(app: FastifyInstance): Promise<void> {
+  app.post<{ Body: V1Body }>(
+    '/v1/rerank',
+    {
+      schema: {
+        summary: 'Cohere/Jina-compatible rerank of candidate SQL',
+        tags: ['compat'],
+        body,
+        response: {
+          200: {
+            type: 'object',
+            required: ['id', 'results', 'meta'],
+            properties: {
+              id: { type: 'string' },
+              results: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  required: ['index', 'relevance_score'],
+                  properties: {
+                    index: { type: 'integer' },
+                    relevance_score: { type: 'number' },
+                    document: { type: 'object', properties: { text: { type: 'string' } } },
+                  },
+                },
+              },
+              meta: {
+                type: 'object',
+                properties: {
+                  model: { type: 'string' },
+                  strategy: S.strategy,
+                  timing: S.timingOut,
+                },
+              },
+            },
+          },
+          ...S.errorResponses,
+        },
+      },
+    },
+    async (req) => {
+      const b = req.body;
+      const sqls = b.documents.map((d) => (typeof d === 'string' ? d : d.text));
+      const r = await scoreAndRank(
+        app,
+        {
+          question: b.query,
+          ...(b.schema !== undefined ? { schema: b.schema } : {}),
+          ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
+          sqls,
+          ...(b.strategy ? { strategy: b.strategy } : {}),
+        },
+        'strategy',
+      );
+      const t = r.timing;
+      return {
+        id: randomUUID(),
+        results: r.ranking.slice(0, b.top_n ?? r.ranking.length).map((o) => ({
+          index: o.index,
+          relevance_score: o.score,
+          ...(b.return_documents ? { document: { text: sqls[o.index]! } } : {}),
+        })),
+        meta: {
+          model: app.caper.model?.manifest.name ?? '',
+          strategy: r.strategy,
+          timing: {
+            tokenize_ms: round(t.tokenize_ms),
+            queue_ms: round(t.queue_ms),
+            inference_ms: round(t.inference_ms),
+            execution_ms: round(t.execution_ms),
+            total_ms: round(t.total_ms),
+          },
+        },
+      };
+    },
+  );
+}

@@ -1,0 +1,173 @@
+// Candidate SQL -> clause units -> one token sequence with a marker after every unit -> one
+// forward pass -> the model's raw reward at each marker. Because the model is causal, the value
+// at marker k only sees the prefix up to unit k, so a single pass yields every clause-prefix
+// score (scoreByPrefixes below does it the slow way, one pass per prefix, for the benchmark and
+// the test that proves the two agree).
+import { splitSql, topUnits } from '../clauses/index.js';
+import type { ClauseKind, ClauseUnit } from '../clauses/types.js';
+import { buildPrompt } from './prompt.js';
+import type { LoadedModel } from './onnx.js';
+import type { Batcher } from './batcher.js';
+import { candidateScore, CANDIDATE_SCORE_MODE, type CandidateScoreMode } from './rerank.js';
+import { blameOrder, sigmoid } from './blame.js';
+
+export interface ScoredUnit {
+  kind: ClauseKind;
+  text: string;
+  start: number;
+  end: number;
+  /** Model output at this unit's marker. */
+  raw: number;
+  /** sigmoid(raw): the score of the clause prefix ending here. */
+  score: number;
+}
+
+export interface ScoredCandidate {
+  sql: string;
+  /** false when the clause parser rejected the SQL and the units come from the lexer alone. */
+  parsed: boolean;
+  parseError?: string;
+  units: ScoredUnit[];
+  /** sigmoid of the output at the <sql> token: the score before any clause. */
+  base: number;
+  /** Candidate score (see CANDIDATE_SCORE_MODE); 0 when nothing could be scored. */
+  score: number;
+  /** Unit indexes, most suspect first (largest score drop, see blame.ts). Empty when unscored. */
+  blame: number[];
+  /** Set when the candidate could not be scored at all (e.g. its SQL alone exceeds max_length). */
+  error?: string;
+  truncated?: { schema: boolean; question: boolean };
+}
+
+export interface ScoreTiming {
+  tokenize_ms: number;
+  queue_ms: number;
+  inference_ms: number;
+}
+
+interface Prepared {
+  sql: string;
+  parsed: boolean;
+  parseError?: string;
+  units: ClauseUnit[];
+  ids: number[] | null;
+  markers: number[];
+  sqlPos: number;
+  error?: string;
+  truncated?: { schema: boolean; question: boolean };
+}
+
+export interface ScorerOptions {
+  mode?: CandidateScoreMode;
+  /** Counted once per candidate, for metrics. */
+  onCandidate?: (parsed: boolean) => void;
+}
+
+export class Scorer {
+  readonly model: LoadedModel;
+  private readonly batcher: Batcher | null;
+  private readonly mode: CandidateScoreMode;
+  private readonly onCandidate?: (parsed: boolean) => void;
+  private readonly sqlId: number;
+
+  /** Without a batcher every call runs its own onnxruntime batch. */
+  constructor(model: LoadedModel, batcher: Batcher | null, opts: ScorerOptions = {}) {
+    this.model = model;
+    this.batcher = batcher;
+    this.mode = opts.mode ?? CANDIDATE_SCORE_MODE;
+    this.onCandidate = opts.onCandidate;
+    this.sqlId = model.tokenizer.specialId('<sql>');
+  }
+
+  prepare(question: string, schema: string, sql: string): Prepared {
+    const split = splitSql(sql, { tree: false });
+    const units = topUnits(split);
+    const base: Prepared = {
+      sql,
+      parsed: split.ok,
+      ...(split.ok ? {} : { parseError: split.error ?? 'unparsable SQL' }),
+      units,
+      ids: null,
+      markers: [],
+      sqlPos: -1,
+    };
+    this.onCandidate?.(split.ok);
+    if (units.length === 0) return { ...base, error: 'no clause units in the SQL' };
+    const p = buildPrompt(this.model.tokenizer, { schema, question, units: units.map((u) => u.text) }, this.model.manifest.max_length);
+    if (!p.ok) return { ...base, error: p.error };
+    const sqlPos = p.ids.lastIndexOf(this.sqlId, p.markers[0] ?? p.ids.length);
+    return { ...base, ids: p.ids, markers: p.markers, sqlPos, truncated: p.truncated };
+  }
+
+  private finish(p: Prepared, out: Float32Array | null): ScoredCandidate {
+    const common = {
+      sql: p.sql,
+      parsed: p.parsed,
+      ...(p.parseError !== undefined ? { parseError: p.parseError } : {}),
+      ...(p.truncated ? { truncated: p.truncated } : {}),
+    };
+    if (!out || p.ids === null) {
+      return {
+        ...common,
+        units: p.units.map((u) => ({ kind: u.kind, text: u.text, start: u.start, end: u.end, raw: NaN, score: NaN })),
+        base: NaN,
+        score: 0,
+        blame: [],
+        error: p.error ?? 'not scored',
+      };
+    }
+    const units = p.units.map((u, k) => {
+      const raw = out[p.markers[k]!]!;
+      return { kind: u.kind, text: u.text, start: u.start, end: u.end, raw, score: sigmoid(raw) };
+    });
+    const scores = units.map((u) => u.score);
+    const base = p.sqlPos >= 0 ? sigmoid(out[p.sqlPos]!) : 0.5;
+    return { ...common, units, base, score: candidateScore(scores, this.mode), blame: blameOrder(scores, base, 'drop') };
+  }
+
+  /** Scores all candidates of one request; the batcher may merge them with other requests'. */
+  async score(question: string, schema: string, sqls: readonly string[]): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming }> {
+    const t0 = performance.now();
+    const prepared = sqls.map((s) => this.prepare(question, schema, s));
+    const tokenize_ms = performance.now() - t0;
+    const runnable = prepared.filter((p) => p.ids !== null);
+    let outputs: Float32Array[] = [];
+    let queue_ms = 0;
+    let inference_ms = 0;
+    if (runnable.length) {
+      const seqs = runnable.map((p) => p.ids!);
+      if (this.batcher) {
+        const r = await this.batcher.submit(seqs);
+        outputs = r.outputs;
+        queue_ms = r.queueMs;
+        inference_ms = r.inferenceMs;
+      } else {
+        const t1 = performance.now();
+        outputs = await this.model.run(seqs);
+        inference_ms = performance.now() - t1;
+      }
+    }
+    let j = 0;
+    const candidates = prepared.map((p) => this.finish(p, p.ids !== null ? outputs[j++]! : null));
+    return { candidates, timing: { tokenize_ms, queue_ms, inference_ms } };
+  }
+}
+
+/**
+ * The slow reference: one forward pass per clause prefix, each pass fed the tokens up to and
+ * including that prefix's marker (cut from the full prompt, so schema/question truncation is
+ * identical), as a scorer without the causal single-pass trick would have to do. Returns raw
+ * values, one per unit; used by bench/serve for the single-pass speed-up and by the test that
+ * the two agree.
+ */
+export async function scoreByPrefixes(model: LoadedModel, question: string, schema: string, sql: string): Promise<number[]> {
+  const units = topUnits(splitSql(sql, { tree: false })).map((u) => u.text);
+  const p = buildPrompt(model.tokenizer, { schema, question, units }, model.manifest.max_length);
+  if (!p.ok) throw new Error(p.error);
+  const out: number[] = [];
+  for (const m of p.markers) {
+    const [o] = await model.run([p.ids.slice(0, m + 1)]);
+    out.push(o![m]!);
+  }
+  return out;
+}
