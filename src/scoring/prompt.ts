@@ -1,0 +1,65 @@
+// caper-prompt-v1 (docs/FORMATS.md), the exact mirror of training/caper_train/prompt.py:
+//   [<s>] enc(schema) [<q>] enc(question) [<sql>] enc(unit_1) [<clause>] ... enc(unit_n) [<clause>]
+// Built segment by segment so marker positions are exact. Truncation: the SQL part is never cut;
+// the question is cut to its first 96 tokens, then the schema (head kept) to what is left, and if
+// even an empty schema leaves no room the question is cut further. A SQL part that does not fit
+// rejects the candidate.
+import type { CaperTokenizer } from './tokenizer.js';
+
+export const QUESTION_MAX_TOKENS = 96;
+
+export type PromptResult =
+  | { ok: true; ids: number[]; markers: number[]; truncated: { schema: boolean; question: boolean } }
+  | { ok: false; error: string };
+
+export function buildPrompt(
+  tok: CaperTokenizer,
+  input: { schema: string; question: string; units: string[] },
+  maxLength: number,
+): PromptResult {
+  try {
+    if (!input || !Array.isArray(input.units)) return { ok: false, error: 'units must be an array of strings' };
+    if (input.units.length === 0) return { ok: false, error: 'candidate has no clause units' };
+    if (!Number.isInteger(maxLength) || maxLength < 4) return { ok: false, error: `invalid max length ${maxLength}` };
+    const bos = tok.specialId('<s>');
+    const qTok = tok.specialId('<q>');
+    const sqlTok = tok.specialId('<sql>');
+    const marker = tok.specialId('<clause>');
+    const sql: number[] = [sqlTok];
+    const markersRel: number[] = [];
+    for (const u of input.units) {
+      for (const id of tok.encode(typeof u === 'string' ? u : String(u ?? ''))) sql.push(id);
+      markersRel.push(sql.length);
+      sql.push(marker);
+    }
+    const fixed = 2; // <s> and <q>
+    if (fixed + sql.length > maxLength) {
+      return { ok: false, error: `SQL part needs ${sql.length + fixed} tokens, max_length is ${maxLength}` };
+    }
+    let s = tok.encode(typeof input.schema === 'string' ? input.schema : '');
+    let q = tok.encode(typeof input.question === 'string' ? input.question : '');
+    let ts = false;
+    let tq = false;
+    if (fixed + s.length + q.length + sql.length > maxLength) {
+      if (q.length > QUESTION_MAX_TOKENS) {
+        q = q.slice(0, QUESTION_MAX_TOKENS);
+        tq = true;
+      }
+      let room = maxLength - fixed - q.length - sql.length;
+      if (s.length > Math.max(room, 0)) {
+        s = s.slice(0, Math.max(room, 0));
+        ts = true;
+      }
+      room = maxLength - fixed - s.length - sql.length;
+      if (q.length > room) {
+        q = q.slice(0, room);
+        tq = true;
+      }
+    }
+    const ids = [bos, ...s, qTok, ...q, ...sql];
+    const base = 2 + s.length + q.length;
+    return { ok: true, ids, markers: markersRel.map((m) => base + m), truncated: { schema: ts, question: tq } };
+  } catch (e) {
+    return { ok: false, error: e instanceof Error ? e.message : String(e) };
+  }
+}

@@ -1,0 +1,62 @@
+"""caper-prompt-v1 (docs/FORMATS.md), mirrored by src/scoring/prompt.ts.
+
+    [<s>] enc(schema) [<q>] enc(question) [<sql>] enc(unit_1) [<clause>] ... enc(unit_n) [<clause>]
+
+Truncation when the prompt exceeds max_length: the SQL part is never cut. The question is cut to
+its first 96 tokens, then the schema is cut (head kept) to what is left; if even an empty schema
+leaves no room, the question is cut further. If the three fixed tokens plus the SQL part do not
+fit, the candidate is rejected.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from . import QUESTION_MAX_TOKENS
+
+
+class PromptError(ValueError):
+    pass
+
+
+@dataclass
+class Prompt:
+    ids: list[int]
+    markers: list[int]
+    truncated_schema: bool
+    truncated_question: bool
+
+
+def build_from_ids(schema_ids: Sequence[int], question_ids: Sequence[int], unit_ids: Sequence[Sequence[int]],
+                   max_length: int, specials: dict[str, int]) -> Prompt:
+    if len(unit_ids) == 0:
+        raise PromptError("candidate has no clause units")
+    sql: list[int] = [specials["<sql>"]]
+    markers_rel: list[int] = []
+    for u in unit_ids:
+        sql.extend(u)
+        markers_rel.append(len(sql))
+        sql.append(specials["<clause>"])
+    fixed = 2  # <s> and <q>; <sql> is counted inside the SQL part
+    if fixed + len(sql) > max_length:
+        raise PromptError(f"SQL part needs {len(sql) + fixed} tokens, max_length is {max_length}")
+    s, q = list(schema_ids), list(question_ids)
+    ts = tq = False
+    if fixed + len(s) + len(q) + len(sql) > max_length:
+        if len(q) > QUESTION_MAX_TOKENS:
+            q, tq = q[:QUESTION_MAX_TOKENS], True
+        room = max_length - fixed - len(q) - len(sql)
+        if len(s) > max(room, 0):
+            s, ts = s[:max(room, 0)], True
+        room = max_length - fixed - len(s) - len(sql)
+        if len(q) > room:
+            q, tq = q[:room], True
+    ids = [specials["<s>"], *s, specials["<q>"], *q, *sql]
+    base = 2 + len(s) + len(q)
+    return Prompt(ids=ids, markers=[base + m for m in markers_rel], truncated_schema=ts, truncated_question=tq)
+
+
+def build_prompt(tok, schema: str, question: str, units: Sequence[str], max_length: int) -> Prompt:
+    specials = {t: tok.special_id(t) for t in ("<s>", "<q>", "<sql>", "<clause>")}
+    return build_from_ids(tok.encode(schema), tok.encode(question), [tok.encode(u) for u in units],
+                          max_length, specials)

@@ -1,0 +1,445 @@
+"""Train the CAPER Clause-PRM and export it.
+
+    python -m caper_train.train --data FILE.jsonl --out models/NAME --preset tiny|default
+        [--base PATH] [--steps N | --epochs E] [--seed S] [--max-length L] [--loss pref|pref+reg]
+
+Loss (per batch):
+  pairs (u+, u-) sharing a prefix, compared at their last <clause> marker, r± = raw model output:
+    --pref-form weighted (default):  L_pref = mean_i (1 + delta_i) * -log sigmoid(r+_i - r-_i)
+    --pref-form margin:              L_pref = mean_i -log sigmoid(r+_i - r-_i - delta_i)
+  delta_i = the pair's annotated margin (clipped at 0), so pairs whose repair changes more weigh more.
+  --loss pref+reg adds, over every marker k of every trajectory record,
+    L_reg = mean_k BCEWithLogits(r_k, y_k),  y_k = clamp(1 + reward_k, 0, 1)
+  (propagated clause reward 0 -> label 1 'fine', blamed clauses lower), and L = L_pref + lambda*L_reg
+  with lambda = --reg-weight (default 0.5).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import MARKER, PAD_ID, SPECIAL_TOKENS, TEMPLATE
+from .data import (Dataset, PairExample, TrajExample, build_dataset, corpus_texts, file_sha256,
+                   in_validation, read_records)
+from .model import PRESETS, RewardModel, build_from_base, build_from_preset
+from .tok import CaperTokenizer, train_tokenizer
+
+
+def log(msg: str) -> None:
+    print(f"[caper-train {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+# ---------------------------------------------------------------- batching
+
+def item_len(it) -> int:
+    return max(len(it.chosen), len(it.rejected)) if isinstance(it, PairExample) else len(it.ids)
+
+
+def make_batches(items: list, batch_size: int, rng: random.Random) -> list[list]:
+    """Shuffled, then sorted by length inside windows of 50 batches to cut padding."""
+    order = items[:]
+    rng.shuffle(order)
+    batches: list[list] = []
+    win = batch_size * 50
+    for i in range(0, len(order), win):
+        chunk = sorted(order[i:i + win], key=item_len)
+        batches += [chunk[j:j + batch_size] for j in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(batch: list, device: torch.device):
+    seqs: list[list[int]] = []
+    pair_idx: list[tuple[int, int, int, int, float]] = []  # (row+, pos+, row-, pos-, margin)
+    traj_pos: list[tuple[int, int, float]] = []            # (row, pos, target)
+    for it in batch:
+        if isinstance(it, PairExample):
+            pair_idx.append((len(seqs), it.chosen_marker, len(seqs) + 1, it.rejected_marker, it.margin))
+            seqs += [it.chosen, it.rejected]
+        else:
+            row = len(seqs)
+            seqs.append(it.ids)
+            traj_pos += [(row, m, t) for m, t in zip(it.markers, it.targets)]
+    L = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), L), PAD_ID, dtype=torch.long)
+    mask = torch.zeros((len(seqs), L), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = torch.tensor(s)
+        mask[i, :len(s)] = 1
+    return ids.to(device), mask.to(device), pair_idx, traj_pos, sum(len(s) for s in seqs)
+
+
+def compute_loss(rewards: torch.Tensor, pair_idx, traj_pos, args) -> tuple[torch.Tensor, dict]:
+    stats: dict = {}
+    loss = rewards.new_zeros(())
+    if pair_idx:
+        t = torch.tensor(pair_idx, device=rewards.device)
+        rp = rewards[t[:, 0].long(), t[:, 1].long()]
+        rn = rewards[t[:, 2].long(), t[:, 3].long()]
+        delta = t[:, 4].float()
+        if args.pref_form == "margin":
+            lp = F.softplus(-(rp - rn - delta)).mean()
+        else:
+            lp = ((1.0 + delta) * F.softplus(-(rp - rn))).mean()
+        loss = loss + lp
+        stats["pref"] = float(lp.detach())
+        stats["acc"] = float((rp > rn).float().mean())
+        stats["n_pairs"] = len(pair_idx)
+    if traj_pos and args.loss == "pref+reg":
+        t = torch.tensor(traj_pos, device=rewards.device)
+        r = rewards[t[:, 0].long(), t[:, 1].long()]
+        lr = F.binary_cross_entropy_with_logits(r, t[:, 2].float())
+        loss = loss + args.reg_weight * lr
+        stats["reg"] = float(lr.detach())
+    return loss, stats
+
+
+# ---------------------------------------------------------------- evaluation
+
+@torch.no_grad()
+def evaluate(model: RewardModel, pairs: list[PairExample], trajs: list[TrajExample], device, args) -> dict:
+    model.eval()
+    res: dict = {}
+    if pairs:
+        correct, total, lsum = 0, 0, 0.0
+        for i in range(0, len(pairs), args.batch_size):
+            ids, mask, pidx, _, _ = collate(pairs[i:i + args.batch_size], device)
+            r = model(ids, mask)
+            t = torch.tensor(pidx)
+            rp = r[t[:, 0].long(), t[:, 1].long()]
+            rn = r[t[:, 2].long(), t[:, 3].long()]
+            correct += int((rp > rn).sum())
+            total += len(pidx)
+            lsum += float(F.softplus(-(rp - rn)).sum())
+        res["pair_accuracy"] = correct / total
+        res["pair_logloss"] = lsum / total
+        res["pairs"] = total
+    faulty = [t for t in trajs if any(x < 0 for x in t.rewards)]
+    if faulty:
+        # Localization: is the lowest-scoring marker the most-blamed clause?
+        hit, rr = 0, 0.0
+        for i in range(0, len(faulty), args.batch_size):
+            chunk = faulty[i:i + args.batch_size]
+            ids, mask, _, _, _ = collate(chunk, device)
+            r = model(ids, mask).float().cpu()
+            for row, t in enumerate(chunk):
+                scores = [float(r[row, m]) for m in t.markers]
+                target = int(np.argmin(t.rewards))
+                ranked = sorted(range(len(scores)), key=lambda k: scores[k])
+                hit += int(ranked[0] == target)
+                rr += 1.0 / (ranked.index(target) + 1)
+        res["traj_top1"] = hit / len(faulty)
+        res["traj_mrr"] = rr / len(faulty)
+        res["faulty_trajectories"] = len(faulty)
+    model.train()
+    return res
+
+
+# ---------------------------------------------------------------- main
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True, help="training JSON Lines (docs/FORMATS.md)")
+    ap.add_argument("--out", required=True, help="model directory to write (models/NAME)")
+    ap.add_argument("--preset", default="default", choices=sorted(PRESETS))
+    ap.add_argument("--base", help="local Hugging Face checkpoint directory to fine-tune instead of a preset")
+    ap.add_argument("--steps", type=int, help="optimizer steps (overrides --epochs)")
+    ap.add_argument("--epochs", type=float, default=1.0)
+    ap.add_argument("--max-minutes", type=float, help="stop training after this wall time")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-length", type=int, help="prompt length limit (default: the preset's)")
+    ap.add_argument("--loss", default="pref+reg", choices=["pref", "pref+reg"])
+    ap.add_argument("--pref-form", default="weighted", choices=["weighted", "margin"])
+    ap.add_argument("--reg-weight", type=float, default=0.5)
+    ap.add_argument("--batch-size", type=int, default=16, help="records per step (a pair is two sequences)")
+    ap.add_argument("--lr", type=float, help="peak learning rate (default: 3e-3 tiny, 1e-3 default, 2e-5 --base)")
+    ap.add_argument("--warmup", type=float, default=0.05, help="warm-up fraction of the steps")
+    ap.add_argument("--val-frac", type=float, default=0.05, help="questions held out for metrics")
+    ap.add_argument("--vocab-size", type=int, help="BPE vocabulary size (default: the preset's)")
+    ap.add_argument("--tokenizer", help="reuse this tokenizer.json instead of training one")
+    ap.add_argument("--threads", type=int, help="torch CPU threads")
+    ap.add_argument("--lora", action="store_true", help="with --base: LoRA adapters (needs peft)")
+    ap.add_argument("--checkpoint", help="where to keep the torch checkpoint (default: runs/<out name>)")
+    ap.add_argument("--no-export", action="store_true")
+    ap.add_argument("--dump-rewards", help="write Python rewards at the markers of a few prompts here (JSON)")
+    ap.add_argument("--dump-count", type=int, default=8)
+    ap.add_argument("--log-every", type=int, default=20)
+    return ap.parse_args(argv)
+
+
+def load_tokenizer(a, records, preset) -> CaperTokenizer:
+    if a.tokenizer:
+        return CaperTokenizer.load(a.tokenizer)
+    if a.base and (Path(a.base) / "tokenizer.json").exists():
+        from tokenizers import AddedToken, Tokenizer
+        t = Tokenizer.from_file(str(Path(a.base) / "tokenizer.json"))
+        t.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIAL_TOKENS])
+        return CaperTokenizer(t)
+    vocab = a.vocab_size or preset["vocab_size"]
+    if a.base:
+        from transformers import AutoConfig
+        vocab = min(vocab, AutoConfig.from_pretrained(a.base).vocab_size)
+    return CaperTokenizer(train_tokenizer(corpus_texts(records), vocab_size=vocab))
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    t_start = time.time()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    seed_everything(a.seed)
+    preset = PRESETS[a.preset]
+    max_length = a.max_length or preset["max_length"]
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt = Path(a.checkpoint or Path("runs") / out.name)
+
+    records, bad = read_records(a.data)
+    if not records:
+        log(f"no usable records in {a.data} ({bad} malformed lines)")
+        return 2
+    log(f"{len(records)} records from {a.data} ({bad} malformed lines skipped)")
+    tok = load_tokenizer(a, records, preset)
+    log(f"tokenizer: {tok.vocab_size} ids")
+
+    ds = build_dataset(records, tok, max_length)
+    train = Dataset(skipped=ds.skipped)
+    val = Dataset()
+    for p in ds.pairs:
+        (val if in_validation(p.group, a.val_frac) else train).pairs.append(p)
+    for t in ds.trajs:
+        (val if in_validation(t.group, a.val_frac) else train).trajs.append(t)
+    if not train.pairs and not val.pairs:
+        log("no preference pairs: nothing to train on")
+        return 2
+    if not train.pairs:  # a tiny file can hash every question into validation
+        train, val = ds, Dataset()
+    items: list = list(train.pairs) + (list(train.trajs) if a.loss == "pref+reg" else [])
+    log(f"train: {len(train.pairs)} pairs, {len(train.trajs)} trajectories; val: {len(val.pairs)} pairs, "
+        f"{len(val.trajs)} trajectories; skipped {ds.skipped}")
+
+    # ---- model
+    if a.base:
+        dtype = torch.bfloat16 if cuda else torch.float32
+        model = build_from_base(a.base, dtype, a.seed)
+        emb = model.backbone.get_input_embeddings()
+        if tok.vocab_size > emb.num_embeddings:
+            model.backbone.resize_token_embeddings(tok.vocab_size)
+        model.backbone.gradient_checkpointing_enable()
+        model.backbone.config.use_cache = False
+        if a.lora:
+            try:
+                from peft import LoraConfig, get_peft_model
+            except ImportError:
+                log("--lora needs peft (pip install peft); training all weights instead")
+            else:
+                model.backbone = get_peft_model(model.backbone, LoraConfig(
+                    r=16, lora_alpha=32, lora_dropout=0.05,
+                    target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]))
+        lr = a.lr or 2e-5
+    else:
+        model = build_from_preset(a.preset, tok.vocab_size, a.seed)
+        lr = a.lr or (3e-3 if a.preset == "tiny" else 1e-3)
+    model.to(device).train()
+    n_params = model.parameter_count()
+    log(f"model: {'base ' + a.base if a.base else 'preset ' + a.preset}, {n_params:,} parameters, device {device}")
+
+    steps_per_epoch = max(1, math.ceil(len(items) / a.batch_size))
+    total = a.steps if a.steps else max(1, int(round(a.epochs * steps_per_epoch)))
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.01,
+                            betas=(0.9, 0.98))
+    warm = max(1, int(a.warmup * total))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / total)))))
+    log(f"{total} steps ({total / steps_per_epoch:.2f} epochs of {steps_per_epoch}), batch {a.batch_size}, "
+        f"lr {lr}, loss {a.loss} ({a.pref_form})")
+
+    rng = random.Random(a.seed)
+    batches: list = []
+    t_train = time.time()
+    seqs_done = toks_done = 0
+    window: dict = {}
+    last = {}
+    step = 0
+    deadline = t_train + a.max_minutes * 60 if a.max_minutes else None
+    while step < total:
+        if not batches:
+            batches = make_batches(items, a.batch_size, rng)
+        batch = batches.pop()
+        ids, mask, pidx, tpos, ntok = collate(batch, device)
+        rewards = model(ids, mask)
+        loss, st = compute_loss(rewards, pidx, tpos, a)
+        opt.zero_grad(set_to_none=True)
+        if loss.requires_grad:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+        sched.step()
+        step += 1
+        seqs_done += ids.shape[0]
+        toks_done += ntok
+        for k, v in st.items():
+            window.setdefault(k, []).append(v)
+        if step % a.log_every == 0 or step == total:
+            el = time.time() - t_train
+            avg = {k: float(np.mean(v)) for k, v in window.items() if k != "n_pairs"}
+            last = avg
+            window = {}
+            eta = el / step * (total - step)
+            log(f"step {step}/{total} " + " ".join(f"{k}={v:.4f}" for k, v in avg.items()) +
+                f" | {seqs_done / el:.1f} seq/s {toks_done / el:.0f} tok/s | {el:.0f}s elapsed, eta {eta:.0f}s")
+        if deadline and time.time() > deadline:
+            log(f"--max-minutes reached at step {step}")
+            break
+    train_s = time.time() - t_train
+    model.eval()
+
+    metrics: dict = {"train_" + k: v for k, v in last.items()}
+    if val.pairs or val.trajs:
+        metrics.update({"val_" + k: v for k, v in evaluate(model, val.pairs, val.trajs, device, a).items()})
+    log(f"metrics: {json.dumps(metrics)}")
+
+    # ---- save
+    model.save(ckpt, {"preset": a.preset, "base": a.base, "max_length": max_length})
+    tok.save(out / "tokenizer.json")
+    tok.save(ckpt / "tokenizer.json")
+    export_info = None
+    sample_seqs = [p.chosen for p in ds.pairs[:4]] + [p.rejected for p in ds.pairs[:4]] + [t.ids for t in ds.trajs[:4]]
+    if not a.no_export:
+        from .export import INPUT_NAMES, OUTPUT_NAME, export
+        export_model = model.backbone.merge_and_unload() if a.lora and hasattr(model.backbone, "merge_and_unload") else None
+        if export_model is not None:
+            model.backbone = export_model
+        export_info = export(model.cpu(), out, sample_seqs)
+        log(f"exported: {json.dumps(export_info)}")
+    if a.dump_rewards:
+        dump_rewards(model.cpu().float(), tok, records[: a.dump_count], max_length, a.dump_rewards)
+
+    seq_s = seqs_done / train_s if train_s > 0 else 0.0
+    tok_s = toks_done / train_s if train_s > 0 else 0.0
+    manifest = {
+        "name": out.name,
+        "template": TEMPLATE,
+        "marker": MARKER,
+        "marker_id": tok.special_id(MARKER),
+        "special_ids": {s: tok.special_id(s) for s in SPECIAL_TOKENS if s in tok._special},
+        "pad_id": PAD_ID,
+        "max_length": max_length,
+        "output_name": "rewards",
+        "input_names": ["input_ids", "attention_mask"],
+        "parameters": n_params,
+        "vocab_size": tok.vocab_size,
+        "data_hash": "sha256:" + file_sha256(a.data),
+        "metrics": metrics,
+        "files": {"model": "model.onnx", "model_int8": "model.int8.onnx", "tokenizer": "tokenizer.json"},
+        "training": {
+            "preset": None if a.base else a.preset, "base": a.base, "seed": a.seed, "steps": step,
+            "epochs": round(step / steps_per_epoch, 3), "batch_size": a.batch_size, "lr": lr, "loss": a.loss,
+            "pref_form": a.pref_form, "reg_weight": a.reg_weight if a.loss == "pref+reg" else None,
+            "train_pairs": len(train.pairs), "train_trajectories": len(train.trajs),
+            "val_pairs": len(val.pairs), "val_trajectories": len(val.trajs), "skipped": ds.skipped,
+            "records": len(records), "data_file": os.path.basename(a.data),
+            "train_seconds": round(train_s, 1), "total_seconds": round(time.time() - t_start, 1),
+            "sequences_per_second": round(seq_s, 2), "tokens_per_second": round(tok_s, 1),
+            "torch_threads": torch.get_num_threads(), "device": str(device),
+            "torch": torch.__version__,
+            "command": "python -m caper_train.train " + " ".join(sys.argv[1:] if argv is None else argv),
+        },
+        "export": export_info,
+    }
+    if a.no_export:
+        manifest["files"] = {"tokenizer": "tokenizer.json"}
+    (out / "caper.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    (out / "MODEL_CARD.md").write_text(model_card(manifest, model))
+    log(f"wrote {out} in {time.time() - t_start:.0f}s")
+    return 0
+
+
+def dump_rewards(model: RewardModel, tok, records: list[dict], max_length: int, path: str) -> None:
+    """Python-side reference for the TypeScript parity test: prompts as (schema, question, units)
+    plus the ids and the raw rewards at each marker."""
+    from .export import torch_rewards
+    from .prompt import PromptError, build_prompt
+    rows = []
+    for r in records:
+        units = (list(r.get("prefix", [])) + [r["chosen"]]) if r["type"] == "pair" else [u["text"] for u in r["units"]]
+        try:
+            p = build_prompt(tok, r["schema"], r["question"], units, max_length)
+        except PromptError:
+            continue
+        rows.append({"schema": r["schema"], "question": r["question"], "units": units, "ids": p.ids,
+                     "markers": p.markers})
+    outs = torch_rewards(model.eval(), [x["ids"] for x in rows]) if rows else []
+    for x, o in zip(rows, outs):
+        x["rewards"] = [float(o[m]) for m in x["markers"]]
+        x["all_rewards"] = [float(v) for v in o]
+    Path(path).write_text(json.dumps({"max_length": max_length, "prompts": rows}))
+
+
+def model_card(m: dict, model: RewardModel) -> str:
+    tr = m["training"]
+    cfg = model.backbone.config
+    met = "\n".join(f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in m["metrics"].items())
+    exp = m.get("export") or {}
+    return f"""# CAPER Clause-PRM: {m['name']}
+
+Clause-level process reward model for Text-to-SQL candidates. A {cfg.model_type} architecture
+({getattr(cfg, 'num_hidden_layers', '?')} layers, hidden {getattr(cfg, 'hidden_size', '?')},
+{getattr(cfg, 'num_attention_heads', '?')} heads / {getattr(cfg, 'num_key_value_heads', '?')} KV heads,
+vocabulary {getattr(cfg, 'vocab_size', '?')}) with a linear reward head on every token:
+{m['parameters']:,} parameters. {'Fine-tuned from ' + str(tr['base']) if tr['base'] else 'Trained from scratch, preset ' + str(tr['preset'])}.
+
+## Input
+Prompt template `{m['template']}` (docs/FORMATS.md): `<s> schema <q> question <sql> unit_1 <clause> unit_2 <clause> ...`,
+max length {m['max_length']}. The raw output at the k-th `{m['marker']}` (id {m['marker_id']}) scores the clause
+prefix ending at unit k; it depends on tokens up to that marker only (causal attention). Scores shown to users are
+`sigmoid(raw)`.
+
+## Files
+- `model.onnx` fp32 ({exp.get('fp32_bytes', '?')} bytes), `model.int8.onnx` int8 dynamic-quantized ({exp.get('int8_bytes', '?')} bytes):
+  inputs `input_ids`, `attention_mask` (int64 [batch, length]), output `rewards` float32 [batch, length], opset {exp.get('opset', '?')}.
+  Parity vs torch: fp32 max |diff| {exp.get('fp32_max_abs_diff', '?')}, int8 max |diff| {exp.get('int8_max_abs_diff', '?')}.
+- `tokenizer.json` byte-level BPE, special ids `<pad>`=0 `<s>`=1 `</s>`=2 `<unk>`=3 `<clause>`=4 `<q>`=5 `<sql>`=6.
+- `caper.json` manifest (template, marker, max length, parameter count, training data hash, metrics).
+
+## Training
+- Data: `{tr['data_file']}` ({m['data_hash']}), {tr['records']} records: {tr['train_pairs']} train pairs,
+  {tr['train_trajectories']} train trajectories; held out by question: {tr['val_pairs']} pairs, {tr['val_trajectories']} trajectories.
+  Skipped: {tr['skipped'] or 'none'}.
+- Loss `{tr['loss']}` ({tr['pref_form']}): pairs (u+, u-) compared at their last marker,
+  {'L_pref = mean (1 + delta) * -log sigmoid(r+ - r-)' if tr['pref_form'] == 'weighted' else 'L_pref = mean -log sigmoid(r+ - r- - delta)'}
+  with delta the annotated margin{'; plus ' + str(tr['reg_weight']) + ' * mean BCEWithLogits(r_k, clamp(1 + reward_k, 0, 1)) over every marker of the trajectory records' if tr['loss'] == 'pref+reg' else ''}.
+- {tr['steps']} steps ({tr['epochs']} epochs), batch {tr['batch_size']} records, AdamW lr {tr['lr']} (warm-up, cosine to 10%), seed {tr['seed']}.
+- Training time {tr['train_seconds']} s on {tr['device']} ({tr['torch_threads']} threads): {tr['sequences_per_second']} sequences/s,
+  {tr['tokens_per_second']} tokens/s. torch {tr['torch']}.
+
+## Metrics (held-out questions)
+| metric | value |
+|---|---|
+{met}
+
+Produced by: `{tr['command']}` (from the repo root with PYTHONPATH=training; `caper train` runs the
+whole pipeline: annotation, this training, export, evaluation).
+"""
+
+
+if __name__ == "__main__":
+    sys.exit(main())
