@@ -80,7 +80,9 @@ export class Scorer {
   }
 
   prepare(question: string, schema: string, sql: string): Prepared {
-    const split = splitSql(sql, { tree: false });
+    // The tree is built only to learn whether the SQL parses: unparsable SQL keeps its lexer units
+    // but is flagged to the caller.
+    const split = splitSql(sql);
     const units = topUnits(split);
     const base: Prepared = {
       sql,

@@ -1,0 +1,342 @@
+// End to end: the real server on an ephemeral port, the real models/tiny, a real SQLite db.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { readFileSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { makeDbDir, start, TINY, type Running } from './server-fixture.js';
+
+let srv: Running;
+let db: ReturnType<typeof makeDbDir>;
+
+before(async () => {
+  db = makeDbDir();
+  srv = await start({ modelDir: TINY, dbDir: db.dir, device: 'cpu' });
+  await srv.app.caper.loaded;
+  assert.equal(srv.app.caper.notReadyReason, null, 'models/tiny must load');
+});
+
+after(async () => {
+  await srv.app.close();
+  db.cleanup();
+});
+
+const Q = 'How many singers are from France?';
+const GOOD = 'SELECT count(*) FROM singer WHERE country = \'France\'';
+const GOOD2 = "SELECT COUNT(singer_id) FROM singer WHERE country = 'France'";
+const GOOD3 = 'select count(*) from singer where singer.country = \'France\'';
+const WRONG = 'SELECT count(*) FROM singer';
+const BROKEN = 'SELECT count(*) FROM singers WHERE country = \'France\'';
+
+function checkSpans(r: any) {
+  for (const c of r.clauses ?? []) assert.equal(r.sql.slice(c.start, c.end), c.text, 'span indexes the caller SQL');
+  if (r.blame) assert.equal(r.sql.slice(r.blame.start, r.blame.end), r.blame.text);
+}
+
+test('health, readiness, info', async () => {
+  const h = await srv.get('/healthz');
+  assert.equal(h.status, 200);
+  const r = await srv.get('/readyz');
+  assert.equal(r.status, 200);
+  assert.equal(JSON.parse(r.text).provider, 'cpu');
+  const i = JSON.parse((await srv.get('/info')).text);
+  assert.equal(i.ready, true);
+  assert.equal(i.model.name, 'tiny');
+  assert.equal(i.model.provider, 'cpu');
+  assert.ok(i.model.parameters > 0);
+  assert.equal(i.model.max_length, JSON.parse(readFileSync(join(TINY, 'caper.json'), 'utf8')).max_length);
+  assert.equal(i.limits.max_candidates, 64);
+  assert.deepEqual(i.databases, ['shop']);
+});
+
+test('/rerank prm without a database: ranked by PRM score, clauses with spans, blame', async () => {
+  const cands = [WRONG, GOOD, '  ' + GOOD2 + ' ', 'SELECT name FROM singer WHERE age >'];
+  const { status, body } = await srv.post('/rerank', { question: Q, schema: 'singer: singer_id*, name, country, age', candidates: cands });
+  assert.equal(status, 200, JSON.stringify(body));
+  assert.equal(body.strategy, 'prm');
+  assert.equal(body.model, 'tiny');
+  assert.equal(body.results.length, 4);
+  assert.deepEqual(
+    body.results.map((r: any) => r.rank),
+    [1, 2, 3, 4],
+  );
+  assert.deepEqual(
+    [...body.results.map((r: any) => r.index)].sort(),
+    [0, 1, 2, 3],
+  );
+  for (let k = 1; k < body.results.length; k++) assert.ok(body.results[k - 1].score >= body.results[k].score);
+  for (const r of body.results) {
+    assert.equal(r.sql, cands[r.index]);
+    assert.equal(r.execution, undefined);
+    checkSpans(r);
+    if (r.clauses.length && !r.warning) {
+      const scores = r.clauses.map((c: any) => c.score);
+      assert.ok(scores.every((s: number) => s > 0 && s < 1));
+      assert.ok(Math.abs(r.prm_score - Math.min(...scores)) < 1e-12, 'candidate score = min clause score');
+      assert.equal(r.blame.score, r.clauses[r.blame.unit].score);
+    }
+  }
+  const good = body.results.find((r: any) => r.index === 1);
+  assert.deepEqual(
+    good.clauses.map((c: any) => c.kind),
+    ['SELECT', 'FROM', 'WHERE'],
+  );
+  const broken = body.results.find((r: any) => r.index === 3);
+  assert.equal(broken.parsed, false, 'unparsable SQL is flagged');
+  for (const t of body.timing ? Object.values(body.timing) : []) assert.ok((t as number) >= 0);
+});
+
+test('scores do not depend on what else is in the batch (padding is masked)', async () => {
+  const alone = await srv.post('/rerank', { question: Q, candidates: [GOOD] });
+  const crowd = await srv.post('/rerank', {
+    question: Q,
+    candidates: [WRONG + ' ORDER BY name LIMIT 3 OFFSET 1', GOOD, 'SELECT name, country, age FROM singer AS s JOIN concert AS c ON s.singer_id = c.singer_id WHERE c.year > 2014 GROUP BY name HAVING count(*) > 1'],
+  });
+  const a = alone.body.results[0].clauses.map((c: any) => c.score);
+  const b = crowd.body.results.find((r: any) => r.index === 1).clauses.map((c: any) => c.score);
+  a.forEach((x: number, i: number) => assert.ok(Math.abs(x - b[i]) < 1e-4, `clause ${i}: ${x} vs ${b[i]}`));
+});
+
+test('/rerank hybrid with db_id: groups by result, errors trail, best member of best group first', async () => {
+  const cands = [WRONG, { sql: GOOD, id: 'g1' }, { sql: GOOD2, id: 7 }, BROKEN, GOOD3, 'DROP TABLE singer'];
+  const { status, body } = await srv.post('/rerank', { question: Q, db_id: 'shop', candidates: cands });
+  assert.equal(status, 200, JSON.stringify(body));
+  assert.equal(body.strategy, 'hybrid', 'hybrid is the default with a database');
+  const top = body.results[0];
+  assert.ok([1, 2, 4].includes(top.index), 'a member of the 3-strong group wins');
+  assert.equal(top.execution.cluster, 0);
+  assert.equal(top.execution.cluster_size, 3);
+  const byIndex = new Map(body.results.map((r: any) => [r.index, r]));
+  const g = [1, 2, 4].map((i) => byIndex.get(i) as any);
+  assert.ok(g.every((r) => r.execution.ok && r.execution.cluster === 0));
+  assert.ok(g.every((r) => r.rank <= 3));
+  // Within the winning group the PRM decides.
+  const groupOrder = g.slice().sort((x, y) => x.rank - y.rank);
+  for (let k = 1; k < 3; k++) assert.ok(groupOrder[k - 1].prm_score >= groupOrder[k].prm_score);
+  assert.equal((byIndex.get(1) as any).id, 'g1');
+  assert.equal((byIndex.get(2) as any).id, 7);
+  const broken = byIndex.get(3) as any;
+  assert.equal(broken.execution.ok, false);
+  assert.match(broken.execution.error, /singers/);
+  const drop = byIndex.get(5) as any;
+  assert.equal(drop.execution.ok, false);
+  assert.match(drop.execution.error, /refused/);
+  assert.equal(broken.execution.cluster, drop.execution.cluster, 'failures form one trailing group');
+  assert.equal(broken.execution.cluster_size, 2);
+  assert.ok(broken.rank > 4 && drop.rank > 4);
+  assert.ok(body.timing.execution_ms > 0);
+  for (const r of body.results) checkSpans(r);
+});
+
+test('/rerank vote, top_n, return_clauses=false', async () => {
+  const { status, body } = await srv.post('/rerank', {
+    question: Q,
+    db_id: 'shop',
+    strategy: 'vote',
+    candidates: [WRONG, GOOD, GOOD2],
+    top_n: 2,
+    return_clauses: false,
+  });
+  assert.equal(status, 200);
+  assert.equal(body.strategy, 'vote');
+  assert.equal(body.results.length, 2);
+  assert.deepEqual(
+    body.results.map((r: any) => r.index),
+    [1, 2],
+    'vote: the 2-group in caller order',
+  );
+  assert.ok(body.results.every((r: any) => r.clauses === undefined && r.blame));
+  assert.ok(Math.abs(body.results[0].score - 2 / 3) < 1e-12);
+});
+
+test('the database is never written, even by hostile candidates', async () => {
+  const hash = () => createHash('sha256').update(readFileSync(db.dbPath)).digest('hex');
+  const h0 = hash();
+  const hostile = [
+    'DROP TABLE singer',
+    'DELETE FROM singer',
+    "INSERT INTO singer VALUES (9,'x','y',1)",
+    'SELECT 1; DROP TABLE singer',
+    "ATTACH DATABASE '/tmp/x.db' AS x",
+    'PRAGMA writable_schema = 1',
+  ];
+  const { status, body } = await srv.post('/rerank', { question: Q, db_id: 'shop', strategy: 'hybrid', candidates: hostile });
+  assert.equal(status, 200);
+  assert.ok(body.results.every((r: any) => r.execution.ok === false));
+  assert.equal(hash(), h0);
+});
+
+test('/v1/rerank: the Cohere/Jina shape', async () => {
+  const { status, body } = await srv.post('/v1/rerank', {
+    model: 'ignored-by-us',
+    query: Q,
+    documents: [WRONG, { text: GOOD }, GOOD2],
+    top_n: 2,
+    return_documents: true,
+    db_id: 'shop',
+  });
+  assert.equal(status, 200, JSON.stringify(body));
+  assert.equal(typeof body.id, 'string');
+  assert.equal(body.results.length, 2);
+  assert.ok(body.results[0].relevance_score >= body.results[1].relevance_score);
+  assert.ok(body.results.every((r: any) => r.relevance_score >= 0 && r.relevance_score <= 1));
+  assert.equal(body.results[0].document.text, [WRONG, GOOD, GOOD2][body.results[0].index]);
+  assert.ok([1, 2].includes(body.results[0].index));
+  assert.equal(body.meta.strategy, 'hybrid');
+  const plain = await srv.post('/v1/rerank', { query: Q, documents: [GOOD] });
+  assert.equal(plain.status, 200);
+  assert.equal(plain.body.results[0].document, undefined);
+  assert.equal(plain.body.meta.strategy, 'prm');
+});
+
+test('/localize: units, blame ranking; with gold the execution verdict and root cause (or why not)', async () => {
+  const { status, body } = await srv.post('/localize', { question: Q, sql: WRONG, schema: 'singer: singer_id*, name, country, age' });
+  assert.equal(status, 200, JSON.stringify(body));
+  assert.equal(body.units.length, 2);
+  assert.equal(body.blame.length, 2);
+  assert.deepEqual(
+    [...body.blame.map((b: any) => b.unit)].sort(),
+    [0, 1],
+  );
+  // The blame ranking is by score drop from the previous prefix.
+  for (let k = 1; k < body.blame.length; k++) assert.ok(body.blame[k - 1].drop >= body.blame[k].drop);
+  const u1 = body.units[1];
+  const b1 = body.blame.find((b: any) => b.unit === 1);
+  assert.ok(Math.abs(b1.drop - (body.units[0].score - u1.score)) < 1e-12);
+  assert.ok(Math.abs(u1.score - 1 / (1 + Math.exp(-u1.raw))) < 1e-12);
+  assert.equal(body.gold_match, undefined);
+
+  const g = await srv.post('/localize', { question: Q, sql: WRONG, db_id: 'shop', gold: GOOD });
+  assert.equal(g.status, 200, JSON.stringify(g.body));
+  assert.equal(g.body.gold_match, false);
+  assert.ok(g.body.root_cause !== undefined || typeof g.body.root_cause_error === 'string');
+  if (g.body.root_cause) {
+    assert.equal(typeof g.body.root_cause.unit, 'number');
+    assert.ok(Array.isArray(g.body.root_cause.edit_script));
+    assert.ok(Array.isArray(g.body.root_cause.clause_rewards));
+  }
+  const same = await srv.post('/localize', { question: Q, sql: GOOD2, db_id: 'shop', gold: GOOD });
+  assert.equal(same.status, 200);
+  assert.equal(same.body.gold_match, true);
+});
+
+test('bad inputs: JSON errors with the right status and field, never a 500', async () => {
+  const cases: [string, unknown, number, string | undefined][] = [
+    ['/rerank', { question: Q }, 400, 'candidates'],
+    ['/rerank', { question: Q, candidates: [] }, 400, 'candidates'],
+    ['/rerank', { question: Q, candidates: [42] }, 400, 'candidates[0]'],
+    ['/rerank', { question: Q, candidates: [{ id: 1 }] }, 400, 'candidates[0]'],
+    ['/rerank', { question: 5, candidates: [GOOD] }, 400, 'question'],
+    ['/rerank', { question: Q, candidates: [GOOD], strategy: 'best' }, 400, 'strategy'],
+    ['/rerank', { question: Q, candidates: [GOOD], extra: 1 }, 400, 'extra'],
+    ['/rerank', { question: Q, candidates: [GOOD], top_n: 0 }, 400, 'top_n'],
+    ['/rerank', { question: Q, candidates: [GOOD], db_id: '../shop' }, 400, 'db_id'],
+    ['/rerank', { question: Q, candidates: Array(65).fill(GOOD) }, 422, 'candidates'],
+    ['/rerank', { question: Q, candidates: ['SELECT ' + 'x,'.repeat(20_000) + 'y'] }, 422, 'candidates[0]'],
+    ['/rerank', { question: Q, candidates: [GOOD], db_id: 'nope' }, 422, 'db_id'],
+    ['/rerank', { question: Q, candidates: [GOOD], strategy: 'hybrid' }, 422, 'strategy'],
+    ['/v1/rerank', { query: Q }, 400, 'documents'],
+    ['/v1/rerank', { query: Q, documents: [GOOD], strategy: 'vote' }, 422, 'strategy'],
+    ['/localize', { question: Q }, 400, 'sql'],
+    ['/localize', { question: Q, sql: GOOD, gold: GOOD }, 422, 'db_id'],
+    ['/localize', { question: Q, sql: GOOD, db_id: 'shop', gold: 'SELECT nope FROM nowhere' }, 422, 'gold'],
+    ['/rerank', '{"question": ', 400, undefined],
+    ['/rerank', '[]', 400, undefined],
+  ];
+  for (const [path, body, status, field] of cases) {
+    const r = await srv.post(path, body);
+    assert.equal(r.status, status, `${path} ${JSON.stringify(body).slice(0, 80)} -> ${r.status} ${JSON.stringify(r.body)}`);
+    assert.equal(typeof r.body.error, 'string');
+    assert.equal(typeof r.body.message, 'string');
+    if (field) assert.equal(r.body.field, field, JSON.stringify(r.body));
+  }
+  const big = await srv.post('/rerank', { question: Q, candidates: ['x'.repeat(3 * 1024 * 1024)] });
+  assert.equal(big.status, 413);
+  assert.equal(big.body.error, 'payload_too_large');
+  const nf = await srv.get('/nope');
+  assert.equal(nf.status, 404);
+  assert.equal(JSON.parse(nf.text).error, 'not_found');
+});
+
+test('a candidate whose SQL alone exceeds max_length is reported, not dropped, and ranks last', async () => {
+  const cols = Array.from({ length: 400 }, (_, i) => `col_${i}`).join(', ');
+  const long = `SELECT ${cols} FROM singer`;
+  const { status, body } = await srv.post('/rerank', { question: Q, candidates: [long, GOOD] });
+  assert.equal(status, 200);
+  assert.equal(body.results[1].index, 0);
+  assert.match(body.results[1].warning, /max_length/);
+  assert.equal(body.results[1].prm_score, 0);
+  assert.equal(body.results[1].blame, null);
+  assert.ok(body.results[1].clauses.every((c: any) => c.score === null));
+});
+
+test('concurrent requests are batched together and get the same scores as alone', async () => {
+  const alone = (await srv.post('/rerank', { question: Q, candidates: [GOOD, WRONG] })).body.results;
+  const rs = await Promise.all(Array.from({ length: 12 }, () => srv.post('/rerank', { question: Q, candidates: [GOOD, WRONG] })));
+  for (const r of rs) {
+    assert.equal(r.status, 200);
+    r.body.results.forEach((x: any, i: number) => assert.ok(Math.abs(x.prm_score - alone[i].prm_score) < 1e-4));
+  }
+  const m = (await srv.get('/metrics')).text;
+  const sum = Number(/^caper_batch_size_sum (\S+)/m.exec(m)![1]);
+  const count = Number(/^caper_batch_size_count (\S+)/m.exec(m)![1]);
+  assert.ok(count > 0);
+  assert.ok(sum / count > 2, `mean batch size ${sum / count} shows merging`);
+});
+
+test('/metrics lists requests, queue, batches, inference, execution and the provider', async () => {
+  const m = (await srv.get('/metrics')).text;
+  for (const name of [
+    'caper_http_requests_total{route="/rerank",method="POST",status="200"}',
+    'caper_http_requests_total{route="/rerank",method="POST",status="422"}',
+    'caper_http_request_duration_seconds_bucket',
+    'caper_queue_seconds_count',
+    'caper_batch_tokens_count',
+    'caper_inference_seconds_count',
+    'caper_execution_seconds_count',
+    'caper_model_provider{provider="cpu"} 1',
+    'caper_model_ready 1',
+    'caper_candidates_total{parsed="false"}',
+  ]) {
+    assert.ok(m.includes(name), `missing ${name}`);
+  }
+});
+
+test('/docs serves the swagger UI and /openapi.json the document', async () => {
+  const d = await fetch(srv.url + '/docs/');
+  assert.equal(d.status, 200);
+  assert.match(await d.text(), /swagger/i);
+  const o = JSON.parse((await srv.get('/openapi.json')).text);
+  assert.ok(o.paths['/rerank'].post);
+  assert.ok(o.paths['/v1/rerank'].post);
+  assert.ok(o.paths['/localize'].post);
+});
+
+test('a corrupt or missing model: the server starts, /readyz and scoring say 503 with the reason', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'caper-badmodel-'));
+  writeFileSync(join(dir, 'caper.json'), readFileSync(join(TINY, 'caper.json')));
+  writeFileSync(join(dir, 'tokenizer.json'), readFileSync(join(TINY, 'tokenizer.json')));
+  writeFileSync(join(dir, 'model.onnx'), 'this is not an onnx file');
+  const bad = await start({ modelDir: dir, device: 'cpu' });
+  const missing = await start({ modelDir: join(dir, 'nowhere') });
+  try {
+    for (const s of [bad, missing]) {
+      assert.equal((await s.get('/healthz')).status, 200);
+      await s.app.caper.loaded;
+      const r = await s.get('/readyz');
+      assert.equal(r.status, 503);
+      assert.match(JSON.parse(r.text).message, /model/);
+      const p = await s.post('/rerank', { question: Q, candidates: [GOOD] });
+      assert.equal(p.status, 503);
+      assert.equal(p.body.error, 'not_ready');
+      const l = await s.post('/localize', { question: Q, sql: GOOD });
+      assert.equal(l.status, 503);
+      assert.equal(JSON.parse((await s.get('/info')).text).ready, false);
+    }
+  } finally {
+    await bad.app.close();
+    await missing.app.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
