@@ -211,7 +211,8 @@ function exprInner(e: Ast, ctx: ArmCtx): TreeNode {
       return mk('star', '*');
     case 'binary_expr': {
       const op = String(e.operator).toUpperCase();
-      if (op === 'AND' || op === 'OR' || op === 'XOR') return mk('logical', op, [expr(e.left, ctx), expr(e.right, ctx)]);
+      if (op === 'AND' || op === 'OR') return logicalChain(e, ctx);
+      if (op === 'XOR') return mk('logical', op, [expr(e.left, ctx), expr(e.right, ctx)]);
       if (op === 'BETWEEN' || op === 'NOT BETWEEN') {
         const vs = exprList(e.right);
         if (vs.length !== 2) throw new TreeBuildError('BETWEEN without two bounds');
@@ -292,6 +293,35 @@ function exprInner(e: Ast, ctx: ArmCtx): TreeNode {
   }
 }
 
+// node-sql-parser 5 gives AND and OR the same precedence (a OR b AND c comes back as
+// (a OR b) AND c), so an unparenthesized chain is flattened in written order and rebuilt with
+// SQLite's precedence: AND binds tighter than OR, both left-associative.
+function logicalChain(e: Ast, ctx: ArmCtx): TreeNode {
+  const operands: Ast[] = [];
+  const ops: string[] = [];
+  const flat = (x: Ast, root: boolean): void => {
+    const op = x && x.type === 'binary_expr' ? String(x.operator).toUpperCase() : '';
+    if ((op === 'AND' || op === 'OR') && (root || x.parentheses !== true)) {
+      flat(x.left, false);
+      ops.push(op);
+      flat(x.right, false);
+    } else operands.push(x);
+  };
+  flat(e, true);
+  const groups: TreeNode[] = [];
+  let cur = expr(operands[0], ctx);
+  for (let i = 0; i < ops.length; i++) {
+    const next = expr(operands[i + 1], ctx);
+    if (ops[i] === 'AND') cur = mk('logical', 'AND', [cur, next]);
+    else {
+      groups.push(cur);
+      cur = next;
+    }
+  }
+  groups.push(cur);
+  return groups.reduce((acc, g) => mk('logical', 'OR', [acc, g]));
+}
+
 function fromItem(f: Ast, ctx: ArmCtx): TreeNode {
   const alias = identOf(f.as) ?? undefined;
   let item: TreeNode;
@@ -313,6 +343,27 @@ function fromItem(f: Ast, ctx: ArmCtx): TreeNode {
   if (f.on) kids.push(expr(f.on, ctx));
   const using = Array.isArray(f.using) ? f.using.map((u: Ast) => identOf(u) ?? '') : undefined;
   return mk('join', label, kids, { using });
+}
+
+/**
+ * node-sql-parser reads a lone "name" as a string. SQLite reads it as a column when one exists
+ * (and always, when built without double-quoted-string support, as better-sqlite3 is). Where a
+ * column is the usual reading - a select, group or order item, the left side of a comparison -
+ * the node becomes a column (rendered with the same double quotes, so execution is unchanged);
+ * elsewhere it stays a string literal.
+ */
+function asIdent(n: TreeNode): TreeNode {
+  if (n.kind !== 'literal' || n.attrs?.quote !== '"' || typeof n.attrs.value !== 'string') return n;
+  const name = n.attrs.value;
+  const c = mk('column', name.toLowerCase(), [], { name, quote: '"' });
+  if (n.attrs.parens) c.attrs!.parens = true;
+  return c;
+}
+
+function identPositions(n: TreeNode): TreeNode {
+  for (const c of n.children) identPositions(c);
+  if (n.kind === 'comparison' && n.children.length >= 2) n.children[0] = asIdent(n.children[0]!);
+  return n;
 }
 
 function unitOf(ctx: ArmCtx, kind: ClauseKind): number {
@@ -343,7 +394,7 @@ function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
   }
   const cols = ast.columns === '*' ? [{ expr: { type: 'star', value: '*' } }] : (ast.columns ?? []);
   const items = (cols as Ast[]).map((c) => {
-    const x = expr(c.expr, ctx);
+    const x = asIdent(expr(c.expr, ctx));
     const as = identOf(c.as);
     return as ? mk('alias', as, [x]) : x;
   });
@@ -351,13 +402,13 @@ function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
   if (Array.isArray(ast.from) && ast.from.length > 0) clauses.push(clause('FROM', ast.from.map((f: Ast) => fromItem(f, ctx)), ctx));
   if (ast.where) clauses.push(clause('WHERE', [expr(ast.where, ctx)], ctx));
   const gb = ast.groupby ? (Array.isArray(ast.groupby) ? ast.groupby : ast.groupby.columns) : null;
-  if (Array.isArray(gb) && gb.length > 0) clauses.push(clause('GROUP BY', gb.map((g: Ast) => expr(g, ctx)), ctx));
+  if (Array.isArray(gb) && gb.length > 0) clauses.push(clause('GROUP BY', gb.map((g: Ast) => asIdent(expr(g, ctx))), ctx));
   if (ast.having) clauses.push(clause('HAVING', [expr(ast.having, ctx)], ctx));
   if (Array.isArray(ast.orderby) && ast.orderby.length > 0) {
     clauses.push(clause('ORDER BY', ast.orderby.map((o: Ast) => {
       if (o.nulls) throw new TreeBuildError('NULLS FIRST/LAST not modelled');
       const dir = o.type ? String(o.type).toUpperCase() : 'ASC';
-      return mk('order_item', dir, [expr(o.expr, ctx)], { explicit: o.type ? true : undefined });
+      return mk('order_item', dir, [asIdent(expr(o.expr, ctx))], { explicit: o.type ? true : undefined });
     }), ctx));
   }
   if (ast.limit && Array.isArray(ast.limit.value) && ast.limit.value.length > 0) {
@@ -371,6 +422,7 @@ function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
   for (const u of ctx.arm.units) {
     if (!seen.has(ctx.units[u]!.kind)) throw new TreeBuildError(`parser dropped the ${ctx.units[u]!.kind} clause`);
   }
+  for (const c of clauses) identPositions(c);
   return mk('select', 'SELECT', clauses);
 }
 
@@ -715,7 +767,9 @@ function renderNode(n: TreeNode): string {
       return renderClause(n);
     case 'column': {
       const p = columnParts(n);
-      const s = p.qualifier ? `${quoteIdent(p.qualifier)}.${quoteIdent(p.name)}` : quoteIdent(p.name);
+      const dq = n.attrs?.quote === '"' && p.name === n.attrs.name && p.qualifier === n.attrs.qualifier;
+      const s = dq ? `"${p.name.replace(/"/g, '""')}"`
+        : p.qualifier ? `${quoteIdent(p.qualifier)}.${quoteIdent(p.name)}` : quoteIdent(p.name);
       return n.attrs?.collate ? `${s} COLLATE ${String(n.attrs.collate)}` : s;
     }
     case 'table': {
@@ -727,7 +781,15 @@ function renderNode(n: TreeNode): string {
       const using = Array.isArray(n.attrs?.using) ? ` USING (${(n.attrs!.using as string[]).map(quoteIdent).join(', ')})` : '';
       return `${n.label} ${renderNode(kid(n, 0))}${c[1] ? ` ON ${renderNode(c[1])}` : ''}${using}`;
     }
-    case 'literal':
+    case 'literal': {
+      // A "double-quoted" string is rendered as written while the label still says the same
+      // value: SQLite resolves it as a column when one has that name, and we must not change that.
+      const a = n.attrs ?? {};
+      if (a.quote === '"' && typeof a.value === 'string' && n.label === `'${a.value.replace(/'/g, "''")}'`) {
+        return `"${a.value.replace(/"/g, '""')}"`;
+      }
+      return n.label;
+    }
     case 'other':
       if (n.kind === 'other' && c.length > 0) throw new TreeBuildError(`cannot render ${n.label} here`);
       return n.label;
