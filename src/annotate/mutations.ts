@@ -1,0 +1,703 @@
+// Fault injection: single, type-preserving mutations of a correct query's tree.
+//
+// Each mutation edits a cloneTree() copy; the mutant SQL is the original text with only the
+// mutated node's span replaced by its rendering (so the rest keeps the author's surface form and
+// a model cannot learn "normalized text = wrong"). Every spliced text is re-parsed and must give
+// exactly the mutated tree; if not, the clause is re-rendered, then the whole query; a candidate
+// none of whose texts round-trips is dropped. A mutant is kept only if it executes and its result
+// differs from the original's (resultsMatch with the original's ORDER BY rule).
+import { splitSql, renderSql, walk, cloneTree, topUnits } from '../clauses/index.js';
+import type { ClauseKind, SplitResult, TreeNode } from '../clauses/types.js';
+import type { ExecResult, SqlExecutor } from './executor.js';
+import { resultsMatch, hasTopLevelOrderBy } from './equivalence.js';
+import { SchemaIndex, clauseOf, enclosingSelect, resolveColumn, scopeOf, type TypeClass } from './scope.js';
+import type { Rng } from './rng.js';
+
+export const MUTATION_KINDS = [
+  'column_swap', 'column_swap_join', 'comparison_op', 'aggregate', 'distinct', 'and_or', 'literal',
+  'join_key', 'order_direction', 'order_key', 'limit', 'group_key', 'having', 'drop_conjunct',
+  'in_not_in', 'set_op',
+] as const;
+export type MutationKind = (typeof MUTATION_KINDS)[number];
+
+export interface NodeRef {
+  id: number;
+  kind: string;
+  label: string;
+}
+
+export interface Mutant {
+  kind: MutationKind;
+  sql: string;
+  /** Root cause in the ORIGINAL tree (for drop_conjunct: the AND node that lost a child). */
+  vStar: NodeRef;
+  /** The node as it reads in the mutant (same id as in the original where it still exists). */
+  mutated: NodeRef;
+  /** Index of v*'s depth-0 unit in topUnits(original). */
+  topUnit: number;
+  clause: ClauseKind;
+  split: SplitResult;
+  result: ExecResult;
+}
+
+/** Distinct non-null values per `table.column` (lower case), for literal mutations. */
+export type ValueTable = Map<string, unknown[]>;
+
+interface Applied {
+  vStar: number;
+  /** Clone node whose rendering replaces the original node `spliceId`'s text. */
+  node: TreeNode;
+  spliceId: number;
+  /** Text-level replacement, tried before the node-level one. */
+  text?: { start: number; end: number; replacement: string };
+}
+
+interface Candidate {
+  kind: MutationKind;
+  target: number;
+  apply(byId: Map<number, TreeNode>, rng: Rng): Applied | null;
+}
+
+const CMP_ORDER = ['=', '!=', '<', '<=', '>', '>='];
+const AGG_NUM = ['COUNT', 'SUM', 'AVG', 'MIN', 'MAX'];
+const AGG_TEXT = ['COUNT', 'MIN', 'MAX'];
+const SETOPS = ['UNION', 'INTERSECT', 'EXCEPT'];
+
+function sameEntry(a: { table: string; alias: string | null }, b: { table: string; alias: string | null }): boolean {
+  return a.table === b.table && a.alias === b.alias;
+}
+
+function setColumn(n: TreeNode, qualifier: string | null, name: string): void {
+  n.label = (qualifier ? `${qualifier}.${name}` : name).toLowerCase();
+  n.attrs = qualifier ? { ...(n.attrs ?? {}), qualifier, name } : { ...(n.attrs ?? {}), name };
+  if (!qualifier && n.attrs) delete n.attrs.qualifier;
+}
+
+function qualifierOf(n: TreeNode): string | null {
+  const q = n.attrs?.qualifier;
+  if (typeof q === 'string') return q;
+  const dot = n.label.lastIndexOf('.');
+  return dot > 0 ? n.label.slice(0, dot) : null;
+}
+
+export function sqlLiteral(v: unknown): string {
+  if (typeof v === 'number') return Number.isFinite(v) ? String(v) : '0';
+  if (typeof v === 'bigint') return v.toString();
+  return `'${String(v).replace(/'/g, "''")}'`;
+}
+
+function literalNumber(n: TreeNode): number | null {
+  if (n.kind !== 'literal') return null;
+  if (n.attrs?.type === 'number' && typeof n.attrs.value === 'number') return n.attrs.value as number;
+  const x = Number(n.label);
+  return /^-?\d+(\.\d+)?$/.test(n.label) && Number.isFinite(x) ? x : null;
+}
+
+function setLiteral(n: TreeNode, v: unknown): void {
+  n.label = sqlLiteral(v);
+  n.attrs = { value: v, type: typeof v === 'number' ? 'number' : 'string' };
+}
+
+function typeOfExpr(n: TreeNode, schema: SchemaIndex): TypeClass | null {
+  if (n.kind === 'column') {
+    const r = resolveColumn(n, schema);
+    return r ? schema.column(r.table, r.column)!.type : null;
+  }
+  if (n.kind === 'literal') return n.attrs?.type === 'number' ? 'num' : n.attrs?.type === 'string' ? 'text' : null;
+  if (n.kind === 'aggregate') return n.label === 'COUNT' || n.label === 'SUM' || n.label === 'AVG' ? 'num' : null;
+  return null;
+}
+
+/** Keys (table.column) whose values literal mutations may draw from. */
+export function literalColumns(split: SplitResult, schema: SchemaIndex): { table: string; column: string }[] {
+  if (!split.tree) return [];
+  const out = new Map<string, { table: string; column: string }>();
+  for (const n of walk(split.tree)) {
+    if (n.kind !== 'literal') continue;
+    const col = comparedColumn(n);
+    if (!col) continue;
+    const r = resolveColumn(col, schema);
+    if (r) out.set(`${r.table}.${r.column}`, { table: r.table, column: r.column });
+  }
+  return [...out.values()];
+}
+
+/** The column a literal is compared with (x op lit, x BETWEEN lit AND lit, x IN (lit, ...)). */
+function comparedColumn(lit: TreeNode): TreeNode | null {
+  let p = lit.parent;
+  if (p?.kind === 'list') p = p.parent;
+  if (!p || p.kind !== 'comparison') return null;
+  const c = p.children[0];
+  return c && c.kind === 'column' && c !== lit ? c : p.children[1]?.kind === 'column' ? p.children[1]! : null;
+}
+
+export function enumerateCandidates(split: SplitResult, schema: SchemaIndex, values: ValueTable): Candidate[] {
+  if (!split.tree) return [];
+  const out: Candidate[] = [];
+  const nodes = walk(split.tree);
+  const add = (kind: MutationKind, target: TreeNode, apply: Candidate['apply']): void => {
+    out.push({ kind, target: target.id, apply });
+  };
+  const inJoin = (n: TreeNode): boolean => {
+    for (let p = n.parent; p; p = p.parent) {
+      if (p.kind === 'join') return true;
+      if (p.kind === 'clause') return false;
+    }
+    return false;
+  };
+  for (const n of nodes) {
+    const cl = clauseOf(n);
+    const clLabel = cl?.label;
+    switch (n.kind) {
+      case 'column': {
+        if (inJoin(n) || !cl) break;
+        const r = resolveColumn(n, schema);
+        if (!r) break;
+        const me = schema.column(r.table, r.column)!;
+        const scope = scopeOf(r.select).filter((e) => e.table && schema.tables.has(e.table));
+        const q = qualifierOf(n);
+        if (clLabel === 'GROUP BY' || clLabel === 'ORDER BY') {
+          const kind: MutationKind = clLabel === 'GROUP BY' ? 'group_key' : 'order_key';
+          const alts = scope.flatMap((e) => schema.tables.get(e.table)!.columns
+            .filter((c) => !(sameEntry(e, r.entry) && c.lc === r.column))
+            .map((c) => ({ e, c })));
+          if (alts.length === 0) break;
+          add(kind, n, (byId, rng) => {
+            const m = byId.get(n.id)!;
+            const a = rng.pick(alts)!;
+            const qual = sameEntry(a.e, r.entry) ? q : q || scope.length > 1 ? a.e.qualifier : null;
+            setColumn(m, qual, a.c.name);
+            return { vStar: n.id, node: m, spliceId: n.id };
+          });
+          break;
+        }
+        const same = schema.tables.get(r.table)!.columns.filter((c) => c.lc !== r.column && c.type === me.type);
+        if (same.length > 0) {
+          add('column_swap', n, (byId, rng) => {
+            const m = byId.get(n.id)!;
+            setColumn(m, q, rng.pick(same)!.name);
+            return { vStar: n.id, node: m, spliceId: n.id };
+          });
+        }
+        const others = scope.filter((e) => !sameEntry(e, r.entry)).flatMap((e) =>
+          schema.tables.get(e.table)!.columns.filter((c) => c.type === me.type).map((c) => ({ e, c })));
+        if (others.length > 0) {
+          add('column_swap_join', n, (byId, rng) => {
+            const m = byId.get(n.id)!;
+            const a = rng.pick(others)!;
+            setColumn(m, a.e.qualifier, a.c.name);
+            return { vStar: n.id, node: m, spliceId: n.id };
+          });
+        }
+        break;
+      }
+      case 'comparison': {
+        if (inJoin(n)) break;
+        const kind: MutationKind = clLabel === 'HAVING' ? 'having' : 'comparison_op';
+        if (n.label === 'IN' || n.label === 'NOT IN') {
+          add('in_not_in', n, (byId) => {
+            const m = byId.get(n.id)!;
+            m.label = n.label === 'IN' ? 'NOT IN' : 'IN';
+            return { vStar: n.id, node: m, spliceId: n.id };
+          });
+          break;
+        }
+        if (n.label === 'LIKE' || n.label === 'NOT LIKE') {
+          add(kind, n, (byId) => {
+            const m = byId.get(n.id)!;
+            m.label = n.label === 'LIKE' ? 'NOT LIKE' : 'LIKE';
+            return { vStar: n.id, node: m, spliceId: n.id };
+          });
+          break;
+        }
+        const norm = n.label === '<>' ? '!=' : n.label === '==' ? '=' : n.label;
+        if (!CMP_ORDER.includes(norm) || n.children.length !== 2) break;
+        const t0 = typeOfExpr(n.children[0]!, schema);
+        const t1 = typeOfExpr(n.children[1]!, schema);
+        const textual = t0 === 'text' || t1 === 'text';
+        const alts = (textual ? ['=', '!='] : CMP_ORDER).filter((o) => o !== norm);
+        if (alts.length === 0) break;
+        add(kind, n, (byId, rng) => {
+          const m = byId.get(n.id)!;
+          m.label = rng.pick(alts)!;
+          return { vStar: n.id, node: m, spliceId: n.id };
+        });
+        break;
+      }
+      case 'aggregate': {
+        if (!AGG_NUM.includes(n.label) || n.children.length !== 1) break;
+        const arg = n.children[0]!;
+        if (arg.kind !== 'star') {
+          const t = typeOfExpr(arg, schema);
+          const pool = (t === 'num' ? AGG_NUM : AGG_TEXT).filter((a) => a !== n.label);
+          add('aggregate', n, (byId, rng) => {
+            const m = byId.get(n.id)!;
+            m.label = rng.pick(pool)!;
+            if (m.attrs?.distinct && m.label !== 'COUNT' && m.label !== 'SUM' && m.label !== 'AVG') delete m.attrs.distinct;
+            return { vStar: n.id, node: m, spliceId: n.id };
+          });
+          if (n.label === 'COUNT' || n.label === 'SUM' || n.label === 'AVG') {
+            add('distinct', n, (byId) => {
+              const m = byId.get(n.id)!;
+              m.attrs = { ...(m.attrs ?? {}) };
+              if (m.attrs.distinct) delete m.attrs.distinct;
+              else m.attrs.distinct = true;
+              return { vStar: n.id, node: m, spliceId: n.id };
+            });
+          }
+        }
+        break;
+      }
+      case 'clause': {
+        if (n.label === 'SELECT' && n.unit >= 0) {
+          const u = split.units[n.unit]!;
+          add('distinct', n, (byId) => {
+            const m = byId.get(n.id)!;
+            m.attrs = { ...(m.attrs ?? {}) };
+            const on = Boolean(m.attrs.distinct);
+            if (on) delete m.attrs.distinct;
+            else m.attrs.distinct = true;
+            const head = /^SELECT(\s+DISTINCT)?\s*/i.exec(u.text);
+            if (!head) return { vStar: n.id, node: m, spliceId: n.id };
+            const replacement = styled(u.text.slice(0, 6), on ? 'SELECT ' : 'SELECT DISTINCT ');
+            return { vStar: n.id, node: m, spliceId: n.id, text: { start: u.start, end: u.start + head[0].length, replacement } };
+          });
+        }
+        if (n.label === 'WHERE' && n.children[0]?.kind === 'logical' && n.children[0].label === 'AND') {
+          // Single conjuncts of the top-level AND chain.
+          const stack = [n.children[0]];
+          while (stack.length) {
+            const and = stack.pop()!;
+            const [l, r] = and.children;
+            if (!l || !r) continue;
+            const isAnd = (x: TreeNode): boolean => x.kind === 'logical' && x.label === 'AND' && !x.attrs?.parens;
+            for (const [drop, keep] of [[r, l], [l, r]] as const) {
+              if (isAnd(drop)) continue;
+              add('drop_conjunct', and, (byId) => {
+                const a = byId.get(and.id)!;
+                const k = byId.get(keep.id)!;
+                const parent = a.parent!;
+                parent.children[parent.children.indexOf(a)] = k;
+                k.parent = parent;
+                if (a.attrs?.parens) k.attrs = { ...(k.attrs ?? {}), parens: true };
+                return { vStar: and.id, node: k, spliceId: and.id };
+              });
+            }
+            if (isAnd(l)) stack.push(l);
+            if (isAnd(r)) stack.push(r);
+          }
+        }
+        break;
+      }
+      case 'logical': {
+        if (n.label !== 'AND' && n.label !== 'OR') break;
+        if (inJoin(n)) break;
+        add('and_or', n, (byId) => {
+          const m = byId.get(n.id)!;
+          m.label = n.label === 'AND' ? 'OR' : 'AND';
+          // Flipping inside another AND/OR changes precedence; explicit parens keep the tree's meaning.
+          if (m.parent?.kind === 'logical') m.attrs = { ...(m.attrs ?? {}), parens: true };
+          return { vStar: n.id, node: m, spliceId: n.id };
+        });
+        break;
+      }
+      case 'literal': {
+        if (clLabel === 'LIMIT') {
+          const v = literalNumber(n);
+          if (v === null || !Number.isInteger(v) || !cl || n.parent !== cl || cl.children[0] !== n) break;
+          add('limit', n, (byId, rng) => {
+            const m = byId.get(n.id)!;
+            const alts = v <= 1 ? [2, 3] : [v - 1, v + 1, v * 2];
+            setLiteral(m, rng.pick(alts)!);
+            return { vStar: n.id, node: m, spliceId: n.id };
+          });
+          break;
+        }
+        const col = comparedColumn(n);
+        const num = literalNumber(n);
+        if (clLabel === 'HAVING' && num !== null) {
+          add('having', n, (byId, rng) => {
+            const m = byId.get(n.id)!;
+            const alts = Number.isInteger(num) ? [num + 1, num - 1, num * 2 + 1].filter((x) => x !== num) : [num * 2, num / 2];
+            setLiteral(m, rng.pick(alts)!);
+            return { vStar: n.id, node: m, spliceId: n.id };
+          });
+          break;
+        }
+        if (!col) break;
+        const r = resolveColumn(col, schema);
+        const pool = r ? values.get(`${r.table}.${r.column}`) ?? [] : [];
+        const like = n.parent?.kind === 'comparison' && /LIKE/.test(n.parent.label);
+        const current = n.attrs?.value;
+        const candidates = pool.filter((v) => v !== current && (typeof v === 'number' || typeof v === 'string'));
+        if (candidates.length === 0 && num === null) break;
+        add('literal', n, (byId, rng) => {
+          const m = byId.get(n.id)!;
+          let v: unknown;
+          if (candidates.length > 0) {
+            v = rng.pick(candidates)!;
+            if (like && typeof v === 'string') v = `%${v}%`;
+            if (num !== null && typeof v !== 'number') {
+              const x = Number(v);
+              v = Number.isFinite(x) ? x : num + 1;
+            }
+            if (num === null && typeof v === 'number') v = String(v);
+          } else v = Number.isInteger(num) ? num! + 1 : num! * 2;
+          setLiteral(m, v);
+          if (m.label === n.label) return null;
+          return { vStar: n.id, node: m, spliceId: n.id };
+        });
+        break;
+      }
+      case 'join': {
+        const on = n.children[1];
+        if (!on || on.kind !== 'comparison' || on.label !== '=') break;
+        const [a, b] = on.children;
+        if (!a || !b || a.kind !== 'column' || b.kind !== 'column') break;
+        const ra = resolveColumn(a, schema);
+        const rb = resolveColumn(b, schema);
+        if (!ra || !rb) break;
+        const fkPairs = schema.fks
+          .filter((f) => (f.from === ra.table && f.to === rb.table) || (f.from === rb.table && f.to === ra.table))
+          .map((f) => (f.from === ra.table ? { ca: f.fromCol, cb: f.toCol } : { ca: f.toCol, cb: f.fromCol }))
+          .filter((p) => !(p.ca === ra.column && p.cb === rb.column));
+        // Only key-like columns (declared keys or *id names): joining on a name or a price is not
+        // a plausible slip, and it would teach the model something no system gets wrong.
+        const keyLike = (t: string, c: { lc: string }): boolean => schema.isKey(t, c.lc) || /id$/i.test(c.lc);
+        const ta = schema.column(ra.table, ra.column)!.type;
+        const bAlts = schema.tables.get(rb.table)!.columns.filter((c) => c.lc !== rb.column && c.type === ta && keyLike(rb.table, c));
+        const aAlts = schema.tables.get(ra.table)!.columns.filter((c) => c.lc !== ra.column && c.type === schema.column(rb.table, rb.column)!.type && keyLike(ra.table, c));
+        if (fkPairs.length === 0 && bAlts.length === 0 && aAlts.length === 0) break;
+        add('join_key', on, (byId, rng) => {
+          const ma = byId.get(a.id)!;
+          const mb = byId.get(b.id)!;
+          const qa = qualifierOf(a);
+          const qb = qualifierOf(b);
+          const colName = (t: string, lc: string): string => schema.column(t, lc)?.name ?? lc;
+          if (fkPairs.length > 0 && rng.next() < 0.7) {
+            const p = rng.pick(fkPairs)!;
+            setColumn(ma, qa, colName(ra.table, p.ca));
+            setColumn(mb, qb, colName(rb.table, p.cb));
+          } else {
+            // Prefer key columns: a join on a non-key column is a less plausible mistake.
+            const pickFrom = (alts: typeof bAlts, t: string) => {
+              const keys = alts.filter((c) => schema.isKey(t, c.lc));
+              return rng.pick(keys.length ? keys : alts);
+            };
+            if (bAlts.length > 0 && (aAlts.length === 0 || rng.next() < 0.5)) setColumn(mb, qb, pickFrom(bAlts, rb.table)!.name);
+            else if (aAlts.length > 0) setColumn(ma, qa, pickFrom(aAlts, ra.table)!.name);
+            else return null;
+          }
+          return { vStar: on.id, node: byId.get(on.id)!, spliceId: on.id };
+        });
+        break;
+      }
+      case 'order_item': {
+        add('order_direction', n, (byId) => {
+          const m = byId.get(n.id)!;
+          m.label = n.label === 'DESC' ? 'ASC' : 'DESC';
+          m.attrs = { ...(m.attrs ?? {}), explicit: true };
+          return { vStar: n.id, node: m, spliceId: n.id };
+        });
+        break;
+      }
+      case 'setop': {
+        const base = n.label.replace(/\s+ALL$/, '');
+        const alts = SETOPS.filter((s) => s !== base);
+        add('set_op', n, (byId, rng) => {
+          const m = byId.get(n.id)!;
+          m.label = rng.pick(alts)!;
+          const u = split.units[n.unit];
+          return { vStar: n.id, node: m, spliceId: n.id, text: u ? { start: u.start, end: u.end, replacement: m.label } : undefined };
+        });
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return out;
+}
+
+// ---- splicing and verification ----
+
+/** Structure used to check that a text parses back into exactly the mutated tree. */
+export function shape(n: TreeNode): string {
+  const a = n.attrs ?? {};
+  const extra: string[] = [];
+  if (a.distinct) extra.push('D');
+  if (n.kind === 'table' || n.kind === 'subquery') {
+    if (typeof a.alias === 'string') extra.push(`as:${a.alias.toLowerCase()}`);
+  }
+  const label = n.kind === 'column' || n.kind === 'table' ? n.label.toLowerCase() : n.label;
+  return `${n.kind}|${label}|${extra.join(',')}(${n.children.map(shape).join(',')})`;
+}
+
+function isWs(c: string | undefined): boolean {
+  return c === ' ' || c === '\t' || c === '\n' || c === '\r';
+}
+
+/** Span of a node including parentheses it owns (attrs.parens, subquery brackets) and those of its children. */
+export function outerSpan(sql: string, n: TreeNode): [number, number] | null {
+  if (!n.span) return null;
+  let [s, e] = n.span;
+  for (const c of n.children) {
+    const cs = outerSpan(sql, c);
+    if (cs) {
+      s = Math.min(s, cs[0]);
+      e = Math.max(e, cs[1]);
+    }
+  }
+  if (n.attrs?.parens || n.kind === 'subquery') {
+    let i = s - 1;
+    while (i >= 0 && isWs(sql[i])) i--;
+    let j = e;
+    while (j < sql.length && isWs(sql[j])) j++;
+    if (sql[i] === '(' && sql[j] === ')') {
+      s = i;
+      e = j + 1;
+    }
+  }
+  return [s, e];
+}
+
+function renderWithParens(n: TreeNode): string {
+  const r = renderSql(n);
+  return n.attrs?.parens && n.kind !== 'subquery' && n.kind !== 'list' ? `(${r})` : r;
+}
+
+function styled(written: string, replacement: string): string {
+  return written === written.toLowerCase() && written !== written.toUpperCase() ? replacement.toLowerCase() : replacement;
+}
+
+/**
+ * Smallest text edit for label-only changes (operator, aggregate name, DISTINCT inside an
+ * aggregate): only the keyword changes, keeping the author's spacing and case.
+ */
+function keywordEdit(sql: string, o: TreeNode, m: TreeNode): string | null {
+  if (o.kind !== m.kind || o.children.length !== m.children.length) return null;
+  if ((o.kind === 'comparison' || o.kind === 'logical') && o.children.length === 2 && o.label !== m.label) {
+    const l = outerSpan(sql, o.children[0]!);
+    const r = outerSpan(sql, o.children[1]!);
+    if (!l || !r || l[1] > r[0]) return null;
+    const between = sql.slice(l[1], r[0]);
+    const words = o.label.split(' ').map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('\\s+');
+    const re = new RegExp(/^[A-Z]/.test(o.label) ? `\\b${words}\\b` : words, 'i');
+    const alt = o.label === '!=' ? /!=|<>/ : o.label === '=' ? /==|=/ : re;
+    const mm = alt.exec(between);
+    if (!mm) return null;
+    const at = l[1] + mm.index;
+    return sql.slice(0, at) + styled(mm[0], m.label) + sql.slice(at + mm[0].length);
+  }
+  if (o.kind === 'aggregate' && o.span) {
+    const head = /^(\w+)(\s*\(\s*)(DISTINCT\s+)?/i.exec(sql.slice(o.span[0], o.span[1]));
+    if (!head || head[1]!.toUpperCase() !== o.label) return null;
+    const name = o.label !== m.label ? styled(head[1]!, m.label) : head[1]!;
+    const dOld = Boolean(o.attrs?.distinct);
+    const dNew = Boolean(m.attrs?.distinct);
+    const distinct = dNew ? (dOld ? head[3]! : styled(head[1]!, 'DISTINCT ')) : '';
+    return sql.slice(0, o.span[0]) + name + head[2]! + distinct + sql.slice(o.span[0] + head[0].length);
+  }
+  return null;
+}
+
+/** When only leaf labels changed under the splice root, replace just those leaves' spans. */
+function leafEdits(sql: string, o: TreeNode, m: TreeNode): string | null {
+  const edits: { s: number; e: number; text: string }[] = [];
+  const visit = (a: TreeNode, b: TreeNode): boolean => {
+    if (a.kind !== b.kind || a.children.length !== b.children.length) return false;
+    if (a.children.length === 0) {
+      if (a.label !== b.label) {
+        if (!a.span) return false;
+        edits.push({ s: a.span[0], e: a.span[1], text: renderSql(b) });
+      }
+      return true;
+    }
+    if (a.label !== b.label) return false;
+    return a.children.every((c, i) => visit(c, b.children[i]!));
+  };
+  if (!visit(o, m) || edits.length === 0) return null;
+  edits.sort((x, y) => y.s - x.s);
+  let out = sql;
+  for (const ed of edits) out = out.slice(0, ed.s) + ed.text + out.slice(ed.e);
+  return out;
+}
+
+function candidateTexts(sql: string, orig: Map<number, TreeNode>, clone: TreeNode, ap: Applied): string[] {
+  const out: string[] = [];
+  if (ap.text) out.push(sql.slice(0, ap.text.start) + ap.text.replacement + sql.slice(ap.text.end));
+  const o0 = orig.get(ap.spliceId);
+  if (o0 && ap.node.id === o0.id) {
+    const k = keywordEdit(sql, o0, ap.node);
+    if (k !== null) out.push(k);
+    try {
+      const l = leafEdits(sql, o0, ap.node);
+      if (l !== null) out.push(l);
+    } catch {
+      /* fall through to coarser splices */
+    }
+  }
+  try {
+    const o = orig.get(ap.spliceId);
+    if (o) {
+      if (o.kind === 'order_item') {
+        const child = o.children[0];
+        const cs = child ? outerSpan(sql, child) : null;
+        if (cs) {
+          const rest = /^\s*(ASC|DESC)\b/i.exec(sql.slice(cs[1]));
+          const end = rest ? cs[1] + rest[0].length : cs[1];
+          out.push(sql.slice(0, cs[0]) + sql.slice(cs[0], cs[1]) + ' ' + ap.node.label + sql.slice(end));
+        }
+      } else {
+        const sp = outerSpan(sql, o);
+        if (sp) out.push(sql.slice(0, sp[0]) + renderWithParens(ap.node) + sql.slice(sp[1]));
+      }
+      // Whole clause, re-rendered.
+      let cl: TreeNode | null = o;
+      while (cl && cl.kind !== 'clause') cl = cl.parent;
+      if (cl && cl.span) {
+        const byId = new Map(walk(clone).map((x) => [x.id, x]));
+        const cc = byId.get(cl.id);
+        if (cc) out.push(sql.slice(0, cl.span[0]) + renderSql(cc) + sql.slice(cl.span[1]));
+      }
+    }
+    out.push(renderSql(clone));
+  } catch {
+    // A structurally broken clone cannot be rendered: whatever texts we have are still checked.
+  }
+  return out;
+}
+
+/** First candidate text whose parse equals the mutated tree, with that parse. */
+export function spliceMutant(sql: string, original: TreeNode, clone: TreeNode, ap: Applied): { sql: string; split: SplitResult } | null {
+  const orig = new Map(walk(original).map((x) => [x.id, x]));
+  const want = shape(clone);
+  const seen = new Set<string>();
+  for (const text of candidateTexts(sql, orig, clone, ap)) {
+    if (seen.has(text) || text === sql) continue;
+    seen.add(text);
+    const s = splitSql(text);
+    if (s.ok && s.tree && shape(s.tree) === want) return { sql: text, split: s };
+  }
+  return null;
+}
+
+export function topUnitIndex(split: SplitResult, unit: number): number {
+  let u = unit;
+  while (u >= 0 && split.units[u]!.parent >= 0) u = split.units[u]!.parent;
+  if (u < 0) return -1;
+  let k = 0;
+  for (let i = 0; i < u; i++) if (split.units[i]!.depth === 0) k++;
+  return k;
+}
+
+/** Depth-0 unit a node belongs to (climbing to the nearest ancestor with a unit if needed). */
+export function nodeTopUnit(split: SplitResult, n: TreeNode): number {
+  for (let p: TreeNode | null = n; p; p = p.parent) {
+    if (p.unit >= 0) return topUnitIndex(split, p.unit);
+  }
+  return -1;
+}
+
+export interface MutateOptions {
+  sql: string;
+  split: SplitResult;
+  dbPath: string;
+  exec: SqlExecutor;
+  schema: SchemaIndex;
+  values: ValueTable;
+  gold: ExecResult;
+  rng: Rng;
+  /** Mutants to keep. */
+  n: number;
+  /** Candidates to try at most (default 4n + 4). */
+  maxTries?: number;
+  /** Only these kinds (tests). */
+  kinds?: readonly MutationKind[];
+}
+
+export interface MutateStats {
+  tried: Partial<Record<MutationKind, number>>;
+  kept: Partial<Record<MutationKind, number>>;
+}
+
+/**
+ * Up to n kept mutants, spreading over kinds: candidates are grouped by kind and drawn round-robin
+ * over a shuffled kind order, so rare kinds (set_op, limit) are not crowded out by column swaps.
+ */
+export async function makeMutants(o: MutateOptions, stats?: MutateStats): Promise<Mutant[]> {
+  const tree = o.split.tree;
+  if (!tree || !o.gold.ok) return [];
+  const orderMatters = hasTopLevelOrderBy(o.sql);
+  const all = enumerateCandidates(o.split, o.schema, o.values).filter((c) => !o.kinds || o.kinds.includes(c.kind));
+  const byKind = new Map<MutationKind, Candidate[]>();
+  for (const c of all) {
+    const l = byKind.get(c.kind) ?? [];
+    l.push(c);
+    byKind.set(c.kind, l);
+  }
+  for (const l of byKind.values()) o.rng.shuffle(l);
+  const kinds = o.rng.shuffle([...byKind.keys()]);
+  const order: Candidate[] = [];
+  for (let round = 0; order.length < all.length; round++) {
+    for (const k of kinds) {
+      const l = byKind.get(k)!;
+      if (round < l.length) order.push(l[round]!);
+    }
+  }
+  const maxTries = o.maxTries ?? 4 * o.n + 4;
+  const kept: Mutant[] = [];
+  const seenSql = new Set<string>([o.sql]);
+  const origById = new Map(walk(tree).map((x) => [x.id, x]));
+  const tops = topUnits(o.split);
+  let tries = 0;
+  for (const c of order) {
+    if (kept.length >= o.n || tries >= maxTries) break;
+    const clone = cloneTree(tree);
+    const byId = new Map(walk(clone).map((x) => [x.id, x]));
+    let ap: Applied | null;
+    try {
+      ap = c.apply(byId, o.rng);
+    } catch {
+      ap = null;
+    }
+    if (!ap) continue;
+    const sp = spliceMutant(o.sql, tree, clone, ap);
+    if (!sp || seenSql.has(sp.sql)) continue;
+    seenSql.add(sp.sql);
+    tries++;
+    if (stats) stats.tried[c.kind] = (stats.tried[c.kind] ?? 0) + 1;
+    const mu = topUnits(sp.split);
+    if (mu.length !== tops.length || mu.some((u, i) => u.kind !== tops[i]!.kind)) continue;
+    const r = await o.exec.run(o.dbPath, sp.sql);
+    if (!r.ok || resultsMatch(o.gold, r, orderMatters)) continue;
+    const v = origById.get(ap.vStar)!;
+    const top = nodeTopUnit(o.split, v);
+    if (top < 0) continue;
+    if (stats) stats.kept[c.kind] = (stats.kept[c.kind] ?? 0) + 1;
+    kept.push({
+      kind: c.kind, sql: sp.sql, split: sp.split, result: r, topUnit: top, clause: tops[top]!.kind,
+      vStar: { id: v.id, kind: v.kind, label: v.label },
+      mutated: { id: ap.node.id, kind: ap.node.kind, label: ap.node.label },
+    });
+  }
+  return kept;
+}
+
+/** Distinct values of the given columns (read through the executor, so read-only and capped). */
+export async function fetchValues(exec: SqlExecutor, dbPath: string, schema: SchemaIndex,
+  cols: { table: string; column: string }[], into: ValueTable = new Map()): Promise<ValueTable> {
+  const q = (s: string): string => '"' + s.replace(/"/g, '""') + '"';
+  await Promise.all(cols.map(async ({ table, column }) => {
+    const key = `${table}.${column}`;
+    if (into.has(key)) return;
+    const t = schema.tables.get(table);
+    const c = schema.column(table, column);
+    if (!t || !c) return;
+    const r = await exec.run(dbPath, `SELECT DISTINCT ${q(c.name)} FROM ${q(t.name)} WHERE ${q(c.name)} IS NOT NULL LIMIT 40`);
+    into.set(key, r.ok ? r.rows.map((row) => row[0]) : []);
+  }));
+  return into;
+}
+
+export { enclosingSelect };
