@@ -5,6 +5,23 @@
 import { readFile } from 'node:fs/promises';
 import { Tokenizer } from '@huggingface/tokenizers';
 
+// tokenizers.js splits byte-level pre-tokens with JavaScript's \s, which differs from the Rust
+// crate's Oniguruma \s (Unicode White_Space): JS adds U+FEFF and lacks U+0085. Swapping in an
+// explicit White_Space class makes both sides split identically (test/tokenizer-parity.test.ts).
+const JS_BYTELEVEL_SOURCE = String.raw`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`;
+const WS = String.raw`\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000`;
+const ONIG_BYTELEVEL = new RegExp(
+  String.raw`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^${WS}\p{L}\p{N}]+|[${WS}]+(?![^${WS}])|[${WS}]+`,
+  'gu',
+);
+
+function alignWhitespace(tok: Tokenizer): void {
+  const pre = (tok as unknown as { pre_tokenizer?: { pattern?: unknown } | null }).pre_tokenizer;
+  if (pre && pre.pattern instanceof RegExp && pre.pattern.source === JS_BYTELEVEL_SOURCE) {
+    pre.pattern = new RegExp(ONIG_BYTELEVEL.source, ONIG_BYTELEVEL.flags);
+  }
+}
+
 interface AddedTokenSpec {
   id: number;
   content: string;
@@ -44,6 +61,7 @@ export class CaperTokenizer {
     let content: Tokenizer;
     try {
       content = new Tokenizer({ ...spec, added_tokens: [], post_processor: null }, {});
+      alignWhitespace(content);
     } catch (e) {
       throw new Error(`${source} could not be loaded: ${(e as Error).message}`);
     }

@@ -243,7 +243,9 @@ def main(argv=None) -> int:
         emb = model.backbone.get_input_embeddings()
         if tok.vocab_size > emb.num_embeddings:
             model.backbone.resize_token_embeddings(tok.vocab_size)
-        model.backbone.gradient_checkpointing_enable()
+        ckpt_on = (getattr(model.backbone, "activation_checkpointing_enable", None)
+                   or model.backbone.gradient_checkpointing_enable)
+        ckpt_on()
         model.backbone.config.use_cache = False
         if a.lora:
             try:

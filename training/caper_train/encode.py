@@ -1,0 +1,32 @@
+"""Reference encodings for the TypeScript parity tests.
+
+    python -m caper_train.encode --tokenizer tokenizer.json --in strings.json --out ids.json
+        [--train-vocab N]   # first train a tokenizer of N ids on the input strings, save it at --tokenizer
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from .tok import CaperTokenizer, train_tokenizer
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokenizer", required=True)
+    ap.add_argument("--in", dest="inp", required=True, help="JSON array of strings")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--train-vocab", type=int)
+    a = ap.parse_args(argv)
+    with open(a.inp, encoding="utf-8") as f:
+        texts = json.load(f)
+    if a.train_vocab:
+        CaperTokenizer(train_tokenizer(texts, vocab_size=a.train_vocab)).save(a.tokenizer)
+    tok = CaperTokenizer.load(a.tokenizer)
+    with open(a.out, "w", encoding="utf-8") as f:
+        json.dump(tok.encode_batch(texts), f)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,79 @@
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from caper_train import train
+from caper_train.export import ort_rewards, torch_rewards
+from caper_train.model import RewardModel
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, fixture_path):
+    d = tmp_path_factory.mktemp("tiny")
+    rc = train.main(["--data", str(fixture_path), "--out", str(d / "model"), "--checkpoint", str(d / "ckpt"),
+                     "--preset", "tiny", "--steps", "12", "--batch-size", "8", "--seed", "3",
+                     "--dump-rewards", str(d / "dump.json"), "--log-every", "6"])
+    assert rc == 0
+    return d
+
+
+def test_manifest_and_files(trained):
+    m = json.loads((trained / "model" / "caper.json").read_text())
+    assert m["template"] == "caper-prompt-v1" and m["marker"] == "<clause>" and m["marker_id"] == 4
+    assert m["output_name"] == "rewards" and m["input_names"] == ["input_ids", "attention_mask"]
+    assert m["data_hash"].startswith("sha256:") and len(m["data_hash"]) == 71
+    assert 50_000 < m["parameters"] < 500_000
+    assert m["export"]["fp32_max_abs_diff"] <= 1e-4
+    for f in ("model.onnx", "model.int8.onnx", "tokenizer.json", "MODEL_CARD.md"):
+        assert (trained / "model" / f).stat().st_size > 0
+
+
+def test_onnx_matches_torch_checkpoint(trained):
+    model = RewardModel.load(trained / "ckpt").eval()
+    dump = json.loads((trained / "dump.json").read_text())
+    seqs = [p["ids"] for p in dump["prompts"]]
+    sess = ort.InferenceSession(str(trained / "model" / "model.onnx"), providers=["CPUExecutionProvider"])
+    ref, got = torch_rewards(model, seqs), ort_rewards(sess, seqs)
+    assert max(float(np.abs(a - b).max()) for a, b in zip(ref, got)) <= 1e-4
+    # batch of one vs padded batch: right padding must not change real positions
+    single = ort_rewards(sess, seqs[:1])[0]
+    assert float(np.abs(single - got[0]).max()) <= 1e-4
+    # dumped marker rewards are the torch values at the markers
+    for p, r in zip(dump["prompts"], ref):
+        assert np.allclose([r[m] for m in p["markers"]], p["rewards"], atol=1e-5)
+
+
+def test_marker_reward_is_causal(trained):
+    model = RewardModel.load(trained / "ckpt").eval()
+    p = json.loads((trained / "dump.json").read_text())["prompts"][0]
+    cut = p["markers"][0] + 1
+    full = torch_rewards(model, [p["ids"]])[0]
+    prefix = torch_rewards(model, [p["ids"][:cut]])[0]
+    assert abs(float(full[cut - 1]) - float(prefix[cut - 1])) < 1e-5
+
+
+def test_same_seed_same_weights(tmp_path, fixture_path):
+    outs = []
+    for i in range(2):
+        assert train.main(["--data", str(fixture_path), "--out", str(tmp_path / f"m{i}"), "--checkpoint",
+                           str(tmp_path / f"c{i}"), "--preset", "tiny", "--steps", "5", "--seed", "1",
+                           "--no-export"]) == 0
+        outs.append(torch.load(tmp_path / f"c{i}" / "head.pt"))
+    assert torch.equal(outs[0]["weight"], outs[1]["weight"])
+
+
+def test_pref_only_and_margin_form(tmp_path, fixture_path):
+    rc = train.main(["--data", str(fixture_path), "--out", str(tmp_path / "m"), "--checkpoint", str(tmp_path / "c"),
+                     "--preset", "tiny", "--steps", "4", "--loss", "pref", "--pref-form", "margin", "--no-export"])
+    assert rc == 0
+    m = json.loads((tmp_path / "m" / "caper.json").read_text())
+    assert m["training"]["loss"] == "pref" and m["training"]["pref_form"] == "margin"
+
+
+def test_bad_data_file_is_an_error_not_a_crash(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n{\"type\": \"other\"}\n")
+    assert train.main(["--data", str(bad), "--out", str(tmp_path / "m"), "--preset", "tiny", "--steps", "1"]) == 2
