@@ -53,7 +53,7 @@ export function spanProblem(r: SplitResult): string {
   let prev = 0;
   for (const [i, u] of top.entries()) {
     const gap = sql.slice(prev, u.start);
-    if (i === 0 ? gap.trim() !== '' : gap.trim() !== '' || gap.length === 0) return `gap before top unit ${i}: ${JSON.stringify(gap)}`;
+    if (u.start < prev || gap.trim() !== '') return `gap before top unit ${i}: ${JSON.stringify(gap)}`;
     prev = u.end;
   }
   if (top.length > 0 && !/^\s*;?\s*$/.test(sql.slice(prev))) return `tail after last unit: ${JSON.stringify(sql.slice(prev))}`;

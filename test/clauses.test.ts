@@ -1,0 +1,377 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { cloneTree, renderSql, splitSql, topUnits, walk } from '../src/clauses/index.js';
+import type { ClauseUnit, SplitResult, TreeNode } from '../src/clauses/types.js';
+
+// ---------- helpers ----------
+
+/** The span contract every result must keep, whatever the input. */
+function assertSpans(r: SplitResult): void {
+  for (const u of r.units) {
+    assert.equal(u.text, r.sql.slice(u.start, u.end));
+    assert.ok(u.start < u.end, `empty unit ${JSON.stringify(u)}`);
+    if (u.depth > 0) {
+      const p = r.units[u.parent]!;
+      assert.equal(p.depth, u.depth - 1);
+      assert.ok(p.start <= u.start && u.end <= p.end, 'nested unit outside its parent');
+    } else assert.equal(u.parent, -1);
+  }
+  const top = topUnits(r);
+  for (let i = 1; i < top.length; i++) {
+    const gap = r.sql.slice(top[i - 1]!.end, top[i]!.start);
+    assert.ok(top[i - 1]!.end <= top[i]!.start && gap.trim() === '', `non-whitespace between units: ${JSON.stringify(gap)}`);
+  }
+  if (top.length > 0) {
+    assert.equal(r.sql.slice(0, top[0]!.start).trim(), '');
+  }
+}
+
+function kinds(units: ClauseUnit[]): string[] {
+  return units.map((u) => u.kind);
+}
+
+function split(sql: string): SplitResult {
+  const r = splitSql(sql);
+  assertSpans(r);
+  return r;
+}
+
+function find(tree: TreeNode, pred: (n: TreeNode) => boolean): TreeNode {
+  const n = walk(tree).find(pred);
+  assert.ok(n, 'node not found');
+  return n;
+}
+
+function makeDb(): { db: Database.Database; dir: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'caper-clauses-'));
+  const db = new Database(join(dir, 'tiny.sqlite'));
+  db.exec(`
+    CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER, "first name" TEXT);
+    CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, singer_id INTEGER REFERENCES singer(singer_id), year INTEGER, venue TEXT);
+  `);
+  const ins = db.prepare('INSERT INTO singer VALUES (?, ?, ?, ?, ?)');
+  const rows: [number, string, string, number, string][] = [
+    [1, 'Ann', 'France', 30, 'A'], [2, 'Bob', 'Spain', 45, 'B'], [3, 'Cid', 'France', 52, 'C'],
+    [4, "D'Arcy", 'Italy', 29, 'D'], [5, 'Eve', 'Spain', 38, 'E'], [6, 'Fay', 'Norway', 61, 'F'],
+  ];
+  for (const r of rows) ins.run(...r);
+  const insC = db.prepare('INSERT INTO concert VALUES (?, ?, ?, ?)');
+  [[1, 1, 2014, 'Hall'], [2, 1, 2015, 'Arena'], [3, 2, 2014, 'Hall'], [4, 3, 2016, 'Park'], [5, 5, 2014, 'Arena'], [6, 3, 2014, 'Hall']]
+    .forEach((r) => insC.run(...r));
+  return { db, dir };
+}
+
+function rowsOf(db: Database.Database, sql: string): string[] {
+  return (db.prepare(sql).raw(true).all() as unknown[][]).map((r) => JSON.stringify(r)).sort();
+}
+
+// ---------- clause units ----------
+
+test('every clause kind becomes one unit in written order with exact text', () => {
+  const sql = 'SELECT DISTINCT T1.name, count(*) FROM singer AS T1 JOIN concert AS T2 ON T1.singer_id = T2.singer_id ' +
+    'WHERE T2.year > 2013 GROUP BY T1.name HAVING count(*) >= 1 ORDER BY T1.name DESC LIMIT 3 OFFSET 1';
+  const r = split(sql);
+  assert.ok(r.ok, r.error);
+  assert.deepEqual(kinds(r.units), ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT']);
+  assert.deepEqual(r.units.map((u) => u.text), [
+    'SELECT DISTINCT T1.name, count(*)',
+    'FROM singer AS T1 JOIN concert AS T2 ON T1.singer_id = T2.singer_id',
+    'WHERE T2.year > 2013', 'GROUP BY T1.name', 'HAVING count(*) >= 1', 'ORDER BY T1.name DESC', 'LIMIT 3 OFFSET 1',
+  ]);
+  assert.ok(r.units.every((u) => u.depth === 0 && u.arm === 0 && u.parent === -1));
+});
+
+test('WITH is a unit and its CTE bodies are nested units', () => {
+  const r = split('WITH big AS (SELECT name FROM singer WHERE age > 40) SELECT name FROM big');
+  assert.ok(r.ok, r.error);
+  assert.deepEqual(kinds(topUnits(r)), ['WITH', 'SELECT', 'FROM']);
+  assert.equal(topUnits(r)[0]!.text, 'WITH big AS (SELECT name FROM singer WHERE age > 40)');
+  const nested = r.units.filter((u) => u.depth === 1);
+  assert.deepEqual(kinds(nested), ['SELECT', 'FROM', 'WHERE']);
+  assert.ok(nested.every((u) => r.units[u.parent]!.kind === 'WITH'));
+});
+
+test('set operations: SETOP units between arms, arms numbered, left-deep setop nodes', () => {
+  const sql = 'SELECT name FROM singer UNION ALL SELECT venue FROM concert INTERSECT SELECT name FROM singer EXCEPT SELECT country FROM singer';
+  const r = split(sql);
+  assert.ok(r.ok, r.error);
+  const top = topUnits(r);
+  assert.deepEqual(kinds(top), ['SELECT', 'FROM', 'SETOP', 'SELECT', 'FROM', 'SETOP', 'SELECT', 'FROM', 'SETOP', 'SELECT', 'FROM']);
+  assert.deepEqual(top.filter((u) => u.kind === 'SETOP').map((u) => u.text), ['UNION ALL', 'INTERSECT', 'EXCEPT']);
+  assert.deepEqual(top.map((u) => u.arm), [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3]);
+  const q = r.tree!.children[0]!;
+  assert.equal(q.kind, 'setop');
+  assert.equal(q.label, 'EXCEPT');
+  assert.equal(q.children[0]!.label, 'INTERSECT');
+  assert.equal(q.children[0]!.children[0]!.label, 'UNION ALL');
+  assert.equal(r.units[q.unit]!.text, 'EXCEPT');
+});
+
+test('nested subqueries get their own units at depth >= 1 inside the parent unit', () => {
+  const sql = 'SELECT name, (SELECT max(year) FROM concert) FROM (SELECT * FROM singer) AS s ' +
+    'WHERE singer_id IN (SELECT singer_id FROM concert WHERE year IN (SELECT year FROM concert WHERE venue = \'Hall\')) ' +
+    'GROUP BY name HAVING count(*) > (SELECT 0)';
+  const r = split(sql);
+  assert.ok(r.ok, r.error);
+  assert.deepEqual(kinds(topUnits(r)), ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING']);
+  const byParentKind = (k: string): ClauseUnit[] => r.units.filter((u) => u.depth === 1 && r.units[u.parent]!.kind === k);
+  assert.deepEqual(kinds(byParentKind('SELECT')), ['SELECT', 'FROM']);
+  assert.deepEqual(kinds(byParentKind('FROM')), ['SELECT', 'FROM']);
+  assert.deepEqual(kinds(byParentKind('WHERE')), ['SELECT', 'FROM', 'WHERE']);
+  assert.deepEqual(kinds(byParentKind('HAVING')), ['SELECT']);
+  const deep = r.units.filter((u) => u.depth === 2);
+  assert.deepEqual(kinds(deep), ['SELECT', 'FROM', 'WHERE']);
+  assert.equal(deep[2]!.text, "WHERE venue = 'Hall'");
+  // Units are sorted by start offset.
+  for (let i = 1; i < r.units.length; i++) assert.ok(r.units[i - 1]!.start < r.units[i]!.start);
+  // Tree: the subquery under WHERE belongs to the WHERE unit, its clauses to their own units.
+  const where = find(r.tree!, (n) => n.kind === 'clause' && n.label === 'WHERE' && r.units[n.unit]!.depth === 0);
+  const sub = find(where, (n) => n.kind === 'subquery');
+  assert.equal(sub.unit, where.unit);
+  const inner = find(sub, (n) => n.kind === 'clause' && n.label === 'WHERE');
+  assert.equal(r.units[inner.unit]!.depth, 1);
+  assert.ok(r.sql.slice(...sub.span!).startsWith('(SELECT singer_id'));
+});
+
+test('subquery arms with INTERSECT/EXCEPT parse (each arm is parsed on its own)', () => {
+  const r = split('SELECT name FROM singer WHERE singer_id IN (SELECT singer_id FROM concert EXCEPT SELECT singer_id FROM concert WHERE year = 2014)');
+  assert.ok(r.ok, r.error);
+  const nested = r.units.filter((u) => u.depth === 1);
+  assert.deepEqual(kinds(nested), ['SELECT', 'FROM', 'SETOP', 'SELECT', 'FROM', 'WHERE']);
+  assert.deepEqual(nested.map((u) => u.arm), [0, 0, 0, 1, 1, 1]);
+  assert.ok(walk(r.tree!).some((n) => n.kind === 'setop' && n.label === 'EXCEPT'));
+});
+
+test('quoted identifiers with spaces and keywords inside do not split clauses', () => {
+  const sql = 'SELECT [first name], "order from", `where x` FROM [my table] WHERE [group by] = 1 ORDER BY "select"';
+  const r = split(sql);
+  assert.deepEqual(kinds(r.units), ['SELECT', 'FROM', 'WHERE', 'ORDER BY']);
+  assert.equal(r.units[0]!.text, 'SELECT [first name], "order from", `where x`');
+  assert.ok(r.ok, r.error);
+  const col = find(r.tree!, (n) => n.kind === 'column' && n.label === 'first name');
+  assert.equal(r.sql.slice(...col.span!), '[first name]');
+  assert.match(renderSql(r.tree!), /`first name`/);
+  const tbl = find(r.tree!, (n) => n.kind === 'table');
+  assert.equal(tbl.label, 'my table');
+});
+
+test('keywords inside string literals, with doubled quotes, stay inside their clause', () => {
+  const sql = "SELECT name FROM singer WHERE name = 'it''s FROM x WHERE y GROUP BY z' OR country = 'UNION SELECT'";
+  const r = split(sql);
+  assert.deepEqual(kinds(r.units), ['SELECT', 'FROM', 'WHERE']);
+  assert.equal(r.units[2]!.text, "WHERE name = 'it''s FROM x WHERE y GROUP BY z' OR country = 'UNION SELECT'");
+  assert.ok(r.ok, r.error);
+  const lit = find(r.tree!, (n) => n.kind === 'literal' && n.attrs?.type === 'string');
+  assert.equal(lit.attrs!.value, "it's FROM x WHERE y GROUP BY z");
+  assert.equal(lit.label, "'it''s FROM x WHERE y GROUP BY z'");
+  assert.equal(r.sql.slice(...lit.span!), lit.label);
+});
+
+test('comments: keywords inside are ignored and a comment belongs to the unit before it', () => {
+  const sql = '/* lead FROM */ SELECT name -- pick WHERE\nFROM singer /* WHERE */\n  WHERE age > 3 -- end';
+  const r = split(sql);
+  assert.deepEqual(kinds(r.units), ['SELECT', 'FROM', 'WHERE']);
+  assert.equal(r.units[0]!.text, '/* lead FROM */ SELECT name -- pick WHERE');
+  assert.equal(r.units[1]!.text, 'FROM singer /* WHERE */');
+  assert.equal(r.units[2]!.text, 'WHERE age > 3 -- end');
+  assert.ok(r.ok, r.error);
+  assert.equal(renderSql(r.tree!), 'SELECT name FROM singer WHERE age > 3');
+});
+
+test('a trailing semicolon lies outside every unit', () => {
+  const r = split('SELECT name FROM singer ;  ');
+  assert.ok(r.ok, r.error);
+  assert.deepEqual(r.units.map((u) => u.text), ['SELECT name', 'FROM singer']);
+  const r2 = split('SELECT 1;');
+  assert.deepEqual(r2.units.map((u) => u.text), ['SELECT 1']);
+  assert.ok(r2.ok);
+});
+
+test('garbage input never throws: lexer units plus an error', () => {
+  const inputs = ['', '   ', 'hello world', ')))(((', "SELECT 'unterminated", 'SELECT FROM WHERE', 'SELECT a FROM',
+    '/* open comment SELECT', 'SELECT [unclosed FROM t', 'UNION UNION', 'SELECT a FROM t WHERE (', '\u0000\uffff\ud800',
+    'SELECT a FROM t; DROP TABLE t', 'select * from t where x in (select', 'SELECT a FROM t UNION'];
+  for (const s of inputs) {
+    const r = split(s);
+    assert.equal(r.sql, s);
+    if (!r.ok) assert.equal(typeof r.error, 'string');
+    assert.equal(r.ok, r.tree !== undefined);
+  }
+  assert.equal(split('hello world').ok, false);
+  const bad = split('SELECT a FROM');
+  assert.equal(bad.ok, false);
+  assert.deepEqual(kinds(bad.units), ['SELECT', 'FROM']);
+  assert.match(bad.error!, /parse error/);
+  // Non-strings from untyped callers.
+  assert.equal(splitSql(undefined as unknown as string).ok, false);
+});
+
+test('random token soup keeps the span contract and never throws', () => {
+  let seed = 12345;
+  const rnd = (n: number): number => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    return seed % n;
+  };
+  const alphabet = ['SELECT', 'FROM', 'WHERE', 'GROUP', 'BY', 'ORDER', 'HAVING', 'LIMIT', 'UNION', 'ALL', 'WITH', 'AS',
+    '(', ')', ',', ';', "'a''b'", '"q"', '[x y]', '`z`', '--c\n', '/*c*/', '1', '2.5', 'name', 't', '=', '>', 'AND',
+    'OR', 'NOT', 'IN', 'EXCEPT', 'INTERSECT', "'", '"', '[', '/*', ' ', '\n'];
+  for (let i = 0; i < 400; i++) {
+    const len = 1 + rnd(25);
+    let s = '';
+    for (let k = 0; k < len; k++) s += alphabet[rnd(alphabet.length)]! + (rnd(3) ? ' ' : '');
+    const r = split(s);
+    if (r.tree) renderSql(r.tree);
+  }
+});
+
+// ---------- tree ----------
+
+test('tree: pre-order ids, parents, units, JSON-safe, labels and attrs per kind', () => {
+  const sql = 'SELECT T1.name, max(T1.age) AS oldest FROM singer AS T1 WHERE T1.country = "France" AND T1.age >= -3 ORDER BY oldest';
+  const r = split(sql);
+  assert.ok(r.ok, r.error);
+  const nodes = walk(r.tree!);
+  nodes.forEach((n, i) => assert.equal(n.id, i));
+  for (const n of nodes) for (const c of n.children) assert.equal(c.parent, n);
+  assert.equal(r.tree!.parent, null);
+  assert.doesNotThrow(() => JSON.stringify(r.tree));
+  const sel = r.tree!.children[0]!;
+  assert.equal(sel.kind, 'select');
+  assert.deepEqual(sel.children.map((c) => `${c.kind}:${c.label}`), ['clause:SELECT', 'clause:FROM', 'clause:WHERE', 'clause:ORDER BY']);
+  for (const c of sel.children) {
+    assert.equal(r.units[c.unit]!.kind, c.label);
+    for (const d of walk(c)) assert.equal(d.unit, c.unit);
+  }
+  const col = find(r.tree!, (n) => n.kind === 'column' && n.label === 't1.name');
+  assert.deepEqual(col.attrs, { qualifier: 'T1', name: 'name' });
+  assert.equal(sql.slice(...col.span!), 'T1.name');
+  const agg = find(r.tree!, (n) => n.kind === 'aggregate');
+  assert.equal(agg.label, 'MAX');
+  assert.equal(sql.slice(...agg.span!), 'max(T1.age)');
+  const tbl = find(r.tree!, (n) => n.kind === 'table');
+  assert.deepEqual(tbl.attrs, { name: 'singer', alias: 'T1' });
+  const str = find(r.tree!, (n) => n.kind === 'literal' && n.attrs?.type === 'string');
+  assert.equal(str.attrs!.value, 'France');
+  const neg = find(r.tree!, (n) => n.kind === 'literal' && n.attrs?.type === 'number');
+  assert.equal(neg.attrs!.value, -3);
+  assert.equal(sql.slice(...neg.span!), '-3');
+  const where = sel.children[2]!;
+  assert.equal(sql.slice(...where.span!), 'WHERE T1.country = "France" AND T1.age >= -3');
+});
+
+test('cloneTree is deep, keeps ids and rebuilds parents inside the copy', () => {
+  const r = split('SELECT name FROM singer WHERE age > 30 AND country = \'Spain\'');
+  const c = cloneTree(r.tree!);
+  assert.deepEqual(walk(c).map((n) => [n.id, n.kind, n.label]), walk(r.tree!).map((n) => [n.id, n.kind, n.label]));
+  const cmp = find(c, (n) => n.kind === 'comparison');
+  cmp.label = '<';
+  assert.equal(find(r.tree!, (n) => n.kind === 'comparison').label, '>');
+  for (const n of walk(c)) for (const k of n.children) assert.equal(k.parent, n);
+});
+
+test('AND binds tighter than OR (node-sql-parser gets this wrong; we rebuild it)', () => {
+  const r = split('SELECT name FROM singer WHERE country = \'France\' OR country = \'Spain\' AND age > 40');
+  const w = find(r.tree!, (n) => n.kind === 'clause' && n.label === 'WHERE').children[0]!;
+  assert.equal(w.label, 'OR');
+  assert.equal(w.children[1]!.label, 'AND');
+});
+
+test('rendered SQL executes to the same rows as the original on a real SQLite db', () => {
+  const { db, dir } = makeDb();
+  try {
+    const queries = [
+      'SELECT DISTINCT country FROM singer',
+      'SELECT T1.name, count(*) FROM singer AS T1 JOIN concert AS T2 ON T1.singer_id = T2.singer_id GROUP BY T1.name HAVING count(*) >= 2',
+      "SELECT name FROM singer WHERE country = 'France' OR country = 'Spain' AND age > 40",
+      "SELECT name FROM singer WHERE (country = 'France' OR country = 'Spain') AND age > 40",
+      'SELECT name FROM singer WHERE singer_id NOT IN (SELECT singer_id FROM concert)',
+      'SELECT name FROM singer WHERE EXISTS (SELECT 1 FROM concert WHERE concert.singer_id = singer.singer_id AND year = 2015)',
+      'SELECT name FROM singer ORDER BY age DESC LIMIT 2 OFFSET 1',
+      'SELECT name FROM singer UNION SELECT venue FROM concert',
+      'SELECT singer_id FROM singer EXCEPT SELECT singer_id FROM concert',
+      'SELECT singer_id FROM singer INTERSECT SELECT singer_id FROM concert WHERE year = 2014',
+      'WITH s AS (SELECT * FROM singer WHERE age > 35) SELECT count(*) FROM s',
+      'SELECT avg(age), min(age) - max(age) * 2, sum(age) / 3.0 FROM singer',
+      'SELECT [first name], "first name" FROM singer WHERE name LIKE \'%a%\' OR name = \'D\'\'Arcy\'',
+      'SELECT s.name FROM (SELECT name, age FROM singer WHERE age BETWEEN 30 AND 50) AS s',
+      'SELECT name, CASE WHEN age > 40 THEN \'old\' ELSE \'young\' END FROM singer WHERE age IS NOT NULL',
+      'SELECT CAST(age AS TEXT) || \'y\', abs(-age), upper(name) FROM singer LIMIT 3',
+      'SELECT count(DISTINCT country) FROM singer WHERE NOT age < 30',
+      'SELECT name FROM singer WHERE age - -1 > 40',
+      'SELECT name FROM singer /* c */ WHERE age > (SELECT avg(age) FROM singer);',
+    ];
+    for (const q of queries) {
+      const r = split(q);
+      assert.ok(r.ok, `${q}: ${r.error}`);
+      const out = renderSql(r.tree!);
+      assert.deepEqual(rowsOf(db, out), rowsOf(db, q), `${q}\n  rendered: ${out}`);
+    }
+  } finally {
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('mutations by label/attrs/children render the changed SQL', () => {
+  const { db, dir } = makeDb();
+  try {
+    const check = (sql: string, mutate: (t: TreeNode) => void, expected: string): void => {
+      const r = split(sql);
+      assert.ok(r.ok, r.error);
+      const t = cloneTree(r.tree!);
+      mutate(t);
+      const out = renderSql(t);
+      assert.deepEqual(rowsOf(db, out), rowsOf(db, expected), `${sql}\n  mutated: ${out}\n  expected: ${expected}`);
+      assert.notDeepEqual(rowsOf(db, out), rowsOf(db, sql), `mutation of ${sql} had no effect: ${out}`);
+    };
+    check('SELECT name FROM singer WHERE age = 30', (t) => { find(t, (n) => n.kind === 'comparison').label = '>'; },
+      'SELECT name FROM singer WHERE age > 30');
+    check('SELECT max(age) FROM singer', (t) => { find(t, (n) => n.kind === 'aggregate').label = 'MIN'; },
+      'SELECT min(age) FROM singer');
+    check('SELECT T1.name FROM singer AS T1', (t) => { find(t, (n) => n.kind === 'column').label = 't1.country'; },
+      'SELECT country FROM singer');
+    check("SELECT name FROM singer WHERE country = 'France'", (t) => { find(t, (n) => n.kind === 'literal').label = "'Spain'"; },
+      "SELECT name FROM singer WHERE country = 'Spain'");
+    {
+      // better-sqlite3 has no double-quoted strings, so only the mutated SQL is executed here.
+      const t = split('SELECT name FROM singer WHERE country = "France"').tree!;
+      assert.equal(renderSql(t), 'SELECT name FROM singer WHERE country = "France"');
+      find(t, (n) => n.kind === 'literal').label = "'Spain'";
+      assert.equal(renderSql(t), "SELECT name FROM singer WHERE country = 'Spain'");
+      assert.deepEqual(rowsOf(db, renderSql(t)), rowsOf(db, "SELECT name FROM singer WHERE country = 'Spain'"));
+    }
+    check('SELECT name FROM singer ORDER BY age ASC LIMIT 1', (t) => { find(t, (n) => n.kind === 'order_item').label = 'DESC'; },
+      'SELECT name FROM singer ORDER BY age DESC LIMIT 1');
+    check("SELECT name FROM singer WHERE country = 'France' AND age > 40", (t) => { find(t, (n) => n.kind === 'logical').label = 'OR'; },
+      "SELECT name FROM singer WHERE country = 'France' OR age > 40");
+    check('SELECT country FROM singer', (t) => { find(t, (n) => n.kind === 'clause' && n.label === 'SELECT').attrs = { distinct: true }; },
+      'SELECT DISTINCT country FROM singer');
+    check("SELECT name FROM singer WHERE country = 'France' AND age > 40", (t) => {
+      // Delete a WHERE conjunct: replace the AND node by its left child.
+      const and = find(t, (n) => n.kind === 'logical' && n.label === 'AND');
+      const keep = and.children[0]!;
+      const where = and.parent!;
+      where.children[where.children.indexOf(and)] = keep;
+      keep.parent = where;
+    }, "SELECT name FROM singer WHERE country = 'France'");
+    check('SELECT singer_id FROM singer UNION SELECT singer_id FROM concert', (t) => { find(t, (n) => n.kind === 'setop').label = 'INTERSECT'; },
+      'SELECT singer_id FROM singer INTERSECT SELECT singer_id FROM concert');
+    check("SELECT name FROM singer WHERE country = 'France' OR country = 'Spain' AND age > 40",
+      (t) => { find(t, (n) => n.kind === 'logical' && n.label === 'OR').label = 'AND'; },
+      "SELECT name FROM singer WHERE country = 'France' AND country = 'Spain' AND age > 40");
+    check("SELECT name FROM singer WHERE country = 'France' AND age > 40 OR age < 30",
+      (t) => { find(t, (n) => n.kind === 'logical' && n.label === 'AND').label = 'OR'; },
+      "SELECT name FROM singer WHERE country = 'France' OR age > 40 OR age < 30");
+    check('SELECT "name" FROM singer', (t) => { find(t, (n) => n.kind === 'column').label = 'country'; },
+      'SELECT country FROM singer');
+    check('SELECT T1.singer_id FROM singer AS T1', (t) => { find(t, (n) => n.kind === 'table').label = 'concert'; },
+      'SELECT singer_id FROM concert');
+  } finally {
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
