@@ -22,6 +22,8 @@ export interface ServerOptions {
   /** Databases for execution: <db_id>/<db_id>.sqlite or <db_id>.sqlite inside. */
   dbDir?: string;
   device?: 'auto' | 'cuda' | 'cpu';
+  /** onnxruntime intra-op threads (default: onnxruntime's choice, one per core). */
+  threads?: number;
   /** Use the int8 model file when the manifest lists one. */
   quantized?: boolean;
   /** Bound on rows x longest row of one onnxruntime batch. */
@@ -133,7 +135,11 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
     if (!opts.modelDir) return;
     try {
       const { loadModel } = await import('./scoring/onnx.js');
-      const model = await loadModel(opts.modelDir, { device: state.device, ...(opts.quantized ? { quantized: true } : {}) });
+      const model = await loadModel(opts.modelDir, {
+        device: state.device,
+        ...(opts.quantized ? { quantized: true } : {}),
+        ...(opts.threads ? { threads: opts.threads } : {}),
+      });
       const m = state.metrics;
       const batcher = new Batcher((b) => model.run(b), {
         maxBatchTokens: state.batching.maxBatchTokens,
@@ -143,6 +149,7 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
         onBatch: (i) => {
           m.batchSize.observe(i.size);
           m.batchTokens.observe(i.paddedTokens);
+          m.tokens.inc(i.tokens);
           m.inference.observe(i.ms / 1000);
         },
       });

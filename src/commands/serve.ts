@@ -3,7 +3,7 @@ import { parseArgs, flagString, flagNumber } from './args.js';
 
 const USAGE = `usage: caper serve [--model DIR] [--db-dir DIR] [--host H] [--port P] [--device auto|cuda|cpu]
        [--max-batch-tokens N] [--max-wait-ms MS] [--max-batch-size N] [--max-queue-tokens N]
-       [--exec-timeout-ms MS] [--quantized] [--quiet]`;
+       [--exec-timeout-ms MS] [--threads N] [--quantized] [--quiet]`;
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseArgs(argv, ['quantized', 'quiet', 'help']);
@@ -29,6 +29,7 @@ export async function run(argv: string[]): Promise<number> {
     ...(a.flags.has('max-batch-size') ? { maxBatchSize: flagNumber(a, 'max-batch-size', 0) } : {}),
     ...(a.flags.has('max-queue-tokens') ? { maxQueueTokens: flagNumber(a, 'max-queue-tokens', 0) } : {}),
     ...(a.flags.has('exec-timeout-ms') ? { execTimeoutMs: flagNumber(a, 'exec-timeout-ms', 5000) } : {}),
+    ...(a.flags.has('threads') ? { threads: flagNumber(a, 'threads', 0) } : {}),
     quantized: a.flags.has('quantized'),
     logger: !a.flags.has('quiet'),
   });

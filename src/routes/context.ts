@@ -55,6 +55,7 @@ export interface Metrics {
   queue: Histogram;
   batchSize: Histogram;
   batchTokens: Histogram;
+  tokens: Counter;
   inference: Histogram;
   execution: Histogram;
   candidates: Counter<'parsed'>;
@@ -97,6 +98,11 @@ export function createMetrics(): Metrics {
       name: 'caper_batch_tokens',
       help: 'Padded tokens (rows x longest row) per onnxruntime batch',
       buckets: [64, 256, 1024, 4096, 16384, 65536],
+      registers: [registry],
+    }),
+    tokens: new Counter({
+      name: 'caper_tokens_total',
+      help: 'Real (unpadded) tokens run through the model',
       registers: [registry],
     }),
     inference: new Histogram({

@@ -4,7 +4,8 @@
 // score (scoreByPrefixes below does it the slow way, one pass per prefix, for the benchmark and
 // the test that proves the two agree).
 import { splitSql, topUnits } from '../clauses/index.js';
-import type { ClauseKind, ClauseUnit } from '../clauses/types.js';
+import type { ClauseKind, ClauseUnit, SplitResult } from '../clauses/types.js';
+import type { CaperTokenizer } from './tokenizer.js';
 import { buildPrompt } from './prompt.js';
 import type { LoadedModel } from './onnx.js';
 import type { Batcher } from './batcher.js';
@@ -57,6 +58,49 @@ interface Prepared {
   truncated?: { schema: boolean; question: boolean };
 }
 
+/** Map with least-recently-used eviction (Map keeps insertion order; a hit moves to the end). */
+class Lru<V> {
+  private readonly m = new Map<string, V>();
+  constructor(private readonly max: number) {}
+  get(k: string): V | undefined {
+    const v = this.m.get(k);
+    if (v !== undefined) {
+      this.m.delete(k);
+      this.m.set(k, v);
+    }
+    return v;
+  }
+  set(k: string, v: V): void {
+    this.m.set(k, v);
+    if (this.m.size > this.max) this.m.delete(this.m.keys().next().value as string);
+  }
+}
+
+/**
+ * The 8 candidates of a request share their schema and question, pools repeat the same SQL and
+ * unit texts, and a service sees the same schemas all day: re-encoding them dominated CPU time
+ * per request. encode() is a pure function of its text, so its results are memoized; callers
+ * (buildPrompt) only read the returned arrays.
+ */
+function memoTokenizer(tok: CaperTokenizer, entries: number): CaperTokenizer {
+  const cache = new Lru<number[]>(entries);
+  const wrapper = {
+    encode(text: string): number[] {
+      let ids = cache.get(text);
+      if (ids === undefined) {
+        ids = tok.encode(text);
+        cache.set(text, ids);
+      }
+      return ids;
+    },
+    specialId(token: string): number {
+      return tok.specialId(token);
+    },
+  };
+  // buildPrompt only calls encode/specialId; the class's private fields make TS treat it nominally.
+  return wrapper as unknown as CaperTokenizer;
+}
+
 export interface ScorerOptions {
   mode?: CandidateScoreMode;
   /** Counted once per candidate, for metrics. */
@@ -69,6 +113,9 @@ export class Scorer {
   private readonly mode: CandidateScoreMode;
   private readonly onCandidate?: (parsed: boolean) => void;
   private readonly sqlId: number;
+  private readonly tok: CaperTokenizer;
+  /** Parsing with node-sql-parser costs milliseconds; identical candidates are common. */
+  private readonly splits = new Lru<SplitResult>(4096);
 
   /** Without a batcher every call runs its own onnxruntime batch. */
   constructor(model: LoadedModel, batcher: Batcher | null, opts: ScorerOptions = {}) {
@@ -77,12 +124,19 @@ export class Scorer {
     this.mode = opts.mode ?? CANDIDATE_SCORE_MODE;
     this.onCandidate = opts.onCandidate;
     this.sqlId = model.tokenizer.specialId('<sql>');
+    this.tok = memoTokenizer(model.tokenizer, 16384);
   }
 
   prepare(question: string, schema: string, sql: string): Prepared {
     // The tree is built only to learn whether the SQL parses: unparsable SQL keeps its lexer units
     // but is flagged to the caller.
-    const split = splitSql(sql);
+    let split = this.splits.get(sql);
+    if (!split) {
+      const full = splitSql(sql);
+      // Only the units and the verdict are needed; the tree would just hold memory.
+      split = { sql, ok: full.ok, ...(full.error !== undefined ? { error: full.error } : {}), units: full.units };
+      this.splits.set(sql, split);
+    }
     const units = topUnits(split);
     const base: Prepared = {
       sql,
@@ -95,7 +149,7 @@ export class Scorer {
     };
     this.onCandidate?.(split.ok);
     if (units.length === 0) return { ...base, error: 'no clause units in the SQL' };
-    const p = buildPrompt(this.model.tokenizer, { schema, question, units: units.map((u) => u.text) }, this.model.manifest.max_length);
+    const p = buildPrompt(this.tok, { schema, question, units: units.map((u) => u.text) }, this.model.manifest.max_length);
     if (!p.ok) return { ...base, error: p.error };
     const sqlPos = p.ids.lastIndexOf(this.sqlId, p.markers[0] ?? p.ids.length);
     return { ...base, ids: p.ids, markers: p.markers, sqlPos, truncated: p.truncated };
