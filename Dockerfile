@@ -1,0 +1,49 @@
+# syntax=docker/dockerfile:1
+# CAPER verifier on GPU: onnxruntime-node with its CUDA 12 execution provider.
+#   docker build -t caper-verifier .
+#   docker run --gpus all -p 8080:8080 caper-verifier                       # model baked from models/default
+#   docker run --gpus all -p 8080:8080 -v $PWD/models/default:/app/models/default:ro \
+#              -v /path/to/spider/database:/data/db:ro caper-verifier --db-dir /data/db   # mounted model + databases
+# `--device auto` (the default) tries CUDA and falls back to CPU; GET /info and /readyz say which runs.
+
+ARG NODE_VERSION=20
+ARG CUDA_IMAGE=nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04
+
+FROM node:${NODE_VERSION}-bookworm-slim AS build
+WORKDIR /app
+# Toolchain only in case better-sqlite3 has no prebuilt binary for this platform.
+RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+COPY package.json package-lock.json .npmrc ./
+# The repository's .npmrc skips onnxruntime-node's download step for CPU-only development; the
+# environment variable takes precedence in its install script, and the explicit run below makes
+# sure the CUDA execution provider libraries (fetched from the onnxruntime NuGet feed) are present.
+ENV ONNXRUNTIME_NODE_INSTALL=cuda12
+RUN npm ci \
+    && node node_modules/onnxruntime-node/script/install.js \
+    && ls node_modules/onnxruntime-node/bin/napi-v6/linux/x64/ | grep -q providers_cuda
+COPY tsconfig.json ./
+COPY src ./src
+COPY scripts ./scripts
+COPY bench ./bench
+COPY test ./test
+RUN npx tsc -p . && npm prune --omit=dev
+
+FROM ${CUDA_IMAGE}
+# Node from the official image: the same glibc-compatible binary, without a second package source.
+COPY --from=build /usr/local/bin/node /usr/local/bin/node
+RUN groupadd --system --gid 10001 caper && useradd --system --uid 10001 --gid caper --home-dir /app caper
+WORKDIR /app
+COPY --from=build --chown=caper:caper /app/node_modules ./node_modules
+COPY --from=build --chown=caper:caper /app/dist ./dist
+COPY --chown=caper:caper package.json ./
+COPY --chown=caper:caper openapi ./openapi
+# Baked model(s); mount over /app/models/default to use another one.
+COPY --chown=caper:caper models ./models
+USER caper
+ENV NODE_ENV=production
+EXPOSE 8080
+HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
+    CMD ["node", "-e", "fetch('http://127.0.0.1:8080/healthz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+ENTRYPOINT ["node", "dist/src/cli.js", "serve", "--host", "0.0.0.0", "--port", "8080", "--model", "models/default", "--device", "auto"]
+CMD []
