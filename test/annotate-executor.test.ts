@@ -123,6 +123,22 @@ test('results are cached per (db, sql) and run() after close answers without rej
   rmSync(dir, { recursive: true, force: true });
 });
 
+test('double-quoted strings follow SQLite legacy rules (identifier if it resolves, else a string)', async () => {
+  const { dir, db } = fixture();
+  const ex = new SqlExecutor({ workers: 1 });
+  try {
+    const a = await ex.run(db, 'SELECT "name" FROM singer WHERE country = "France" ORDER BY "name"');
+    assert.deepEqual(a.ok && a.rows, [['Ann'], ['Cid']]);
+    const b = await ex.run(db, `SELECT count(*) FROM singer WHERE name = "it's"`);
+    assert.deepEqual(b.ok && b.rows, [[0]]);
+    const c = await ex.run(db, 'SELECT nope FROM singer');
+    assert.equal(c.ok, false);
+  } finally {
+    await ex.close();
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
 test('too_large when a result exceeds the byte cap', async () => {
   const { dir, db } = fixture();
   const ex = new SqlExecutor({ workers: 1, maxResultBytes: 200 });
@@ -154,6 +170,8 @@ test('resultsMatch: multiset rows, column permutation, order only when asked, fl
   const err: ExecResult = { ok: false, code: 'sql_error', error: 'x', ms: 0 };
   assert.equal(resultsMatch(err, err, false), false);
   // Columns whose value multisets coincide, where only one pairing of rows matches.
+  assert.equal(resultsMatch(g, R(['b', 'a'], [['x', 1], ['y', 2], ['y', 2]]), false, { columns: 'strict' }), false);
+  assert.equal(resultsMatch(g, R(['a', 'b'], [[2, 'y'], [1, 'x'], [2, 'y']]), false, { columns: 'strict' }), true);
   const g2 = R(['a', 'b'], [[1, 2], [2, 1], [3, 3]]);
   assert.equal(resultsMatch(g2, R(['b', 'a'], [[2, 1], [1, 2], [3, 3]]), false), true);
 });
@@ -175,6 +193,8 @@ test('resultKey agrees with resultsMatch', () => {
         if (!x.ok || !y.ok) continue;
         assert.equal(resultKey(x, ordered) === resultKey(y, ordered), resultsMatch(x, y, ordered),
           `${JSON.stringify(x)} vs ${JSON.stringify(y)} ordered=${ordered}`);
+        const st = { columns: 'strict' } as const;
+        assert.equal(resultKey(x, ordered, st) === resultKey(y, ordered, st), resultsMatch(x, y, ordered, st));
       }
     }
   }

@@ -3,6 +3,7 @@
 // cannot be interrupted from JavaScript: Worker.terminate() never completes while native code
 // runs, and it even blocks the parent's exit. Killing a process always works.
 import Database from 'better-sqlite3';
+import { scanSql } from './sqlscan.js';
 
 interface Job {
   id: number;
@@ -39,6 +40,31 @@ function open(path: string): Database.Database {
   return db;
 }
 
+// better-sqlite3 builds SQLite with SQLITE_DQS=0, so "Spanish" is only ever an identifier. Spider's
+// gold queries (and many systems' outputs) rely on SQLite's legacy rule: a double-quoted token that
+// names no column is a string literal. We emulate exactly that rule from SQLite's own diagnosis:
+// when preparing fails with `no such column: "X" - should this be a string literal in
+// single-quotes?`, the double-quoted X tokens become 'X' and we prepare again.
+const DQS_HINT = /^no such column: "([\s\S]*)" - should this be a string literal in single-quotes\?$/;
+
+function prepareDqs(db: Database.Database, sql: string): Database.Statement {
+  let text = sql;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return db.prepare(text);
+    } catch (e) {
+      const m = e instanceof Error ? DQS_HINT.exec(e.message) : null;
+      if (!m || attempt >= 32) throw e;
+      const name = m[1]!;
+      const toks = scanSql(text).tokens.filter((t) => t.kind === 'qident' && text[t.start] === '"' && t.value === name);
+      if (toks.length === 0) throw e;
+      for (const t of toks.reverse()) {
+        text = text.slice(0, t.start) + `'${t.value.replace(/'/g, "''")}'` + text.slice(t.end);
+      }
+    }
+  }
+}
+
 function approxBytes(v: unknown): number {
   if (typeof v === 'string') return 2 * v.length + 8;
   if (v instanceof Uint8Array) return v.byteLength + 8;
@@ -53,7 +79,7 @@ function execute(job: Job): Reply {
     return { id: job.id, ok: false, code: 'no_db', error: e instanceof Error ? e.message : String(e) };
   }
   try {
-    const stmt = db.prepare(job.sql);
+    const stmt = prepareDqs(db, job.sql);
     if (!stmt.reader || !stmt.readonly) {
       return { id: job.id, ok: false, code: 'refused', error: 'only read-only statements that return rows may run' };
     }

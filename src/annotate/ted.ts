@@ -70,7 +70,14 @@ function postorder<T>(root: T, acc: TedAccess<T>): Post<T> {
 export function treeEditDistance<T>(a: T, b: T, acc: TedAccess<T>): TedResult<T> {
   const del = acc.deleteCost ?? (() => 1);
   const ins = acc.insertCost ?? (() => 1);
-  const rel = acc.relabelCost ?? ((x: T, y: T) => (acc.label(x) === acc.label(y) ? 0 : 1));
+  // Labels are read once per node: the DP asks for the relabel cost of every pair many times.
+  const labels = new Map<T, string>();
+  const lab = (x: T): string => {
+    let l = labels.get(x);
+    if (l === undefined) labels.set(x, (l = acc.label(x)));
+    return l;
+  };
+  const rel = acc.relabelCost ?? ((x: T, y: T) => (lab(x) === lab(y) ? 0 : 1));
   const A = postorder(a, acc);
   const B = postorder(b, acc);
   const n = A.nodes.length - 1;
