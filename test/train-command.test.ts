@@ -1,0 +1,41 @@
+// `caper train` end to end on the fixture tuple file (annotation skipped with --tuples).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+const CLI = join(ROOT, 'dist', 'src', 'cli.js');
+const PY = join(ROOT, 'training', '.venv', 'bin', 'python');
+const SKIP = existsSync(PY) ? false : `no Python training environment at ${PY} (bash training/setup.sh creates it)`;
+
+test('caper train --preset tiny --tuples FILE writes a loadable model directory', { skip: SKIP, timeout: 120_000 }, () => {
+  const dir = mkdtempSync(join(tmpdir(), 'caper-train-cmd-'));
+  try {
+    const out = join(dir, 'tinycmd');
+    const r = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples',
+      join(ROOT, 'training', 'tests', 'fixtures', 'tuples.jsonl'), '--out', out, '--steps', '6', '--seed', '2', '--no-eval'],
+    { cwd: ROOT, encoding: 'utf8', timeout: 110_000 });
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /annotation skipped/);
+    assert.match(r.stdout, /\[caper train done/);
+    for (const f of ['model.onnx', 'model.int8.onnx', 'tokenizer.json', 'caper.json', 'MODEL_CARD.md']) assert.ok(existsSync(join(out, f)), f);
+    const m = JSON.parse(readFileSync(join(out, 'caper.json'), 'utf8')) as { training: { steps: number; seed: number } };
+    assert.equal(m.training.steps, 6);
+    assert.equal(m.training.seed, 2);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(join(ROOT, 'runs', 'tinycmd'), { recursive: true, force: true });
+  }
+});
+
+test('caper train rejects bad flags without starting anything', () => {
+  const r = spawnSync(process.execPath, [CLI, 'train', '--preset', 'huge'], { cwd: ROOT, encoding: 'utf8' });
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /--preset must be default or tiny/);
+  const t = spawnSync(process.execPath, [CLI, 'train', '--tuples', '/nonexistent/x.jsonl', '--preset', 'tiny'], { cwd: ROOT, encoding: 'utf8' });
+  assert.equal(t.status, 2);
+  assert.match(t.stderr, /does not exist/);
+});
