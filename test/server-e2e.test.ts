@@ -219,6 +219,24 @@ test('/localize: units, blame ranking; with gold the execution verdict and root 
   const same = await srv.post('/localize', { question: Q, sql: GOOD2, db_id: 'shop', gold: GOOD });
   assert.equal(same.status, 200);
   assert.equal(same.body.gold_match, true);
+  assert.equal(same.body.root_cause, null, 'nothing to blame when the result is right');
+
+  // A wrong literal: the counterfactual analysis names the WHERE clause, the literal node and
+  // the relabel that repairs the query.
+  const sql = 'SELECT name FROM singer WHERE age > 20 ORDER BY name';
+  const rc = await srv.post('/localize', { question: 'Names of singers older than 40', sql, db_id: 'shop', gold: 'SELECT name FROM singer WHERE age > 40' });
+  assert.equal(rc.status, 200, JSON.stringify(rc.body));
+  assert.equal(rc.body.gold_match, false);
+  const r = rc.body.root_cause;
+  assert.ok(r, JSON.stringify(rc.body));
+  assert.equal(r.kind, 'WHERE');
+  assert.equal(sql.slice(r.start, r.end), r.text);
+  assert.equal(r.node.label, '20');
+  assert.deepEqual(r.edit_script, [{ op: 'relabel', from: '20', to: '40', node: r.node.id }]);
+  assert.equal(r.clause_rewards.length, rc.body.units.length);
+  assert.ok(r.clause_rewards[r.unit] < 0);
+  assert.equal(r.repair_improves, true);
+  assert.match(r.repaired_sql, /age > 40/);
 });
 
 test('bad inputs: JSON errors with the right status and field, never a 500', async () => {

@@ -6,6 +6,7 @@ import { HttpError } from './context.js';
 import { requireScorer, resolveContext, num, round } from './service.js';
 import { warningOf } from './rerank.js';
 import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
+import type { SqlExecutor } from '../annotate/executor.js';
 
 interface LocalizeBody {
   question: string;
@@ -80,7 +81,22 @@ const rootCauseOut = {
   },
 } as const;
 
-type CounterfactualModule = typeof import('../annotate/counterfactual.js');
+// The counterfactual analysis (src/annotate/counterfactual.ts) is loaded on first use through a
+// variable specifier, so this route builds and serves its PRM part even where that module is
+// absent; the shape below is the agreed interface.
+interface RootCauseLike {
+  unitIndex: number;
+  kind: string;
+  node: { id: number; kind: string; label: string; span?: [number, number] };
+  editScript: { op: 'relabel' | 'delete' | 'insert'; from?: string; to?: string; node?: number }[];
+  clauseRewards: number[];
+  repairedSql: string;
+  repairImproves: boolean;
+}
+interface CounterfactualModule {
+  rootCause(pred: string, gold: string, dbPath: string, exec: SqlExecutor, opts?: { alpha?: number; sigma?: number }): Promise<RootCauseLike | null>;
+}
+const COUNTERFACTUAL_MODULE = '../annotate/counterfactual.js';
 
 export default async function localizeRoute(app: FastifyInstance): Promise<void> {
   app.post<{ Body: LocalizeBody }>(
@@ -147,7 +163,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         out.gold_match = resultsMatch(gr, pr, hasTopLevelOrderBy(b.gold));
         let mod: CounterfactualModule | null = null;
         try {
-          mod = await import('../annotate/counterfactual.js');
+          mod = (await import(COUNTERFACTUAL_MODULE)) as CounterfactualModule;
         } catch (e) {
           out.root_cause_error = `counterfactual analysis unavailable: ${(e as Error).message}`;
         }
