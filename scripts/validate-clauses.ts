@@ -6,9 +6,16 @@
 //   3. of those, how many render to SQL that executes to the same result (multiset of rows,
 //      ordered when the statement has a top-level ORDER BY).
 // Usage: node dist/scripts/validate-clauses.js --data ../shared/data/spider
-//        [--timeout-ms 2000] [--no-exec] [--failures FILE.jsonl] [--out bench/results/clauses-validation.md]
+//        [--timeout-ms 2000] [--no-exec] [--no-python] [--failures FILE.jsonl] [--out bench/results/clauses-validation.md]
+// Engines: the project's SqlExecutor (better-sqlite3 in child processes, which emulates SQLite's
+// double-quoted-string fallback that better-sqlite3's build lacks) and, unless --no-python, an
+// independent second engine, Python's sqlite3 (native fallback, as Spider's evaluation uses),
+// through validate-clauses-sqlite.py.
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
 import { renderSql, splitSql, topUnits } from '../src/clauses/index.js';
 import type { SplitResult } from '../src/clauses/types.js';
@@ -30,10 +37,49 @@ interface Counts {
   parsed: number;
   rendered: number;
   same: number;
+  pyExecutes: number;
+  pyParsed: number;
+  pySame: number;
 }
 
 function newCounts(): Counts {
-  return { lines: 0, spanOk: 0, noDb: 0, executes: 0, parsed: 0, rendered: 0, same: 0 };
+  return { lines: 0, spanOk: 0, noDb: 0, executes: 0, parsed: 0, rendered: 0, same: 0, pyExecutes: 0, pyParsed: 0, pySame: 0 };
+}
+
+type PyResult = { ok: true; ncols: number; nrows: number; ordered: string; unordered: string } | { ok: false; error: string };
+
+/** Python sqlite3 as a second engine, one long-lived child answering JSON lines. */
+class PyEngine {
+  private child: ChildProcessWithoutNullStreams;
+  private pending = new Map<number, (r: PyResult) => void>();
+  private nextId = 0;
+  constructor(private timeoutMs: number) {
+    const script = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'scripts', 'validate-clauses-sqlite.py');
+    this.child = spawn('python3', [script], { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.child.stderr.on('data', (d: Buffer) => process.stderr.write(`[python] ${d.toString()}`));
+    const rl = createInterface({ input: this.child.stdout });
+    rl.on('line', (l) => {
+      const o = JSON.parse(l) as PyResult & { id: number };
+      this.pending.get(o.id)?.(o);
+      this.pending.delete(o.id);
+    });
+    const failAll = (): void => {
+      for (const [, r] of this.pending) r({ ok: false, error: 'python engine exited' });
+      this.pending.clear();
+    };
+    this.child.on('exit', failAll);
+    this.child.on('error', failAll);
+  }
+  run(db: string, sql: string): Promise<PyResult> {
+    const id = this.nextId++;
+    return new Promise((res) => {
+      this.pending.set(id, res);
+      this.child.stdin.write(JSON.stringify({ id, db, sql, timeout_ms: this.timeoutMs }) + '\n');
+    });
+  }
+  close(): void {
+    this.child.stdin.end();
+  }
 }
 
 /** Empty string when the units obey the span contract, else what is wrong. */
@@ -106,7 +152,7 @@ function pct(a: number, b: number): string {
 }
 
 async function main(): Promise<number> {
-  const args = parseArgs(process.argv.slice(2), ['no-exec']);
+  const args = parseArgs(process.argv.slice(2), ['no-exec', 'no-python']);
   const data = flagString(args, 'data', '../shared/data/spider')!;
   const timeoutMs = flagNumber(args, 'timeout-ms', 2000);
   const noExec = args.flags.has('no-exec');
@@ -117,12 +163,37 @@ async function main(): Promise<number> {
   const total = newCounts();
   const failures: Record<string, unknown>[] = [];
   const exec = noExec ? null : new SqlExecutor({ workers: 2, timeoutMs, cacheEntries: 0 });
+  const py = noExec || args.flags.has('no-python') ? null : new PyEngine(timeoutMs);
   let done = 0;
   const t0 = Date.now();
   const bump = (src: string, k: keyof Counts): void => {
     if (!bySource.has(src)) bySource.set(src, newCounts());
     bySource.get(src)![k]++;
     total[k]++;
+  };
+
+  const pyCheck = async (it: Item, r: SplitResult): Promise<void> => {
+    const orig = await py!.run(it.db!, it.sql);
+    if (!orig.ok) return;
+    bump(it.source, 'pyExecutes');
+    if (!r.ok || !r.tree) return;
+    bump(it.source, 'pyParsed');
+    let sql2: string;
+    try {
+      sql2 = renderSql(r.tree);
+    } catch {
+      return;
+    }
+    let again = await py!.run(it.db!, sql2);
+    if (!again.ok && again.error === 'timeout') again = await py!.run(it.db!, sql2);
+    const ordered = topUnits(r).some((u) => u.kind === 'ORDER BY');
+    const same = again.ok && again.ncols === orig.ncols && again.nrows === orig.nrows &&
+      (ordered ? again.ordered === orig.ordered : again.unordered === orig.unordered);
+    if (same) bump(it.source, 'pySame');
+    else {
+      failures.push({ stage: 'result (python sqlite3)', source: it.source, line: it.line, sql: it.sql, rendered: sql2,
+        error: again.ok ? `different result (${orig.nrows} vs ${again.nrows} rows)` : again.error });
+    }
   };
 
   const one = async (it: Item): Promise<void> => {
@@ -135,6 +206,7 @@ async function main(): Promise<number> {
       bump(it.source, 'noDb');
       return;
     }
+    if (py) await pyCheck(it, r);
     if (exec) {
       const orig = await exec.run(it.db, it.sql);
       if (!orig.ok) return;
@@ -175,6 +247,7 @@ async function main(): Promise<number> {
   const worker = async (): Promise<void> => {
     while (next < items.length) {
       const it = items[next++]!;
+      // (python and better-sqlite3 checks of one statement run one after the other)
       await one(it);
       done++;
       if (done % 1000 === 0) process.stderr.write(`  ${done}/${items.length} (${((Date.now() - t0) / 1000).toFixed(0)} s)\n`);
@@ -182,6 +255,7 @@ async function main(): Promise<number> {
   };
   await Promise.all(Array.from({ length: exec ? 6 : 1 }, worker));
   await exec?.close();
+  py?.close();
   const secs = (Date.now() - t0) / 1000;
 
   const rows: string[] = [];
@@ -191,7 +265,14 @@ async function main(): Promise<number> {
     `| ${name} | ${c.lines} | ${c.spanOk} (${pct(c.spanOk, c.lines)}) | ${c.noDb} | ${c.executes} | ${c.parsed} | ${pct(c.parsed, c.executes)} | ${c.same} | ${pct(c.same, c.parsed)} |`;
   for (const [k, c] of bySource) rows.push(line(k, c));
   rows.push(line('**all**', total));
-  const table = rows.join('\n');
+  let table = rows.join('\n');
+  if (py) {
+    const prow = (name: string, c: Counts): string =>
+      `| ${name} | ${c.lines - c.noDb} | ${c.pyExecutes} | ${c.pyParsed} | ${pct(c.pyParsed, c.pyExecutes)} | ${c.pySame} | ${pct(c.pySame, c.pyParsed)} |`;
+    table += '\n\nSecond engine: Python sqlite3 (double-quoted strings fall back to strings, as in Spider\'s evaluation)\n\n' +
+      '| source | with db | executes | parse to tree | % of executing | render executes same | % of parsed |\n|---|---:|---:|---:|---:|---:|---:|\n' +
+      [...[...bySource].map(([k, c]) => prow(k, c)), prow('**all**', total)].join('\n');
+  }
   console.log(table);
   console.log(`\n${items.length} statements in ${secs.toFixed(1)} s; failures: ${failures.length}`);
   const byStage = new Map<string, number>();
@@ -206,7 +287,8 @@ Command: \`node dist/scripts/validate-clauses.js --data ${data}${noExec ? ' --no
 
 - *spans exact*: every unit's text equals sql.slice(start, end), depth-0 units are ordered with only
   whitespace between them (a trailing \`;\` allowed), nested units lie inside their parent.
-- *executes*: the original statement runs in SQLite (read-only, ${timeoutMs} ms limit)${noExec ? ' - NOT CHECKED in this run (--no-exec), every statement with a database counts' : ''}.
+- *executes*: the original statement runs in SQLite through the project's SqlExecutor
+  (better-sqlite3, read-only, ${timeoutMs} ms limit)${noExec ? ' - NOT CHECKED in this run (--no-exec), every statement with a database counts' : ''}.
 - *parse to tree*: splitSql returned ok with a tree.
 - *render executes same*: renderSql(tree) runs to the same multiset of rows (ordered when the
   statement has a top-level ORDER BY) with the same number of columns.
@@ -214,8 +296,9 @@ Command: \`node dist/scripts/validate-clauses.js --data ${data}${noExec ? ' --no
 
 ${table}
 
-Thresholds (issue 2): parse >= 99.5% of executing statements: **${pct(total.parsed, total.executes)}**;
-render-same >= 99.5% of parsed: **${pct(total.same, total.parsed)}**.
+Thresholds (issue 2), better-sqlite3: parse >= 99.5% of executing statements: **${pct(total.parsed, total.executes)}**;
+render-same >= 99.5% of parsed: **${pct(total.same, total.parsed)}**.${py ? `
+Python sqlite3: parse **${pct(total.pyParsed, total.pyExecutes)}**, render-same **${pct(total.pySame, total.pyParsed)}**.` : ''}
 
 ## Failures (${failures.length}; first ${sample.length})
 ${byStage.size ? [...byStage].map(([k, v]) => `${k}: ${v}`).join(', ') : 'none'}
@@ -229,7 +312,8 @@ ${sample.join('\n')}
   console.log(`wrote ${out}`);
   const okSpan = total.spanOk === total.lines;
   const okParse = total.executes === 0 || total.parsed / total.executes >= 0.995;
-  const okSame = total.parsed === 0 || total.same / total.parsed >= 0.995;
+  const okSame = (total.parsed === 0 || total.same / total.parsed >= 0.995) &&
+    (!py || total.pyParsed === 0 || total.pySame / total.pyParsed >= 0.995);
   return okSpan && okParse && okSame ? 0 : 1;
 }
 

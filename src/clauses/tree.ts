@@ -99,6 +99,9 @@ interface ArmCtx {
   dialect: string;
   buildSub: (k: number) => TreeNode;
   subSpan: (k: number) => [number, number];
+  /** Values of the "double-quoted" and 'single-quoted' tokens of the arm. */
+  dquoted: Set<string>;
+  squoted: Set<string>;
 }
 
 function identOf(x: Ast): string | null {
@@ -132,7 +135,13 @@ function unescapeSingle(v: string): string {
   return v.replace(/''/g, "'");
 }
 
-function literal(e: Ast): TreeNode | null {
+function literal(e: Ast, ctx: ArmCtx): TreeNode | null {
+  // Fallback dialects (bigquery) report "x" and 'x' alike as 'string'; the arm's own tokens
+  // tell which quote it had, and a double-quoted one must keep SQLite's identifier reading.
+  if (e.type === 'string' && ctx.dialect !== 'sqlite' && typeof e.value === 'string' &&
+    ctx.dquoted.has(e.value) && !ctx.squoted.has(e.value)) {
+    return literal({ type: 'double_quote_string', value: e.value.replace(/"/g, '""') }, ctx);
+  }
   switch (e.type) {
     case 'number':
     case 'bigint': {
@@ -202,7 +211,7 @@ function exprInner(e: Ast, ctx: ArmCtx): TreeNode {
   const sq = subquery(e, ctx);
   if (sq) return sq;
   if (e.ast) throw new TreeBuildError('unexpected subquery shape');
-  const lit = literal(e);
+  const lit = literal(e, ctx);
   if (lit) return lit;
   switch (e.type) {
     case 'column_ref':
@@ -494,10 +503,17 @@ export function buildQuery(q: QueryInfo, env: BuildEnv): TreeNode {
     const subCache = new Map<number, TreeNode>();
     const subs = [...arm.subqueries].sort((a, b) => a.open - b.open);
     const text = armText(env, arm);
+    const dquoted = new Set<string>();
+    const squoted = new Set<string>();
+    for (const t of env.toks) {
+      if (t.start < arm.start || t.end > arm.end) continue;
+      if (t.type === 'dquote') dquoted.add(identName(t) ?? '');
+      else if (t.type === 'string') squoted.add(t.text.slice(1, -1).replace(/''/g, "'"));
+    }
     const node = parseArm(text, env, (ast, dialect) => {
       subCache.clear();
       const ctx: ArmCtx = {
-        sql: env.sql, toks: env.toks, units: env.units, arm, dialect,
+        sql: env.sql, toks: env.toks, units: env.units, arm, dialect, dquoted, squoted,
         buildSub: (k) => {
           const s = subs[k];
           if (!s) throw new TreeBuildError('placeholder without subquery');
