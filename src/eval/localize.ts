@@ -1,0 +1,200 @@
+// `caper eval localize`: how well each method names the root-cause clause of real failures.
+// Failures are the pool systems' predictions whose execution differs from gold; the truth is the
+// counterfactual root cause (src/annotate/counterfactual.ts); methods are the Clause-PRM and the
+// prior / consensus / random baselines.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { splitSql, topUnits } from '../clauses/index.js';
+import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
+import type { ClauseKind } from '../clauses/types.js';
+import { SqlExecutor } from '../annotate/executor.js';
+import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
+import { rootCause } from '../annotate/counterfactual.js';
+import { loadModel } from '../scoring/onnx.js';
+import type { LoadedModel } from '../scoring/onnx.js';
+import { Scorer } from '../scoring/scorer.js';
+import { blameOrder } from '../scoring/blame.js';
+import type { BlameStrategy } from '../scoring/blame.js';
+import { consensusRanking, priorRanking, randomExpectation, rankOf, tally } from './baselines.js';
+import type { Tally, UnitLike } from './baselines.js';
+import { dbPath, loadPredictions, loadQuestions, resolvePool } from './spider.js';
+import { parseArgs, flagString, flagNumber } from '../commands/args.js';
+
+export interface Failure {
+  question: number;
+  system: string;
+  sql: string;
+  units: UnitLike[];
+  truth: number;
+}
+
+/** Root-cause clause frequencies from a training file of docs/FORMATS.md (pair records). */
+export function priorFromTuples(file: string): Partial<Record<ClauseKind, number>> {
+  const prior: Partial<Record<ClauseKind, number>> = {};
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (!line.trim()) continue;
+    const rec = JSON.parse(line) as { type?: string; clause?: ClauseKind };
+    if (rec.type === 'pair' && rec.clause) prior[rec.clause] = (prior[rec.clause] ?? 0) + 1;
+  }
+  return prior;
+}
+
+export async function collectFailures(
+  data: string,
+  systems: string[],
+  exec: SqlExecutor,
+  opts: { limit?: number; onProgress?: (done: number, total: number) => void } = {},
+): Promise<{ failures: Failure[]; candidates: Map<number, UnitLike[][]>; unexplained: number; distribution: Record<string, number> }> {
+  const questions = loadQuestions(data);
+  const n = Math.min(questions.length, opts.limit ?? Infinity);
+  const preds = loadPredictions(data, systems, questions.length);
+  const failures: Failure[] = [];
+  const candidates = new Map<number, UnitLike[][]>();
+  const distribution: Record<string, number> = {};
+  let unexplained = 0;
+  for (let i = 0; i < n; i++) {
+    const q = questions[i]!;
+    const db = dbPath(data, q.db_id);
+    const gold = await exec.run(db, q.query);
+    const ordered = hasTopLevelOrderBy(q.query);
+    const all: UnitLike[][] = [];
+    await Promise.all(
+      systems.map(async (s, si) => {
+        const sql = preds.get(s)![i]!;
+        const units = topUnits(splitSql(sql, { tree: false })).map((u) => ({ kind: u.kind, text: u.text }));
+        all[si] = units;
+        const r = await exec.run(db, sql);
+        if (gold.ok && resultsMatch(gold, r, ordered)) return;
+        const rc = await rootCause(sql, q.query, db, exec);
+        if (!rc || rc.unitIndex < 0 || rc.unitIndex >= units.length) {
+          unexplained++;
+          return;
+        }
+        distribution[rc.kind] = (distribution[rc.kind] ?? 0) + 1;
+        failures.push({ question: i, system: s, sql, units, truth: rc.unitIndex });
+      }),
+    );
+    candidates.set(i, all);
+    opts.onProgress?.(i + 1, n);
+  }
+  failures.sort((a, b) => a.question - b.question || systems.indexOf(a.system) - systems.indexOf(b.system));
+  return { failures, candidates, unexplained, distribution };
+}
+
+export interface LocalizeReport {
+  model: Tally;
+  modelMin: Tally;
+  prior: Tally;
+  consensus: Tally;
+  random: Tally;
+  unexplained: number;
+  unscored: number;
+  distribution: Record<string, number>;
+}
+
+export async function evaluateLocalization(opts: {
+  data: string;
+  systems: string[];
+  model: LoadedModel;
+  prior: Partial<Record<ClauseKind, number>>;
+  blame?: BlameStrategy;
+  limit?: number;
+  onProgress?: (done: number, total: number) => void;
+}): Promise<LocalizeReport> {
+  const exec = new SqlExecutor({ workers: 2, timeoutMs: 5000 });
+  try {
+    const { failures, candidates, unexplained, distribution } = await collectFailures(opts.data, opts.systems, exec, opts);
+    const questions = loadQuestions(opts.data);
+    const schemas = new Map<string, string>();
+    const schemaOf = (dbId: string) => {
+      let s = schemas.get(dbId);
+      if (s === undefined) {
+        s = schemaText(schemaFromSqlite(dbPath(opts.data, dbId)));
+        schemas.set(dbId, s);
+      }
+      return s;
+    };
+    // One scorer call per question: its failures share schema and question, as in the service.
+    const scorer = new Scorer(opts.model, null);
+    const scored: ({ scores: number[]; base: number; blame: number[] } | null)[] = [];
+    for (let i = 0; i < failures.length; ) {
+      let j = i;
+      while (j < failures.length && failures[j]!.question === failures[i]!.question) j++;
+      const q = questions[failures[i]!.question]!;
+      const { candidates } = await scorer.score(q.question, schemaOf(q.db_id), failures.slice(i, j).map((f) => f.sql));
+      for (const c of candidates) {
+        scored.push(c.error ? null : { scores: c.units.map((u) => u.score), base: c.base, blame: c.blame });
+      }
+      i = j;
+    }
+    const ranks = { model: [] as number[], modelMin: [] as number[], prior: [] as number[], consensus: [] as number[] };
+    let unscored = 0;
+    failures.forEach((f, i) => {
+      const s = scored[i];
+      const others = candidates.get(f.question)!.filter((_, si) => opts.systems[si] !== f.system);
+      if (s) {
+        ranks.model.push(rankOf(opts.blame === 'min' ? blameOrder(s.scores, s.base, 'min') : s.blame, f.truth));
+        ranks.modelMin.push(rankOf(blameOrder(s.scores, s.base, 'min'), f.truth));
+      } else {
+        unscored++;
+        ranks.model.push(Infinity);
+        ranks.modelMin.push(Infinity);
+      }
+      ranks.prior.push(rankOf(priorRanking(f.units, opts.prior), f.truth));
+      ranks.consensus.push(rankOf(consensusRanking(f.units, others), f.truth));
+    });
+    return {
+      model: tally(ranks.model),
+      modelMin: tally(ranks.modelMin),
+      prior: tally(ranks.prior),
+      consensus: tally(ranks.consensus),
+      random: randomExpectation(failures.map((f) => f.units.length)),
+      unexplained,
+      unscored,
+      distribution,
+    };
+  } finally {
+    await exec.close();
+  }
+}
+
+const fmt = (x: number) => x.toFixed(3);
+
+export async function run(argv: string[]): Promise<number> {
+  const a = parseArgs(argv);
+  const data = flagString(a, 'data', '../shared/data/spider/dev-open')!;
+  const modelDir = flagString(a, 'model', 'models/default')!;
+  const systems = resolvePool(data, flagString(a, 'pool', 'pool8')!);
+  const model = await loadModel(modelDir, { device: (flagString(a, 'device', 'auto') as 'auto') });
+  const priorFile = flagString(a, 'prior');
+  const manifestPrior = (model.manifest.metrics?.['clause_prior'] ?? undefined) as Partial<Record<ClauseKind, number>> | undefined;
+  const prior = priorFile ? priorFromTuples(priorFile) : manifestPrior;
+  if (!prior) throw new Error('no clause prior: pass --prior TRAINING.jsonl or use a model whose caper.json has metrics.clause_prior');
+  const blame = (flagString(a, 'blame', 'drop') as BlameStrategy);
+  const limit = flagNumber(a, 'limit', Infinity);
+  const t0 = Date.now();
+  const report = await evaluateLocalization({
+    data, systems, model, prior, blame, limit,
+    onProgress: (d, t) => { if (process.stderr.isTTY || d === t || d % 50 === 0) process.stderr.write(`\rlocalize: ${d}/${t} questions`); },
+  });
+  process.stderr.write('\n');
+  await model.close();
+  const rows: [string, Tally][] = [
+    [`model (${blame})`, report.model],
+    [`model (${blame === 'min' ? 'drop' : 'min'})`, blame === 'min' ? report.model : report.modelMin],
+    ['prior', report.prior],
+    ['consensus', report.consensus],
+    ['random', report.random],
+  ];
+  console.log(`pool: ${systems.join(',')}`);
+  console.log(`failures with a root cause: ${report.model.n}, without: ${report.unexplained}, too long to score: ${report.unscored}, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  console.log(`root-cause clauses: ${JSON.stringify(report.distribution)}`);
+  console.log('| method | top1 | mrr |\n|---|---|---|');
+  for (const [name, t] of rows) console.log(`| ${name} | ${fmt(t.top1)} | ${fmt(t.mrr)} |`);
+  const out = flagString(a, 'out');
+  if (out) {
+    writeFileSync(out, JSON.stringify({ systems, modelDir, blame, ...report }, null, 2) + '\n');
+  }
+  console.log(`localize: top1=${fmt(report.model.top1)} mrr=${fmt(report.model.mrr)} (n=${report.model.n})`);
+  return 0;
+}
+
