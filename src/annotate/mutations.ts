@@ -638,13 +638,16 @@ export async function makeMutants(o: MutateOptions, stats?: MutateStats): Promis
   }
   for (const l of byKind.values()) o.rng.shuffle(l);
   const kinds = o.rng.shuffle([...byKind.keys()]);
-  const order: Candidate[] = [];
-  for (let round = 0; order.length < all.length; round++) {
+  const first: Candidate[] = [];
+  for (let round = 0; first.length < all.length; round++) {
     for (const k of kinds) {
       const l = byKind.get(k)!;
-      if (round < l.length) order.push(l[round]!);
+      if (round < l.length) first.push(l[round]!);
     }
   }
+  // Later passes draw other alternatives for the same nodes (another column, another value);
+  // repeats of an identical mutant are skipped below.
+  const order = [...first, ...first, ...first];
   const maxTries = o.maxTries ?? 4 * o.n + 4;
   const kept: Mutant[] = [];
   const seenSql = new Set<string>([o.sql]);

@@ -1,0 +1,131 @@
+// caper annotate --data DIR --out FILE.jsonl [--mutants-per-query N] [--workers N] [--seed S]
+//                [--alpha A] [--sigma S] [--failures PREDICTIONS_DIR] [--limit N]
+// caper annotate --self-check --data DIR [--mutants-per-query N] [--seed S]
+import { createWriteStream, existsSync, statSync, type WriteStream } from 'node:fs';
+import { parseArgs, flagNumber, flagString } from './args.js';
+import { annotate, formatSummary, type AnnotateSummary } from '../annotate/tuples.js';
+import { MUTATION_KINDS } from '../annotate/mutations.js';
+
+const USAGE = `usage: caper annotate --data DIR --out FILE.jsonl [--mutants-per-query N] [--workers N] [--seed S]
+                      [--alpha A] [--sigma S] [--failures PREDICTIONS_DIR] [--limit N]
+       caper annotate --self-check --data DIR [--mutants-per-query N] [--seed S] [--workers N]`;
+
+function bar(done: number, total: number, t0: number, s: AnnotateSummary): string {
+  const w = 30;
+  const f = total ? done / total : 1;
+  const fill = Math.round(f * w);
+  const secs = (performance.now() - t0) / 1000;
+  const eta = f > 0 ? secs / f - secs : 0;
+  const extra = s.selfCheck.n > 0 ? `recovered ${s.selfCheck.recovered}/${s.selfCheck.n}` : `pairs ${s.pairs}`;
+  return `[${'#'.repeat(fill)}${'.'.repeat(w - fill)}] ${done}/${total} ${(f * 100).toFixed(1)}% ${secs.toFixed(0)}s eta ${eta.toFixed(0)}s ${extra}`;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let a;
+  try {
+    a = parseArgs(argv, ['self-check', 'help', 'quiet']);
+  } catch (e) {
+    console.error(String(e));
+    return 2;
+  }
+  if (a.flags.has('help')) {
+    console.log(USAGE);
+    return 0;
+  }
+  const data = flagString(a, 'data');
+  const out = flagString(a, 'out');
+  const selfCheck = a.flags.has('self-check');
+  if (!data || (!out && !selfCheck)) {
+    console.error(USAGE);
+    return 2;
+  }
+  if (!existsSync(data) || !statSync(data).isDirectory()) {
+    console.error(`caper annotate: --data ${data} is not a directory`);
+    return 2;
+  }
+  const failures = flagString(a, 'failures');
+  if (failures && (!existsSync(failures) || !statSync(failures).isDirectory())) {
+    console.error(`caper annotate: --failures ${failures} is not a directory`);
+    return 2;
+  }
+  let opts;
+  try {
+    const limit = a.flags.has('limit') ? flagNumber(a, 'limit', 0) : undefined;
+    opts = {
+      dataDir: data,
+      mutantsPerQuery: flagNumber(a, 'mutants-per-query', 6),
+      workers: flagNumber(a, 'workers', 2),
+      seed: flagNumber(a, 'seed', 1),
+      alpha: flagNumber(a, 'alpha', 1),
+      sigma: flagNumber(a, 'sigma', 1),
+      timeoutMs: flagNumber(a, 'timeout-ms', 3000),
+      failuresDir: failures,
+      selfCheck,
+      limit,
+    };
+  } catch (e) {
+    console.error(`caper annotate: ${e instanceof Error ? e.message : String(e)}`);
+    return 2;
+  }
+  if (opts.mutantsPerQuery < 0 || opts.workers < 1 || opts.alpha <= 0 || opts.sigma <= 0) {
+    console.error('caper annotate: --mutants-per-query >= 0, --workers >= 1, --alpha > 0 and --sigma > 0 are required');
+    return 2;
+  }
+
+  let stream: WriteStream | null = null;
+  let writeError: Error | null = null;
+  if (out && !selfCheck) {
+    stream = createWriteStream(out);
+    stream.on('error', (e) => {
+      writeError = e;
+    });
+  }
+  const quiet = a.flags.has('quiet');
+  const tty = process.stderr.isTTY === true;
+  const t0 = performance.now();
+  let lastDraw = 0;
+  let lastDecile = -1;
+  let summary: AnnotateSummary;
+  try {
+    summary = await annotate({
+      ...opts,
+      write: stream ? (line) => void stream!.write(line + '\n') : undefined,
+      progress: quiet ? undefined : (done, total, s) => {
+        const now = performance.now();
+        if (tty) {
+          if (now - lastDraw > 200 || done === total) {
+            lastDraw = now;
+            process.stderr.write(`\r${bar(done, total, t0, s)}`);
+            if (done === total) process.stderr.write('\n');
+          }
+        } else {
+          const decile = Math.floor((done / Math.max(1, total)) * 10);
+          if (decile !== lastDecile) {
+            lastDecile = decile;
+            process.stderr.write(`${bar(done, total, t0, s)}\n`);
+          }
+        }
+      },
+    });
+  } catch (e) {
+    console.error(`caper annotate: ${e instanceof Error ? e.message : String(e)}`);
+    stream?.end();
+    return 1;
+  }
+  if (stream) await new Promise<void>((res) => stream!.end(() => res()));
+  if (writeError) {
+    console.error(`caper annotate: cannot write ${out}: ${(writeError as Error).message}`);
+    return 1;
+  }
+  console.log(formatSummary(summary));
+  if (selfCheck) {
+    console.log('recovery by mutation kind:');
+    for (const k of MUTATION_KINDS) {
+      const b = summary.selfCheck.byKind[k];
+      if (b) console.log(`  ${k.padEnd(18)} ${(b.ok / b.n).toFixed(3)} (${b.ok}/${b.n})`);
+    }
+    const n = summary.selfCheck.n;
+    console.log(`recovery: ${n ? (summary.selfCheck.recovered / n).toFixed(4) : '0'} (n=${n})`);
+  }
+  return 0;
+}
