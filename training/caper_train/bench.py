@@ -88,10 +88,11 @@ def synthesize(spider: Path, pairs_per_question: int, seed: int) -> list[dict]:
     return out
 
 
-def measure(cfg: dict, vocab: int, items: list, steps: int, batch_size: int, seed: int) -> dict:
+def measure(cfg: dict, vocab: int, items: list, steps: int, batch_size: int, seed: int,
+            attn: str = "sdpa", packed: bool = True) -> dict:
     torch.manual_seed(seed)
     c = qwen2_config(cfg, vocab)
-    c._attn_implementation = "eager"
+    c._attn_implementation = attn
     from transformers import Qwen2Model
     model = RewardModel(Qwen2Model(c), c.hidden_size).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -100,18 +101,24 @@ def measure(cfg: dict, vocab: int, items: list, steps: int, batch_size: int, see
     seqs = toks = 0
     t0 = None
     for step in range(steps + 2):
-        ids, mask, pidx, tpos, ntok = collate(batches[step % len(batches)], torch.device("cpu"))
-        loss, _ = compute_loss(model(ids, mask), pidx, tpos, args)
+        batch = batches[step % len(batches)]
+        ids, mask, pids, pidx, tpos, ntok = collate(batch, torch.device("cpu"), packed)
+        loss, _ = compute_loss(model(ids, mask, pids), pidx, tpos, args)
         opt.zero_grad()
         loss.backward()
         opt.step()
         if step == 1:  # two warm-up steps excluded
             t0 = time.time()
+            c0 = time.process_time()
         elif step > 1:
-            seqs += ids.shape[0]
+            seqs += sum(2 if hasattr(it, "chosen") else 1 for it in batch)
             toks += ntok
     el = time.time() - t0
-    return {"parameters": model.parameter_count(), "seq_per_s": seqs / el, "tok_per_s": toks / el, "seconds": el}
+    cpu = time.process_time() - c0
+    # The machine is shared: cpu_share says how much of the cores this process actually got, and
+    # *_per_cpu_s normalizes the rate to one fully available core (x threads for an idle machine).
+    return {"parameters": model.parameter_count(), "seq_per_s": seqs / el, "tok_per_s": toks / el, "seconds": el,
+            "cpu_share": cpu / el / torch.get_num_threads(), "seq_per_cpu_s": seqs / cpu, "tok_per_cpu_s": toks / cpu}
 
 
 def main(argv=None) -> int:
@@ -122,7 +129,8 @@ def main(argv=None) -> int:
     ap.add_argument("--pairs-per-question", type=int, default=4)
     ap.add_argument("--max-length", type=int, default=512)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--configs", default="default,h192,h128")
+    ap.add_argument("--configs", default="default,default+nopack,h192,h128",
+                    help="comma list of SIZE[+eager][+nopack]; SIZE in default,h192,h128,h256l6")
     ap.add_argument("--out", default="bench/results/train-throughput")
     a = ap.parse_args(argv)
     torch.manual_seed(a.seed)
@@ -148,11 +156,15 @@ def main(argv=None) -> int:
     }
     rows = []
     for name in a.configs.split(","):
-        cfg = variants[name]
-        r = measure(cfg, tok.vocab_size, items, a.steps, a.batch_size, a.seed)
-        # padding is included in the work but not in tok/s: the epoch estimate uses seq/s
+        size, *mods = name.split("+")
+        cfg = variants[size]
+        r = measure(cfg, tok.vocab_size, items, a.steps, a.batch_size, a.seed,
+                    attn="eager" if "eager" in mods else "sdpa", packed="nopack" not in mods)
+        # seq/s counts records' sequences (a packed pair still counts 2) so that configs compare;
+        # tok/s counts the tokens actually computed
         r.update(name=name, hidden=cfg["hidden_size"], layers=cfg["num_hidden_layers"],
-                 epoch_minutes=n_seq / r["seq_per_s"] / 60)
+                 epoch_minutes=n_seq / r["seq_per_s"] / 60,
+                 epoch_minutes_idle=n_seq / (r["seq_per_cpu_s"] * torch.get_num_threads()) / 60)
         rows.append(r)
         print(json.dumps(r), flush=True)
     out = Path(a.out)
@@ -164,9 +176,14 @@ def main(argv=None) -> int:
           f"{n_seq} sequences/epoch, {stats['tokens_per_epoch']} tokens, length mean {stats['mean_len']:.0f} / p50 "
           f"{stats['p50_len']} / p90 {stats['p90_len']} / max {stats['max_len']} (max_length {a.max_length}).", "",
           f"Measured over {a.steps} steps of {a.batch_size} records (after 2 warm-up steps); `python -m caper_train.bench`.", "",
-          "| config | params | hidden | layers | seq/s | tok/s | est. minutes/epoch |", "|---|---|---|---|---|---|---|"]
+          "seq/s counts a pair as 2 sequences; tok/s counts tokens computed (packing shares a pair's prefix). "
+          "CPU share = process CPU time / wall / threads (the machine is shared); the idle-machine epoch estimate "
+          "scales the per-CPU-second rate to all threads.", "",
+          "| config | params | hidden | layers | seq/s | tok/s | CPU share | seq per CPU-s | min/epoch (as measured) | min/epoch (idle 2 cores) |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
     md += [f"| {r['name']} | {r['parameters']:,} | {r['hidden']} | {r['layers']} | {r['seq_per_s']:.1f} | {r['tok_per_s']:.0f} | "
-           f"{r['epoch_minutes']:.1f} |" for r in rows]
+           f"{r['cpu_share']:.2f} | {r['seq_per_cpu_s']:.1f} | {r['epoch_minutes']:.1f} | {r['epoch_minutes_idle']:.1f} |" for r in rows]
+    md += ["", f"load average at the end: {open('/proc/loadavg').read().split()[:3]}"]
     out.with_suffix(".md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     return 0

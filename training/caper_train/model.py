@@ -48,8 +48,12 @@ class RewardModel(nn.Module):
         self.backbone = backbone
         self.head = nn.Linear(hidden_size, 1)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """attention_mask: [batch, length] (1 = real token, right padding) or an additive
+        [batch, 1, length, length] float mask with explicit position_ids (packed pairs, train.py)."""
+        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                            use_cache=False)
         h = out.last_hidden_state
         # The head stays fp32 even when the backbone runs in bf16: reward differences are small.
         return self.head(h.to(self.head.weight.dtype)).squeeze(-1).float()
@@ -74,17 +78,26 @@ class RewardModel(nn.Module):
         return m
 
 
-def build_from_preset(name: str, vocab_size: int, seed: int) -> RewardModel:
+def use_attention(model: RewardModel, impl: str) -> None:
+    """sdpa trains faster on CPU; export uses eager, whose graph onnxruntime-node runs as is."""
+    bb = model.backbone
+    if hasattr(bb, "set_attn_implementation"):
+        bb.set_attn_implementation(impl)
+    else:
+        bb.config._attn_implementation = impl
+
+
+def build_from_preset(name: str, vocab_size: int, seed: int, attn: str = "eager") -> RewardModel:
     torch.manual_seed(seed)
     cfg = qwen2_config(PRESETS[name], vocab_size)
-    cfg._attn_implementation = "eager"
+    cfg._attn_implementation = attn
     backbone = Qwen2Model(cfg)
     return RewardModel(backbone, cfg.hidden_size)
 
 
-def build_from_base(path: str | Path, dtype: torch.dtype, seed: int) -> RewardModel:
+def build_from_base(path: str | Path, dtype: torch.dtype, seed: int, attn: str = "eager") -> RewardModel:
     torch.manual_seed(seed)
     cfg = AutoConfig.from_pretrained(path)
-    backbone = AutoModel.from_pretrained(path, dtype=dtype, attn_implementation="eager")
+    backbone = AutoModel.from_pretrained(path, dtype=dtype, attn_implementation=attn)
     hidden = getattr(cfg, "hidden_size", None) or backbone.config.hidden_size
     return RewardModel(backbone, hidden)

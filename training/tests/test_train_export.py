@@ -77,3 +77,26 @@ def test_bad_data_file_is_an_error_not_a_crash(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n{\"type\": \"other\"}\n")
     assert train.main(["--data", str(bad), "--out", str(tmp_path / "m"), "--preset", "tiny", "--steps", "1"]) == 2
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_packed_pairs_match_separate_sequences(fixture_path, fixture_tokenizer, attn):
+    from types import SimpleNamespace
+    from caper_train.data import build_dataset, read_records
+    from caper_train.model import build_from_preset
+    from caper_train.train import collate
+    records, _ = read_records(fixture_path)
+    ds = build_dataset(records, fixture_tokenizer, 512)
+    model = build_from_preset("tiny", fixture_tokenizer.vocab_size, 0, attn=attn).eval()
+    batch = ds.pairs[:6] + ds.trajs[:3]
+    with torch.no_grad():
+        ids, mask, pids, pidx, tpos, _ = collate(batch, torch.device("cpu"), packed=False)
+        r = model(ids, mask, pids)
+        ids2, mask2, pids2, pidx2, tpos2, n2 = collate(batch, torch.device("cpu"), packed=True)
+        r2 = model(ids2, mask2, pids2)
+    assert ids2.shape[0] == 6 + 3 and n2 < sum(len(p.chosen) + len(p.rejected) for p in ds.pairs[:6]) + sum(len(t.ids) for t in ds.trajs[:3])
+    for (a, pa, b, pb, _), (a2, pa2, b2, pb2, _) in zip(pidx, pidx2):
+        assert abs(float(r[a, pa]) - float(r2[a2, pa2])) < 1e-5
+        assert abs(float(r[b, pb]) - float(r2[b2, pb2])) < 1e-5
+    for (row, p, _), (row2, p2, _) in zip(tpos, tpos2):
+        assert abs(float(r[row, p]) - float(r2[row2, p2])) < 1e-5
