@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { cloneTree, renderSql, splitSql, topUnits, walk } from '../src/clauses/index.js';
+import { cloneTree, makeNode, renderSql, splitSql, topUnits, walk } from '../src/clauses/index.js';
 import type { ClauseUnit, SplitResult, TreeNode } from '../src/clauses/types.js';
 
 // ---------- helpers ----------
@@ -374,4 +374,32 @@ test('mutations by label/attrs/children render the changed SQL', () => {
     db.close();
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('makeNode lets a mutator insert a clause, and the result renders and runs', () => {
+  const { db, dir } = makeDb();
+  try {
+    const t = split('SELECT name FROM singer').tree!;
+    const sel = t.children[0]!;
+    const cond = makeNode('comparison', '>', [makeNode('column', 'age'), makeNode('literal', '40', [], { value: 40, type: 'number' })]);
+    const where = makeNode('clause', 'WHERE', [cond]);
+    sel.children.push(where);
+    where.parent = sel;
+    assert.equal(cond.parent, where);
+    assert.equal(renderSql(t), 'SELECT name FROM singer WHERE age > 40');
+    assert.deepEqual(rowsOf(db, renderSql(t)), rowsOf(db, 'SELECT name FROM singer WHERE age > 40'));
+  } finally {
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('constructs the tree does not model fail softly: units stay, ok is false', () => {
+  const r = split('SELECT name, rank() OVER (ORDER BY age) FROM singer ORDER BY name');
+  assert.deepEqual(kinds(r.units), ['SELECT', 'FROM', 'ORDER BY']);
+  assert.equal(r.ok, false);
+  assert.match(r.error!, /parse error/);
+  // A keyword after '.' is a name, not a clause.
+  const q = split('SELECT t.from FROM t');
+  assert.deepEqual(kinds(q.units), ['SELECT', 'FROM']);
 });

@@ -1,6 +1,6 @@
 // Public entry point of the clause engine: split SQL into clause units (always), build the
 // normalized tree (when the SQL parses), render trees back to SQLite SQL.
-import type { ClauseUnit, SplitResult, TreeNode } from './types.js';
+import type { ClauseUnit, NodeKind, SplitResult, TreeNode } from './types.js';
 import { tokenize } from './lexer.js';
 import { segmentQuery } from './segment.js';
 import { buildQuery, cloneNode, finishTree, mk, renderTree, walkTree, type BuildEnv } from './tree.js';
@@ -56,6 +56,16 @@ export function topUnits(r: SplitResult): ClauseUnit[] {
  */
 export function renderSql(tree: TreeNode): string {
   return renderTree(tree);
+}
+
+/**
+ * A new node for mutators that insert structure (a WHERE clause, a conjunct...). Its children's
+ * parent is set to it; id is -1 and unit -1 until the caller decides (renderSql needs neither).
+ */
+export function makeNode(kind: NodeKind, label: string, children: TreeNode[] = [], attrs?: Record<string, unknown>): TreeNode {
+  const n = mk(kind, label, children, attrs ? { ...attrs } : undefined);
+  for (const c of children) c.parent = n;
+  return n;
 }
 
 /** Pre-order list of all nodes (ids ascend along it for trees from splitSql). */

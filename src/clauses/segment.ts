@@ -99,6 +99,12 @@ function findBoundaries(toks: Token[], t0: number, t1: number): Boundary[] {
       sawAny = true;
       continue;
     }
+    // A word right after '.' is a qualified name (t.order), never a clause keyword.
+    const pvDot = prevSig(toks, k - 1, t0);
+    if (pvDot >= 0 && toks[pvDot]!.type === 'punct' && toks[pvDot]!.text === '.') {
+      sawAny = true;
+      continue;
+    }
     const u = t.upper;
     const nx = nextSig(toks, k + 1, t1);
     const nxU = nx >= 0 && toks[nx]!.type === 'word' ? toks[nx]!.upper : '';
