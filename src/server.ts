@@ -13,6 +13,7 @@ import metricsRoute from './routes/metrics.js';
 import rerankRoute from './routes/rerank.js';
 import v1RerankRoute from './routes/v1-rerank.js';
 import localizeRoute from './routes/localize.js';
+import rewardRoute from './routes/reward.js';
 import { Batcher } from './scoring/batcher.js';
 import { Scorer } from './scoring/scorer.js';
 
@@ -128,6 +129,7 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
   await app.register(rerankRoute);
   await app.register(v1RerankRoute);
   await app.register(localizeRoute);
+  await app.register(rewardRoute);
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 

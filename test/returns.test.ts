@@ -53,3 +53,11 @@ test('identical multi-clause samples get identical advantages', () => {
   close(out[0]!.advantages, out[1]!.advantages);
   assert.ok(out[0]!.advantages[0]! !== 0 || out[0]!.advantages[1]! !== 0);
 });
+
+test('a sample with no clauses keeps its execution reward as its total', () => {
+  const o = { gamma: 1, clauseWeight: 1, executionWeight: 2 };
+  const out = groupRewards([{ prm: [], execution: EXECUTION_ERROR_REWARD }, { prm: [0.5], execution: 1 }], o);
+  assert.equal(out[0]!.total, -2);
+  assert.deepEqual(out[0]!.advantages, []);
+  assert.equal(out[1]!.total, 2.5);
+});

@@ -18,6 +18,8 @@
  * so the advantage at a boundary is the normalised return-to-go of the rest of the trajectory.
  * Samples with different clause counts need no alignment: each sums only its own later clauses,
  * and longer samples do not dominate the statistics beyond contributing more clause rewards.
+ * A sample with no clauses (an empty generation) has no boundaries; its total is its weighted
+ * execution reward alone and it adds nothing to the group statistics.
  * A group whose samples all have equal rewards gets advantages of 0 everywhere only when all
  * clause rewards are equal; otherwise identical samples get identical advantages.
  */
@@ -66,9 +68,11 @@ export function groupRewards(samples: SampleInput[], o: RewardOptions): SampleRe
   const mean = all.length ? all.reduce((a, b) => a + b, 0) / all.length : 0;
   const variance = all.length ? all.reduce((a, b) => a + (b - mean) ** 2, 0) / all.length : 0;
   const std = Math.sqrt(variance);
-  return rewards.map((r) => {
+  return rewards.map((r, i) => {
     const normalised = std === 0 ? r.map(() => 0) : r.map((x) => (x - mean) / (std + EPS));
     const returnToGo = returnsToGo(r, o.gamma);
-    return { rewards: r, returnToGo, advantages: returnsToGo(normalised, o.gamma), total: returnToGo[0] ?? 0 };
+    // A sample without clauses (an empty generation) still carries its execution reward.
+    const total = returnToGo[0] ?? o.executionWeight * (samples[i]!.execution ?? 0);
+    return { rewards: r, returnToGo, advantages: returnsToGo(normalised, o.gamma), total };
   });
 }

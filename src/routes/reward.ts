@@ -1,0 +1,161 @@
+// POST /reward: the reward server an RL trainer calls for one GRPO group. Each sample gets its
+// clause units with spans (so the trainer can map its own tokens to clauses), the PRM reward per
+// clause, the terminal execution reward (with gold and a database), the clause return-to-go and
+// the group-relative advantage at every boundary. Formulas: src/scoring/returns.ts.
+import type { FastifyInstance } from 'fastify';
+import * as S from './schemas.js';
+import { HttpError } from './context.js';
+import { requireScorer, resolveContext, executeAll, num, round } from './service.js';
+import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
+import { groupRewards, EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
+
+interface RewardBody {
+  question: string;
+  schema?: string;
+  db_id?: string;
+  gold?: string;
+  samples: string[];
+  gamma?: number;
+  execution_weight?: number;
+  clause_weight?: number;
+}
+
+const DEFAULTS = { gamma: 1, clause_weight: 1, execution_weight: 1 } as const;
+
+const clauseOut = {
+  type: 'object',
+  required: ['kind', 'text', 'start', 'end', 'score', 'reward', 'return_to_go', 'advantage'],
+  properties: {
+    ...S.span,
+    score: { type: ['number', 'null'], description: 'Clause-PRM score of the prefix ending at this clause' },
+    reward: { type: 'number', description: 'clause_weight * score (+ execution_weight * execution_reward on the last clause)' },
+    return_to_go: { type: 'number', description: 'reward + gamma * next clause return_to_go' },
+    advantage: { type: 'number', description: 'group-normalised return-to-go (see /info or README)' },
+  },
+} as const;
+
+export default async function rewardRoute(app: FastifyInstance): Promise<void> {
+  app.post<{ Body: RewardBody }>(
+    '/reward',
+    {
+      schema: {
+        summary: 'Clause-level rewards, return-to-go and group-relative advantages for one GRPO group',
+        tags: ['verifier'],
+        body: {
+          type: 'object',
+          required: ['question', 'samples'],
+          additionalProperties: false,
+          properties: {
+            question: S.question,
+            schema: S.schemaText,
+            db_id: S.dbId,
+            gold: { ...S.sqlString, description: 'reference SQL; with db_id adds the terminal execution reward' },
+            samples: { type: 'array', minItems: 1, maxItems: 64, items: { type: 'string', maxLength: S.sqlString.maxLength }, description: 'one GRPO group of generated SQL' },
+            gamma: { type: 'number', minimum: 0, maximum: 1, default: DEFAULTS.gamma },
+            execution_weight: { type: 'number', minimum: -1000, maximum: 1000, default: DEFAULTS.execution_weight },
+            clause_weight: { type: 'number', minimum: -1000, maximum: 1000, default: DEFAULTS.clause_weight },
+          },
+        },
+        response: {
+          200: {
+            type: 'object',
+            required: ['samples', 'gamma', 'clause_weight', 'execution_weight'],
+            properties: {
+              samples: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  required: ['index', 'clauses', 'total'],
+                  properties: {
+                    index: { type: 'integer' },
+                    clauses: { type: 'array', items: clauseOut },
+                    execution_reward: { type: 'number', description: `1 match, 0 mismatch, ${EXECUTION_ERROR_REWARD} when it fails to run` },
+                    execution_error: { type: 'string' },
+                    total: { type: 'number', description: 'return_to_go of the first clause' },
+                    parsed: { type: 'boolean' },
+                    error: { type: 'string', description: 'why the PRM could not score the sample (its clause scores count as 0)' },
+                  },
+                },
+              },
+              gamma: { type: 'number' },
+              clause_weight: { type: 'number' },
+              execution_weight: { type: 'number' },
+              model: { type: 'string' },
+              timing: S.timingOut,
+            },
+          },
+          ...S.errorResponses,
+        },
+      },
+    },
+    async (req) => {
+      const t0 = performance.now();
+      const b = req.body;
+      const scorer = requireScorer(app);
+      if (b.gold !== undefined && b.db_id === undefined) {
+        throw new HttpError(422, 'invalid_value', 'gold needs a db_id to execute against', 'db_id');
+      }
+      const ctx = resolveContext(app, b);
+      const opts = {
+        gamma: b.gamma ?? DEFAULTS.gamma,
+        clauseWeight: b.clause_weight ?? DEFAULTS.clause_weight,
+        executionWeight: b.execution_weight ?? DEFAULTS.execution_weight,
+      };
+      const scoring = scorer.score(b.question, ctx.schema, b.samples);
+      const executing = b.gold !== undefined && ctx.dbPath ? executeAll(app, ctx.dbPath, [b.gold, ...b.samples]) : null;
+      const [s, e] = await Promise.allSettled([scoring, executing ?? Promise.resolve(null)]);
+      if (s.status === 'rejected') throw s.reason;
+      if (e.status === 'rejected') throw e.reason;
+      const { candidates, timing } = s.value;
+
+      let execution: (number | undefined)[] = b.samples.map(() => undefined);
+      const execErrors: (string | undefined)[] = b.samples.map(() => undefined);
+      if (e.value) {
+        const [gold, ...preds] = e.value.results;
+        if (!gold!.ok) throw new HttpError(422, 'invalid_value', `gold does not run: ${gold!.code}: ${gold!.error}`, 'gold');
+        const ordered = hasTopLevelOrderBy(b.gold!);
+        execution = preds.map((r, i) => {
+          if (!r.ok) {
+            execErrors[i] = `${r.code}: ${r.error}`;
+            return EXECUTION_ERROR_REWARD;
+          }
+          return resultsMatch(gold!, r, ordered) ? 1 : 0;
+        });
+      }
+      // A sample the PRM cannot score (e.g. longer than the model's context) keeps its clauses with
+      // score 0, the most pessimistic value, and says why.
+      const prm = candidates.map((c) => c.units.map((u) => (Number.isFinite(u.score) ? u.score : 0)));
+      const rewards = groupRewards(prm.map((p, i) => ({ prm: p, ...(execution[i] !== undefined ? { execution: execution[i] } : {}) })), opts);
+
+      const samples = candidates.map((c, i) => {
+        const r = rewards[i]!;
+        return {
+          index: i,
+          clauses: c.units.map((u, k) => ({
+            kind: u.kind, text: u.text, start: u.start, end: u.end,
+            score: num(u.score), reward: r.rewards[k]!, return_to_go: r.returnToGo[k]!, advantage: r.advantages[k]!,
+          })),
+          ...(execution[i] !== undefined ? { execution_reward: execution[i] } : {}),
+          ...(execErrors[i] ? { execution_error: execErrors[i] } : {}),
+          total: r.total,
+          parsed: c.parsed,
+          ...(c.error ? { error: c.error } : {}),
+        };
+      });
+      return {
+        samples,
+        gamma: opts.gamma,
+        clause_weight: opts.clauseWeight,
+        execution_weight: opts.executionWeight,
+        model: app.caper.model?.manifest.name ?? '',
+        timing: {
+          tokenize_ms: round(timing.tokenize_ms),
+          queue_ms: round(timing.queue_ms),
+          inference_ms: round(timing.inference_ms),
+          execution_ms: round(e.value ? e.value.ms : 0),
+          total_ms: round(performance.now() - t0),
+        },
+      };
+    },
+  );
+}
