@@ -67,7 +67,16 @@ function sameEntry(a: { table: string; alias: string | null }, b: { table: strin
   return a.table === b.table && a.alias === b.alias;
 }
 
-function setColumn(n: TreeNode, qualifier: string | null, name: string): void {
+/** The new name in the author's case convention (all lower, all upper), so case is no tell. */
+function styleLike(written: string, name: string): string {
+  if (written === written.toLowerCase()) return name.toLowerCase();
+  if (written === written.toUpperCase()) return name.toUpperCase();
+  return name;
+}
+
+function setColumn(n: TreeNode, qualifier: string | null, name0: string): void {
+  const written = typeof n.attrs?.name === 'string' ? (n.attrs.name as string) : n.label;
+  const name = styleLike(written, name0);
   n.label = (qualifier ? `${qualifier}.${name}` : name).toLowerCase();
   n.attrs = qualifier ? { ...(n.attrs ?? {}), qualifier, name } : { ...(n.attrs ?? {}), name };
   if (!qualifier && n.attrs) delete n.attrs.qualifier;

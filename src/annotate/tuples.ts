@@ -35,6 +35,8 @@ export interface AnnotateOptions {
   selfCheck?: boolean;
   /** Only the first N questions (benchmarks, tests). */
   limit?: number;
+  /** Share of questions that also get a WITH-wrapped variant with one mutant inside the CTE (default 0.05). */
+  cteShare?: number;
   timeoutMs?: number;
   /** Receives every output line, in question order. */
   write?: (line: string) => void;
@@ -127,6 +129,7 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
   const s = emptySummary();
   const n = Math.max(0, Math.floor(o.mutantsPerQuery ?? 6));
   const seed = o.seed ?? 1;
+  const cteShare = typeof o.cteShare === 'number' && o.cteShare >= 0 ? o.cteShare : 0.05;
   const { alpha, sigma } = propagationParams({ alpha: o.alpha, sigma: o.sigma });
   const write = o.write ?? (() => {});
   let questions = loadQuestionsFile(o.dataDir);
@@ -202,6 +205,22 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
       await fetchValues(exec, db.path, db.schema, literalColumns(split, db.schema), db.values);
       const rng = seededFor(seed, qi);
       const mutants = await makeMutants({ sql: q.query, split, dbPath: db.path, exec, schema: db.schema, values: db.values, gold, rng, n }, stats);
+      // Spider has no WITH queries, yet users' SQL does: a few questions also appear as
+      // `WITH q AS (<gold>) SELECT * FROM q`, with one fault injected inside the CTE body.
+      if (!o.selfCheck && rng.next() < cteShare) {
+        let name = 'q';
+        while (db.schema.tables.has(name)) name += '_';
+        const wsql = `WITH ${name} AS (${q.query.replace(/[\s;]+$/, '')}) SELECT * FROM ${name}`;
+        const wsplit = splitSql(wsql);
+        const wtops = topUnits(wsplit);
+        if (wsplit.tree && wtops[0]?.kind === 'WITH') {
+          const wgold = await exec.run(db.path, wsql);
+          if (wgold.ok) {
+            const wm = await makeMutants({ sql: wsql, split: wsplit, dbPath: db.path, exec, schema: db.schema, values: db.values, gold: wgold, rng, n: 1 }, stats);
+            for (const m of wm) out.push(...faultRecords(m, wsplit, wgold, base, alpha, sigma, s));
+          }
+        }
+      }
       for (const m of mutants) {
         if (o.selfCheck) {
           const rc = await rootCauseDetail(m.sql, q.query, db.path, exec, { alpha, sigma, predSplit: m.split, goldSplit: split });
