@@ -403,3 +403,17 @@ test('constructs the tree does not model fail softly: units stay, ok is false', 
   const q = split('SELECT t.from FROM t');
   assert.deepEqual(kinds(q.units), ['SELECT', 'FROM']);
 });
+
+test('pathological input is refused quickly, with exact units and no throw', () => {
+  const deep = 'SELECT a FROM t WHERE x IN ' + '(SELECT a FROM t WHERE x IN '.repeat(2000) + '(1)' + ')'.repeat(2000);
+  const t0 = Date.now();
+  const r = split(deep);
+  assert.equal(r.ok, false);
+  assert.match(r.error!, /nested deeper/);
+  assert.ok(Math.max(...r.units.map((u) => u.depth)) <= 48);
+  const long = 'SELECT a FROM t WHERE ' + Array.from({ length: 9000 }, (_, i) => `c${i} = ${i}`).join(' AND ');
+  const r2 = split(long);
+  assert.equal(r2.ok, false);
+  assert.deepEqual(kinds(r2.units), ['SELECT', 'FROM', 'WHERE']);
+  assert.ok(Date.now() - t0 < 20_000, 'guards should answer in well under 20 s');
+});

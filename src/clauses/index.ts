@@ -2,7 +2,10 @@
 // normalized tree (when the SQL parses), render trees back to SQLite SQL.
 import type { ClauseUnit, NodeKind, SplitResult, TreeNode } from './types.js';
 import { tokenize } from './lexer.js';
-import { segmentQuery } from './segment.js';
+import { MAX_DEPTH, segmentQuery } from './segment.js';
+
+/** Longest SQL (in characters) that gets a tree; longer input still gets clause units. */
+export const MAX_TREE_CHARS = 100_000;
 import { buildQuery, cloneNode, finishTree, mk, renderTree, walkTree, type BuildEnv } from './tree.js';
 
 export type { ClauseKind, ClauseUnit, NodeKind, SplitResult, TreeNode } from './types.js';
@@ -18,13 +21,20 @@ export { quoteIdent } from './tree.js';
 export function splitSql(sql: string, opts?: { tree?: boolean }): SplitResult {
   const wantTree = opts?.tree !== false;
   if (typeof sql !== 'string') return { sql: String(sql), ok: false, error: 'sql must be a string', units: [] };
-  let units: ClauseUnit[] = [];
+  const units: ClauseUnit[] = [];
   try {
     const toks = tokenize(sql);
-    const q = segmentQuery(toks, 0, toks.length, 0, -1, units);
-    for (const u of units) u.text = sql.slice(u.start, u.end);
+    let q: ReturnType<typeof segmentQuery>;
+    try {
+      q = segmentQuery(toks, 0, toks.length, 0, -1, units);
+    } finally {
+      for (const u of units) u.text = sql.slice(u.start, u.end);
+    }
     if (!q) return { sql, ok: false, error: 'no SQL clause keyword found', units };
     if (!wantTree) return { sql, ok: true, units };
+    // Guards for the HTTP service: the parser is recursive and superlinear on pathological input.
+    if (q.truncated) return { sql, ok: false, error: `subqueries nested deeper than ${MAX_DEPTH} levels`, units };
+    if (sql.length > MAX_TREE_CHARS) return { sql, ok: false, error: `SQL longer than ${MAX_TREE_CHARS} characters is not parsed`, units };
     const env: BuildEnv = { sql, toks, units, dialects: new Set() };
     let query: TreeNode;
     try {

@@ -47,9 +47,15 @@ export interface QueryInfo {
   /** Token index range [t0, t1) the query was segmented from. */
   t0: number;
   t1: number;
+  /** Set when some subquery below lies deeper than MAX_DEPTH and got no units. */
+  truncated?: boolean;
 }
 
 const SETOPS = new Set(['UNION', 'INTERSECT', 'EXCEPT']);
+
+/** Subqueries nested deeper than this stay inside their parent unit's text (no own units); real
+ * SQL never comes close, and unbounded recursion would let one request exhaust the stack. */
+export const MAX_DEPTH = 48;
 
 interface Boundary {
   kind: ClauseKind;
@@ -191,7 +197,14 @@ export function segmentQuery(
       if (nx < 0 || toks[nx]!.type !== 'word' || (toks[nx]!.upper !== 'SELECT' && toks[nx]!.upper !== 'WITH')) continue;
       const close = matchParen(toks, k, endTok + 1);
       const innerEnd = close < 0 ? endTok + 1 : close;
+      if (depth + 1 > MAX_DEPTH) {
+        q.truncated = true;
+        if (close < 0) break;
+        k = close;
+        continue;
+      }
       const sub = segmentQuery(toks, k + 1, innerEnd, depth + 1, idx, units);
+      if (sub?.truncated) q.truncated = true;
       if (sub) {
         arm.subqueries.push({
           open: t.start, close: close < 0 ? toks[endTok]!.end : toks[close]!.start, unit: idx, query: sub,

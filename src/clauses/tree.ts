@@ -442,6 +442,18 @@ function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
   return mk('select', 'SELECT', clauses);
 }
 
+/** Index of the first token that ends after `offset` (tokens tile the input in order). */
+function tokenAt(toks: Token[], offset: number): number {
+  let lo = 0;
+  let hi = toks.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (toks[mid]!.end <= offset) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /** Arm text handed to the parser: subqueries become placeholders, comments become spaces and
  * [bracket] identifiers become `backtick` ones (node-sql-parser's sqlite grammar lacks them). */
 function armText(ctx: { sql: string; toks: Token[] }, arm: ArmInfo): string {
@@ -449,9 +461,8 @@ function armText(ctx: { sql: string; toks: Token[] }, arm: ArmInfo): string {
   let out = '';
   let si = 0;
   const subs = [...arm.subqueries].sort((a, b) => a.open - b.open);
-  for (let k = 0; k < toks.length; k++) {
+  for (let k = tokenAt(toks, arm.start); k < toks.length; k++) {
     const t = toks[k]!;
-    if (t.end <= arm.start) continue;
     if (t.start >= arm.end) break;
     const sub = subs[si];
     if (sub && t.start === sub.open) {
@@ -512,8 +523,8 @@ export function buildQuery(q: QueryInfo, env: BuildEnv): TreeNode {
     const text = armText(env, arm);
     const dquoted = new Set<string>();
     const squoted = new Set<string>();
-    for (const t of env.toks) {
-      if (t.start < arm.start || t.end > arm.end) continue;
+    for (let k = tokenAt(env.toks, arm.start); k < env.toks.length && env.toks[k]!.end <= arm.end; k++) {
+      const t = env.toks[k]!;
       if (t.type === 'dquote') dquoted.add(identName(t) ?? '');
       else if (t.type === 'string') squoted.add(t.text.slice(1, -1).replace(/''/g, "'"));
     }
@@ -533,7 +544,7 @@ export function buildQuery(q: QueryInfo, env: BuildEnv): TreeNode {
         },
         subSpan: (k) => {
           const s = subs[k]!;
-          const closeTok = env.toks.find((t) => t.start === s.close);
+          const closeTok = env.toks[tokenAt(env.toks, s.close)];
           return [s.open, closeTok && closeTok.text === ')' ? s.close + 1 : s.close];
         },
       };
@@ -545,9 +556,11 @@ export function buildQuery(q: QueryInfo, env: BuildEnv): TreeNode {
   let acc = arms[0]!;
   for (let k = 0; k < q.setops.length; k++) {
     const u = env.units[q.setops[k]!]!;
-    const label = env.toks
-      .filter((t) => t.start >= u.start && t.end <= u.end && t.type === 'word')
-      .map((t) => t.upper).join(' ');
+    const words: string[] = [];
+    for (let i = tokenAt(env.toks, u.start); i < env.toks.length && env.toks[i]!.end <= u.end; i++) {
+      if (env.toks[i]!.type === 'word') words.push(env.toks[i]!.upper);
+    }
+    const label = words.join(' ');
     const s = mk('setop', label, [acc, arms[k + 1]!]);
     s.unit = q.setops[k]!;
     s.span = [acc.span![0], arms[k + 1]!.span![1]];
@@ -584,9 +597,15 @@ function assignSpans(root: TreeNode, env: BuildEnv): void {
   const owner = new Int32Array(toks.length).fill(-1);
   for (let u = 0; u < units.length; u++) {
     const un = units[u]!;
-    for (let k = 0; k < toks.length; k++) {
-      if (toks[k]!.start >= un.start && toks[k]!.end <= un.end) owner[k] = u;
+    // Tokens are sorted by start: binary search the first one of the unit.
+    let lo = 0;
+    let hi = toks.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (toks[mid]!.start < un.start) lo = mid + 1;
+      else hi = mid;
     }
+    for (let k = lo; k < toks.length && toks[k]!.end <= un.end; k++) owner[k] = u;
   }
   const sigByUnit = new Map<number, number[]>();
   for (let k = 0; k < toks.length; k++) {
