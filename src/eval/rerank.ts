@@ -11,7 +11,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs, flagString, flagNumber } from '../commands/args.js';
 import { loadQuestions, resolvePool, loadPredictions, dbPath } from './spider.js';
-import { rerank, STRATEGIES, HYBRID_LAMBDA, candidateScore, type Strategy, type CandidateScoreMode } from '../scoring/rerank.js';
+import { rerank, STRATEGIES, HYBRID_LAMBDA, RESULT_COLUMNS, candidateScore, type Strategy, type CandidateScoreMode } from '../scoring/rerank.js';
 
 const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid
        [--model DIR] [--device auto|cuda|cpu] [--out PICKS.jsonl] [--facts FILE] [--lambda X]
@@ -68,7 +68,7 @@ export function summarize(facts: Facts, opts: { lambda?: number; score?: Candida
   return { n, ex, perSystem, bestSingle: best, oracle };
 }
 
-async function computeFacts(dataDir: string, systems: string[], modelDir: string, device: 'auto' | 'cuda' | 'cpu', limit: number, timeoutMs: number): Promise<Facts> {
+export async function computeFacts(dataDir: string, systems: string[], modelDir: string, device: 'auto' | 'cuda' | 'cpu', limit: number, timeoutMs: number): Promise<Facts> {
   const { loadModel } = await import('../scoring/onnx.js');
   const { Scorer } = await import('../scoring/scorer.js');
   const { SqlExecutor } = await import('../annotate/executor.js');
@@ -110,8 +110,8 @@ async function computeFacts(dataDir: string, systems: string[], modelDir: string
       ]);
       out[qi] = {
         db_id: q.db_id,
-        keys: results.map((r) => (r.ok ? resultKey(r, false) : null)),
-        correct: results.map((r) => resultsMatch(gold, r, false)),
+        keys: results.map((r) => (r.ok ? resultKey(r, false, { columns: RESULT_COLUMNS }) : null)),
+        correct: results.map((r) => resultsMatch(gold, r, false, { columns: RESULT_COLUMNS })),
         clauseScores: scored.candidates.map((c) => c.units.map((u) => u.score)),
       };
       done++;

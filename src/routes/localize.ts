@@ -5,6 +5,7 @@ import * as S from './schemas.js';
 import { HttpError } from './context.js';
 import { requireScorer, resolveContext, num, round } from './service.js';
 import { warningOf } from './rerank.js';
+import { RESULT_COLUMNS } from '../scoring/rerank.js';
 import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
 import type { SqlExecutor } from '../annotate/executor.js';
 
@@ -160,7 +161,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         const ex = app.caper.executor;
         const [pr, gr] = await Promise.all([ex.run(ctx.dbPath, b.sql), ex.run(ctx.dbPath, b.gold)]);
         if (!gr.ok) throw new HttpError(422, 'invalid_value', `gold does not run: ${gr.code}: ${gr.error}`, 'gold');
-        out.gold_match = resultsMatch(gr, pr, hasTopLevelOrderBy(b.gold));
+        out.gold_match = resultsMatch(gr, pr, hasTopLevelOrderBy(b.gold), { columns: RESULT_COLUMNS });
         let mod: CounterfactualModule | null = null;
         try {
           mod = (await import(COUNTERFACTUAL_MODULE)) as CounterfactualModule;

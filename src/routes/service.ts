@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { HttpError } from './context.js';
 import type { Scorer, ScoredCandidate } from '../scoring/scorer.js';
-import { rerank, type Strategy, type RerankOutput } from '../scoring/rerank.js';
+import { rerank, RESULT_COLUMNS, type Strategy, type RerankOutput } from '../scoring/rerank.js';
 import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
 import type { ExecResult } from '../annotate/executor.js';
 import { resultKey } from '../annotate/equivalence.js';
@@ -99,7 +99,7 @@ export async function scoreAndRank(
   const ranking = rerank(
     candidates.map((c, i) => ({
       score: c.score,
-      ...(exec ? { execKey: exec[i]!.ok ? resultKey(exec[i]!, false) : null } : {}),
+      ...(exec ? { execKey: exec[i]!.ok ? resultKey(exec[i]!, false, { columns: RESULT_COLUMNS }) : null } : {}),
     })),
     strategy,
   );

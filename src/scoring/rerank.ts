@@ -27,6 +27,13 @@
 export type Strategy = 'prm' | 'vote' | 'hybrid';
 export const STRATEGIES: readonly Strategy[] = ['prm', 'vote', 'hybrid'];
 
+/**
+ * How execution results are compared, for grouping and for EX: 'strict' = same columns in the
+ * same order and the same multiset of rows (the data README's definition, so vote/best-single
+ * figures line up with its reference table); 'free' would also accept permuted columns.
+ */
+export const RESULT_COLUMNS: 'strict' | 'free' = 'strict';
+
 /** Chosen on dev-open pool8 with `caper eval rerank` (bench/results/rerank.md). */
 export const HYBRID_LAMBDA = 1.5;
 
