@@ -110,6 +110,30 @@ test('a never-ending query is stopped by the timeout and the pool keeps working'
   rmSync(dir, { recursive: true, force: true });
 });
 
+test('a worker that dies mid-query answers that query with an error and loses no other query', async () => {
+  const { dir, db } = fixture();
+  const ex = new SqlExecutor({ workers: 1, timeoutMs: 20000 });
+  try {
+    await ex.run(db, 'SELECT 1');
+    const [pid] = ex.workerPids();
+    assert.ok(pid);
+    const slow = ex.run(db, 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c');
+    const queued = [ex.run(db, 'SELECT count(*) FROM singer'), ex.run(db, 'SELECT min(age) FROM singer')];
+    await new Promise((r) => setTimeout(r, 200));
+    process.kill(pid!, 'SIGKILL');
+    const r = await slow;
+    assert.equal(r.ok, false);
+    if (!r.ok) assert.equal(r.code, 'sql_error');
+    const [a, b] = await Promise.all(queued);
+    assert.deepEqual(a!.ok && a!.rows, [[4]]);
+    assert.deepEqual(b!.ok && b!.rows, [[25]]);
+    assert.notEqual(ex.workerPids()[0], pid);
+  } finally {
+    await ex.close();
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
 test('results are cached per (db, sql) and run() after close answers without rejecting', async () => {
   const { dir, db } = fixture();
   const ex = new SqlExecutor({ workers: 1 });

@@ -111,3 +111,6 @@ process.on('message', (msg: Job) => {
 });
 // The parent going away must take us with it, or an orphan could keep running a long query.
 process.on('disconnect', () => process.exit(0));
+// Queries are sent only after this, so that start-up time (slow on a loaded machine) is never
+// charged to a query's timeout.
+process.send?.({ ready: true });

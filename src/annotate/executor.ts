@@ -125,6 +125,9 @@ interface Slot {
   /** Consecutive deaths without a completed job; at 5 the slot rests for a second. */
   failures: number;
   restUntil: number;
+  /** The child has loaded and said so; jobs (and their timers) start only then. */
+  ready: boolean;
+  bootTimer: NodeJS.Timeout | null;
 }
 
 type Reply =
@@ -208,6 +211,16 @@ export class SqlExecutor {
     return p;
   }
 
+  /** Process ids of the live children (observability; tests kill one to prove crash recovery). */
+  workerPids(): number[] {
+    return this.slots.map((s) => s.child?.pid).filter((p): p is number => typeof p === 'number');
+  }
+
+  /** Queries waiting for a free worker. */
+  get queued(): number {
+    return this.queue.length;
+  }
+
   /** Kills the children; queries still queued or running answer with an error. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -251,18 +264,36 @@ export class SqlExecutor {
       return;
     }
     slot.child = child;
+    slot.ready = false;
+    // A child that never reports ready (hung start) is killed and counted as a failure.
+    slot.bootTimer = setTimeout(() => {
+      if (slot.child === child && !slot.ready) {
+        slot.failures++;
+        slot.restUntil = performance.now() + 1000;
+        child.kill('SIGKILL');
+      }
+    }, 30_000);
+    slot.bootTimer.unref();
     // Idle children must not keep the caller's process alive; a running job holds a timer.
     child.unref();
     child.channel?.unref();
-    child.on('message', (m: Reply) => this.onReply(slot, child, m));
+    child.on('message', (m: Reply | { ready: true }) => this.onReply(slot, child, m));
     child.on('exit', (code, signal) => this.onExit(slot, child, code, signal));
     child.on('error', () => {
       /* 'exit' follows and does the bookkeeping */
     });
   }
 
-  private onReply(slot: Slot, child: ChildProcess, m: Reply): void {
-    if (slot.child !== child || !slot.job || slot.job.id !== m.id) return;
+  private onReply(slot: Slot, child: ChildProcess, m: Reply | { ready: true }): void {
+    if (slot.child !== child) return;
+    if ('ready' in m) {
+      slot.ready = true;
+      if (slot.bootTimer) clearTimeout(slot.bootTimer);
+      slot.bootTimer = null;
+      this.pump();
+      return;
+    }
+    if (!slot.job || slot.job.id !== m.id) return;
     const job = slot.job;
     clearTimeout(job.timer);
     slot.job = null;
@@ -280,6 +311,14 @@ export class SqlExecutor {
   private onExit(slot: Slot, child: ChildProcess, code: number | null, signal: string | null): void {
     if (slot.child !== child) return;
     slot.child = null;
+    if (slot.bootTimer) clearTimeout(slot.bootTimer);
+    slot.bootTimer = null;
+    if (!slot.ready && !slot.job) {
+      // Died while starting: counts toward the rest period so a broken install cannot spin.
+      slot.failures++;
+      if (slot.failures >= 5) slot.restUntil = performance.now() + 1000;
+    }
+    slot.ready = false;
     if (slot.job) {
       const job = slot.job;
       clearTimeout(job.timer);
@@ -303,6 +342,7 @@ export class SqlExecutor {
     this.stats.timeouts++;
     const child = slot.child;
     slot.child = null; // its 'exit' is now ignored; the slot gets a fresh child on the next pump
+    slot.ready = false;
     child?.kill('SIGKILL');
     this.finish(job, { ok: false, code: 'timeout', error: `query exceeded ${this.timeoutMs} ms`, ms: performance.now() - job.started }, true);
     this.pump();
@@ -326,9 +366,30 @@ export class SqlExecutor {
     job.resolve(r);
   }
 
+  /** Children keep the caller's process alive exactly while there is work queued or running. */
+  private updateRefs(): void {
+    const busy = this.queue.length > 0 || this.slots.some((s) => s.job !== null);
+    for (const s of this.slots) {
+      const c = s.child;
+      if (!c) continue;
+      if (busy) {
+        c.ref();
+        c.channel?.ref();
+      } else {
+        c.unref();
+        c.channel?.unref();
+      }
+    }
+  }
+
   private pump(): void {
+    this.pumpInner();
+    this.updateRefs();
+  }
+
+  private pumpInner(): void {
     if (this.closed) return;
-    while (this.slots.length < this.nWorkers) this.slots.push({ child: null, job: null, failures: 0, restUntil: 0 });
+    while (this.slots.length < this.nWorkers) this.slots.push({ child: null, job: null, failures: 0, restUntil: 0, ready: false, bootTimer: null });
     for (const slot of this.slots) {
       if (this.queue.length === 0) return;
       if (slot.job) continue;
@@ -337,6 +398,7 @@ export class SqlExecutor {
         this.spawn(slot);
         if (!slot.child) continue;
       }
+      if (!slot.ready) continue;
       const p = this.queue.shift()!;
       const id = this.nextId++;
       const child = slot.child!;
