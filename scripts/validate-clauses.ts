@@ -17,7 +17,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
-import { renderSql, splitSql, topUnits } from '../src/clauses/index.js';
+import { renderSql, splitSql, topUnits, walk } from '../src/clauses/index.js';
 import type { SplitResult } from '../src/clauses/types.js';
 import { SqlExecutor, type ExecResult } from '../src/annotate/executor.js';
 
@@ -40,10 +40,13 @@ interface Counts {
   pyExecutes: number;
   pyParsed: number;
   pySame: number;
+  /** Parsed statements whose rendering re-parses to a tree of the same kinds and labels. */
+  stable: number;
+  parsedAll: number;
 }
 
 function newCounts(): Counts {
-  return { lines: 0, spanOk: 0, noDb: 0, executes: 0, parsed: 0, rendered: 0, same: 0, pyExecutes: 0, pyParsed: 0, pySame: 0 };
+  return { lines: 0, spanOk: 0, noDb: 0, executes: 0, parsed: 0, rendered: 0, same: 0, pyExecutes: 0, pyParsed: 0, pySame: 0, stable: 0, parsedAll: 0 };
 }
 
 type PyResult = { ok: true; ncols: number; nrows: number; ordered: string; unordered: string } | { ok: false; error: string };
@@ -202,6 +205,17 @@ async function main(): Promise<number> {
     const sp = spanProblem(r);
     if (sp === '') bump(it.source, 'spanOk');
     else failures.push({ stage: 'span', source: it.source, line: it.line, sql: it.sql, error: sp });
+    if (r.ok && r.tree) {
+      bump(it.source, 'parsedAll');
+      try {
+        const again = splitSql(renderSql(r.tree));
+        const shape = (t: typeof r.tree): string => walk(t!).map((n) => `${n.kind}:${n.label}`).join(' ');
+        if (again.tree && shape(again.tree) === shape(r.tree)) bump(it.source, 'stable');
+        else failures.push({ stage: 'reparse', source: it.source, line: it.line, sql: it.sql, error: again.error ?? 'different tree' });
+      } catch (e) {
+        failures.push({ stage: 'reparse', source: it.source, line: it.line, sql: it.sql, error: String(e) });
+      }
+    }
     if (!it.db) {
       bump(it.source, 'noDb');
       return;
@@ -274,6 +288,7 @@ async function main(): Promise<number> {
       [...[...bySource].map(([k, c]) => prow(k, c)), prow('**all**', total)].join('\n');
   }
   console.log(table);
+  console.log(`\nre-parse stable: ${total.stable}/${total.parsedAll} (${pct(total.stable, total.parsedAll)})`);
   console.log(`\n${items.length} statements in ${secs.toFixed(1)} s; failures: ${failures.length}`);
   const byStage = new Map<string, number>();
   for (const f of failures) byStage.set(String(f.stage), (byStage.get(String(f.stage)) ?? 0) + 1);
@@ -295,6 +310,10 @@ Command: \`node dist/scripts/validate-clauses.js --data ${data}${noExec ? ' --no
 - Train examples whose database is absent (\`no db\`) are skipped for execution.
 
 ${table}
+
+Round trip without a database: of the ${total.parsedAll} statements that parse (with or without a
+database), ${total.stable} (${pct(total.stable, total.parsedAll)}) render to SQL that parses back to a tree
+with the same node kinds and labels.
 
 Thresholds (issue 2), better-sqlite3: parse >= 99.5% of executing statements: **${pct(total.parsed, total.executes)}**;
 render-same >= 99.5% of parsed: **${pct(total.same, total.parsed)}**.${py ? `
