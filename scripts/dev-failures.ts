@@ -36,7 +36,7 @@ async function main(): Promise<number> {
       const pred = lines[i] ?? '';
       const [g, p] = await Promise.all([exec.run(db, q.query), exec.run(db, pred)]);
       const ordered = hasTopLevelOrderBy(q.query);
-      if (resultsMatch(g, p, ordered, { columns: 'strict' })) st.exStrict++;
+      if (resultsMatch(g, p, false, { columns: 'strict' })) st.exStrict++;
       if (resultsMatch(g, p, ordered)) {
         st.ex++;
         return;
@@ -82,14 +82,15 @@ Repair moves execution toward gold for ${improves} (${pct(improves, rootCauses)}
 ${kinds.map((k) => `| ${k} | ${byClause[k]} | ${pct(byClause[k]!, rootCauses)}% |`).join('\n')}
 
 ## Per system
-| system | EX (test-suite) | EX (strict column order) | failures | ${kinds.join(' | ')} | repair improves |
+| system | EX (test-suite) | EX (README convention) | failures | ${kinds.join(' | ')} | repair improves |
 |---|---:|---:|---:|${kinds.map(() => '---:').join('|')}|---:|
 ${pool.map((s) => {
   const st = perSystem[s]!;
   return `| ${s} | ${pct(st.ex, qs.length)} | ${pct(st.exStrict, qs.length)} | ${st.failures} | ${kinds.map((k) => st.byClause[k] ?? 0).join(' | ')} | ${st.improves} |`;
 }).join('\n')}
 
-Strict column order is the convention of the data README's reference figures (din-sql-gpt4 78.8).
+README convention: columns in written order, rows always as a multiset; it reproduces the data README's
+reference figure for din-sql-gpt4 (78.8).
 
 ## How the blamed clause relates to gold
 | slot | count |
