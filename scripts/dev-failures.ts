@@ -27,6 +27,8 @@ async function main(): Promise<number> {
   let rootCauses = 0;
   let improves = 0;
   let noCause = 0;
+  let scopeBlocked = 0;
+  const scopeByClause: Record<string, number> = {};
   const examples: { system: string; index: number; clause: ClauseKind; pred: string; gold: string; repaired: string }[] = [];
   for (const sys of pool) {
     const lines = readFileSync(join(data, 'predictions', `${sys}.sql`), 'utf8').split('\n');
@@ -53,6 +55,10 @@ async function main(): Promise<number> {
       st.byClause[rc.kind] = (st.byClause[rc.kind] ?? 0) + 1;
       bySlot[rc.slot] = (bySlot[rc.slot] ?? 0) + 1;
       byNode[rc.node.kind] = (byNode[rc.node.kind] ?? 0) + 1;
+      if (rc.needsTables.length > 0) {
+        scopeBlocked++;
+        scopeByClause[rc.kind] = (scopeByClause[rc.kind] ?? 0) + 1;
+      }
       if (rc.repairImproves) {
         improves++;
         st.improves++;
@@ -75,6 +81,9 @@ written order, whose meaning differs from gold's.
 Failures: ${failures} of ${pool.length * qs.length} predictions; root cause found for ${rootCauses}
 (${noCause} without: every aligned clause has the same meaning yet results differ, or nothing to align).
 Repair moves execution toward gold for ${improves} (${pct(improves, rootCauses)}%).
+For ${scopeBlocked} root causes (${pct(scopeBlocked, rootCauses)}%) gold's version of the blamed clause reads a table
+the prediction's FROM lacks: the clause is blamed because it is written first, but it cannot be
+repaired alone (its names are bound by FROM). By clause: ${Object.entries(scopeByClause).map(([k, v]) => `${k} ${v}`).join(', ')}.
 
 ## Root-cause clause distribution
 | clause | failures | share |
@@ -107,7 +116,7 @@ ${examples.map((e) => `- ${e.system} #${e.index}, blamed ${e.clause}\n  - pred: 
 `;
   mkdirSync('bench/results', { recursive: true });
   writeFileSync('bench/results/dev-failures.md', md);
-  writeFileSync('bench/results/dev-failures.json', JSON.stringify({ pool, failures, rootCauses, noCause, improves, byClause, bySlot, byNode, perSystem, seconds: +secs.toFixed(1) }, null, 2) + '\n');
+  writeFileSync('bench/results/dev-failures.json', JSON.stringify({ pool, failures, rootCauses, noCause, improves, scopeBlocked, scopeByClause, byClause, bySlot, byNode, perSystem, seconds: +secs.toFixed(1) }, null, 2) + '\n');
   console.log(`failures ${failures}, root causes ${rootCauses}, repair improves ${improves}`);
   console.log(kinds.map((k) => `${k}=${byClause[k]}`).join(' '));
   console.log('wrote bench/results/dev-failures.md');

@@ -60,6 +60,9 @@ export interface RootCauseDetail extends RootCause {
   repairedResult: ExecResult | null;
   /** Similarity of the prediction's result to gold's, as defined in step 4. */
   predSimilarity: number;
+  /** Tables gold's version of the blamed clause reads that the prediction's FROM (same arm) lacks:
+   * non-empty means the clause cannot be repaired alone (its names are bound by FROM, written later). */
+  needsTables: string[];
 }
 
 const ARM_ORDER: ClauseKind[] = ['WITH', 'SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT'];
@@ -547,8 +550,22 @@ export async function rootCauseDetail(pred: string, gold: string, dbPath: string
   const node = vStar
     ? { id: vStar.id, kind: vStar.kind, label: vStar.label, span: vStar.span ? ([vStar.span[0], vStar.span[1]] as [number, number]) : undefined }
     : { id: -1, kind: 'clause', label: u.kind, span: [u.start, u.end] as [number, number] };
+  const needsTables: string[] = [];
+  if (hit.g >= 0 && hit.kind !== 'SETOP' && hit.kind !== 'FROM' && schema) {
+    const gNode = clauseNodeFor(gs, hit.g);
+    const pAnchor = clauseNodeFor(ps, armsOf(pu)[hit.arm]?.units[0] ?? -1);
+    const pSel = pAnchor?.parent;
+    if (gNode && pSel && pSel.kind === 'select') {
+      const have = new Set(scopeOf(pSel).map((e) => e.table));
+      for (const n of walk(gNode)) {
+        if (n.kind !== 'column') continue;
+        const r = resolveColumn(n, schema);
+        if (r && enclosingSelect(n) === gNode.parent && !have.has(r.table) && !needsTables.includes(r.table)) needsTables.push(r.table);
+      }
+    }
+  }
   return {
     unitIndex, kind: u.kind, node, editScript, clauseRewards, repairedSql, repairImproves,
-    slot: slotKind, predResult, goldResult, repairedResult, predSimilarity: predSim,
+    slot: slotKind, predResult, goldResult, repairedResult, predSimilarity: predSim, needsTables,
   };
 }
