@@ -22,7 +22,7 @@ import torch
 from .data import build_dataset, corpus_texts
 from .model import PRESETS, RewardModel, qwen2_config
 from .tok import CaperTokenizer, train_tokenizer
-from .train import collate, compute_loss, make_batches
+from .train import ROW_TOKENS, collate, collate_rows, compute_loss, make_batches, make_row_batches
 
 CLAUSE_RE = re.compile(r"\b(FROM|WHERE|GROUP BY|HAVING|ORDER BY|LIMIT|UNION|INTERSECT|EXCEPT)\b", re.I)
 
@@ -97,12 +97,17 @@ def measure(cfg: dict, vocab: int, items: list, steps: int, batch_size: int, see
     model = RewardModel(Qwen2Model(c), c.hidden_size).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     args = argparse.Namespace(pref_form="weighted", loss="pref+reg", reg_weight=0.5)
-    batches = make_batches(items, batch_size, random.Random(seed))
+    rng = random.Random(seed)
+    batches = make_row_batches(items, batch_size, rng, ROW_TOKENS) if packed else make_batches(items, batch_size, rng)
     seqs = toks = 0
     t0 = None
     for step in range(steps + 2):
         batch = batches[step % len(batches)]
-        ids, mask, pids, pidx, tpos, ntok = collate(batch, torch.device("cpu"), packed)
+        if packed:
+            ids, mask, pids, pidx, tpos, ntok = collate_rows(batch, torch.device("cpu"))
+            batch = [it for _, recs in batch for it in recs]
+        else:
+            ids, mask, pids, pidx, tpos, ntok = collate(batch, torch.device("cpu"))
         loss, _ = compute_loss(model(ids, mask, pids), pidx, tpos, args)
         opt.zero_grad()
         loss.backward()
@@ -129,8 +134,8 @@ def main(argv=None) -> int:
     ap.add_argument("--pairs-per-question", type=int, default=4)
     ap.add_argument("--max-length", type=int, default=512)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--configs", default="default,default+nopack,h192,h128",
-                    help="comma list of SIZE[+eager][+nopack]; SIZE in default,h192,h128,h256l6")
+    ap.add_argument("--configs", default="default,default+nopack,h192,h256",
+                    help="comma list of SIZE[+eager][+nopack]; SIZE in default,h128,h192,h256")
     ap.add_argument("--out", default="bench/results/train-throughput")
     a = ap.parse_args(argv)
     torch.manual_seed(a.seed)
@@ -150,9 +155,9 @@ def main(argv=None) -> int:
     print(json.dumps(stats, indent=1), flush=True)
     variants = {
         "default": PRESETS["default"],
-        "h192": dict(PRESETS["default"], hidden_size=192, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2),
-        "h128": dict(PRESETS["default"], hidden_size=128, intermediate_size=352, num_attention_heads=4, num_key_value_heads=2),
-        "h256l6": dict(PRESETS["default"], num_hidden_layers=6),
+        "h128": dict(PRESETS["default"], hidden_size=128, intermediate_size=352),
+        "h192": dict(PRESETS["default"], hidden_size=192, intermediate_size=512),
+        "h256": dict(PRESETS["default"], hidden_size=256, intermediate_size=704),
     }
     rows = []
     for name in a.configs.split(","):

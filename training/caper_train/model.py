@@ -19,8 +19,10 @@ PRESETS: dict[str, dict] = {
     # CI / end-to-end tests: ~140k parameters, trains in seconds.
     "tiny": dict(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, max_length=512),
-    # The shipped CPU model, sized from measured CPU throughput (see MODEL_CARD.md / README).
-    "default": dict(vocab_size=6000, hidden_size=256, intermediate_size=704, num_hidden_layers=4,
+    # The shipped CPU model (~1.5M parameters, ~0.8M of them embeddings). Sized from measured CPU
+    # throughput (bench/results/train-throughput.md): hidden 256 trained ~3x slower per record and
+    # could not see one epoch of Spider annotation (~70k records) in the ~30 min CPU budget.
+    "default": dict(vocab_size=6000, hidden_size=128, intermediate_size=352, num_hidden_layers=4,
                     num_attention_heads=4, num_key_value_heads=2, max_length=512),
 }
 

@@ -80,23 +80,31 @@ def test_bad_data_file_is_an_error_not_a_crash(tmp_path):
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
-def test_packed_pairs_match_separate_sequences(fixture_path, fixture_tokenizer, attn):
-    from types import SimpleNamespace
+def test_packed_rows_match_separate_sequences(fixture_path, fixture_tokenizer, attn):
+    import random
     from caper_train.data import build_dataset, read_records
     from caper_train.model import build_from_preset
-    from caper_train.train import collate
+    from caper_train.train import collate, collate_rows, make_row_batches, pack_rows
     records, _ = read_records(fixture_path)
     ds = build_dataset(records, fixture_tokenizer, 512)
     model = build_from_preset("tiny", fixture_tokenizer.vocab_size, 0, attn=attn).eval()
-    batch = ds.pairs[:6] + ds.trajs[:3]
+    items = ds.pairs[:10] + ds.trajs[:8]
+    rows = pack_rows(items, 300, random.Random(1))
+    assert len(rows) < len(items)  # heads are shared
+    packed_items = [it for _, recs in rows for it in recs]
     with torch.no_grad():
-        ids, mask, pids, pidx, tpos, _ = collate(batch, torch.device("cpu"), packed=False)
+        ids, mask, pids, pidx, tpos, n = collate(packed_items, torch.device("cpu"))
         r = model(ids, mask, pids)
-        ids2, mask2, pids2, pidx2, tpos2, n2 = collate(batch, torch.device("cpu"), packed=True)
+        ids2, mask2, pids2, pidx2, tpos2, n2 = collate_rows(rows, torch.device("cpu"))
         r2 = model(ids2, mask2, pids2)
-    assert ids2.shape[0] == 6 + 3 and n2 < sum(len(p.chosen) + len(p.rejected) for p in ds.pairs[:6]) + sum(len(t.ids) for t in ds.trajs[:3])
+    assert ids2.shape[0] == len(rows) and n2 < n / 1.5
+    assert len(pidx) == len(pidx2) and len(tpos) == len(tpos2)
     for (a, pa, b, pb, _), (a2, pa2, b2, pb2, _) in zip(pidx, pidx2):
+        assert ids2[a2, pa2] == 4 and ids2[b2, pb2] == 4
         assert abs(float(r[a, pa]) - float(r2[a2, pa2])) < 1e-5
         assert abs(float(r[b, pb]) - float(r2[b2, pb2])) < 1e-5
     for (row, p, _), (row2, p2, _) in zip(tpos, tpos2):
         assert abs(float(r[row, p]) - float(r2[row2, p2])) < 1e-5
+    # every record lands in exactly one batch
+    batches = make_row_batches(items, 4, random.Random(0), 300)
+    assert sorted(id(it) for b in batches for _, recs in b for it in recs) == sorted(id(it) for it in items)
