@@ -50,6 +50,8 @@ async function main(): Promise<number> {
       pairs_by_clause: train.pairsByClause, kept: train.kept, tried: train.tried, clauses_covered: clausesCovered,
     },
     self_check: { data: join(data, 'dev-open'), n: check.selfCheck.n, recovery: +recovery.toFixed(4), seconds: +(check.ms / 1000).toFixed(1),
+      vstar_exact: +(check.selfCheck.nodeExact / Math.max(1, check.selfCheck.n)).toFixed(4),
+      vstar_mutated_or_ancestor: +(check.selfCheck.nodeAncestor / Math.max(1, check.selfCheck.n)).toFixed(4),
       by_kind: check.selfCheck.byKind },
   };
   const kindRows = MUTATION_KINDS.map((k) => {
@@ -78,6 +80,8 @@ Clause kinds covered: ${clausesCovered.length}/${CLAUSE_KINDS.length}.
 ${kindRows.join('\n')}
 
 Self-check on dev-open: recovery ${recovery.toFixed(4)} over n=${check.selfCheck.n} mutants (${result.self_check.seconds} s).
+At node level, the counterfactual's v* is exactly the mutated node for ${result.self_check.vstar_exact} of them and the
+mutated node or one of its ancestors for ${result.self_check.vstar_mutated_or_ancestor}.
 "tried" counts distinct mutants that rendered and re-parsed to the mutated tree; "kept" those that
 executed and changed the result.
 `;

@@ -61,7 +61,7 @@ const CASES: { kind: MutationKind; sql: string; clauses: string[]; vstar: string
   { kind: 'distinct', sql: 'SELECT DISTINCT country FROM singer', clauses: ['SELECT'], vstar: ['clause'] },
   { kind: 'and_or', sql: "SELECT name FROM singer WHERE age > 30 AND country = 'France'", clauses: ['WHERE'], vstar: ['logical'] },
   { kind: 'literal', sql: "SELECT name FROM singer WHERE country = 'France'", clauses: ['WHERE'], vstar: ['literal'] },
-  { kind: 'join_key', sql: 'SELECT T1.name FROM stadium AS T1 JOIN concert AS T2 ON T1.stadium_id = T2.stadium_id', clauses: ['FROM'], vstar: ['comparison'] },
+  { kind: 'join_key', sql: 'SELECT T1.name FROM stadium AS T1 JOIN concert AS T2 ON T1.stadium_id = T2.stadium_id', clauses: ['FROM'], vstar: ['comparison', 'column'] },
   { kind: 'order_direction', sql: 'SELECT name FROM singer ORDER BY age DESC', clauses: ['ORDER BY'], vstar: ['order_item'] },
   { kind: 'order_key', sql: 'SELECT name FROM singer ORDER BY age DESC', clauses: ['ORDER BY'], vstar: ['column'] },
   { kind: 'limit', sql: 'SELECT name FROM singer ORDER BY age DESC LIMIT 2', clauses: ['LIMIT'], vstar: ['literal'] },

@@ -33,6 +33,9 @@ export interface Mutant {
   vStar: NodeRef;
   /** The node as it reads in the mutant (same id as in the original where it still exists). */
   mutated: NodeRef;
+  /** The mutated node's id in the mutant's own parse (split.tree), which is the tree a
+   * counterfactual run on the mutant reports v* in; -1 if it cannot be located. */
+  mutatedInMutant: number;
   /** Index of v*'s depth-0 unit in topUnits(original). */
   topUnit: number;
   clause: ClauseKind;
@@ -397,6 +400,13 @@ export function enumerateCandidates(split: SplitResult, schema: SchemaIndex, val
             else if (aAlts.length > 0) setColumn(ma, qa, pickFrom(aAlts, ra.table)!.name);
             else return null;
           }
+          // v* is the lowest node covering the change: the one column when only one side moved.
+          const movedA = ma.label !== a.label;
+          const movedB = mb.label !== b.label;
+          if (movedA !== movedB) {
+            const one = movedA ? ma : mb;
+            return { vStar: one.id, node: one, spliceId: one.id };
+          }
           return { vStar: on.id, node: byId.get(on.id)!, spliceId: on.id };
         });
         break;
@@ -691,9 +701,23 @@ export async function makeMutants(o: MutateOptions, stats?: MutateStats): Promis
       kind: c.kind, sql: sp.sql, split: sp.split, result: r, topUnit: top, clause: tops[top]!.kind,
       vStar: { id: v.id, kind: v.kind, label: v.label },
       mutated: { id: ap.node.id, kind: ap.node.kind, label: ap.node.label },
+      mutatedInMutant: locate(sp.split.tree!, pathOf(ap.node)),
     });
   }
   return kept;
+}
+
+/** Child indexes from the root down to n. */
+function pathOf(n: TreeNode): number[] {
+  const path: number[] = [];
+  for (let c = n; c.parent; c = c.parent) path.unshift(c.parent.children.indexOf(c));
+  return path;
+}
+
+function locate(root: TreeNode, path: number[]): number {
+  let n: TreeNode | undefined = root;
+  for (const i of path) n = n?.children[i];
+  return n ? n.id : -1;
 }
 
 /** Distinct values of the given columns (read through the executor, so read-only and capped). */

@@ -53,7 +53,9 @@ export interface AnnotateSummary {
   pairsBySource: { fault: number; counterfactual: number };
   trajectories: number;
   counterfactual: { candidates: number; failures: number; rootCauses: number; repairImproves: number; byClause: Partial<Record<ClauseKind, number>> };
-  selfCheck: { n: number; recovered: number; byKind: Partial<Record<MutationKind, { n: number; ok: number }>> };
+  selfCheck: { n: number; recovered: number; byKind: Partial<Record<MutationKind, { n: number; ok: number }>>;
+    /** v* is the mutated node itself / the mutated node or one of its ancestors inside the clause. */
+    nodeExact: number; nodeAncestor: number };
   ms: number;
 }
 
@@ -111,7 +113,7 @@ export function emptySummary(): AnnotateSummary {
     questions: 0, skipped: { noDb: 0, goldError: 0, noTree: 0 }, tried: {}, kept: {}, pairs: 0, pairsByClause: {},
     pairsBySource: { fault: 0, counterfactual: 0 }, trajectories: 0,
     counterfactual: { candidates: 0, failures: 0, rootCauses: 0, repairImproves: 0, byClause: {} },
-    selfCheck: { n: 0, recovered: 0, byKind: {} }, ms: 0,
+    selfCheck: { n: 0, recovered: 0, byKind: {}, nodeExact: 0, nodeAncestor: 0 }, ms: 0,
   };
 }
 
@@ -227,6 +229,16 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
           const ok = rc !== null && rc.unitIndex === m.topUnit;
           s.selfCheck.n++;
           if (ok) s.selfCheck.recovered++;
+          if (ok && rc && m.mutatedInMutant >= 0) {
+            if (rc.node.id === m.mutatedInMutant) s.selfCheck.nodeExact++;
+            const target = walk(m.split.tree!).find((x) => x.id === m.mutatedInMutant);
+            for (let p = target ?? null; p; p = p.parent) {
+              if (p.id === rc.node.id) {
+                s.selfCheck.nodeAncestor++;
+                break;
+              }
+            }
+          }
           const bk = (s.selfCheck.byKind[m.kind] ??= { n: 0, ok: 0 });
           bk.n++;
           if (ok) bk.ok++;

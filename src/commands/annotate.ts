@@ -125,6 +125,10 @@ export async function run(argv: string[]): Promise<number> {
       if (b) console.log(`  ${k.padEnd(18)} ${(b.ok / b.n).toFixed(3)} (${b.ok}/${b.n})`);
     }
     const n = summary.selfCheck.n;
+    if (n) {
+      console.log(`v* node: exactly the mutated node ${(summary.selfCheck.nodeExact / n).toFixed(4)}, ` +
+        `the mutated node or an ancestor of it ${(summary.selfCheck.nodeAncestor / n).toFixed(4)}`);
+    }
     console.log(`recovery: ${n ? (summary.selfCheck.recovered / n).toFixed(4) : '0'} (n=${n})`);
   }
   return 0;
