@@ -166,6 +166,9 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
       state.model = model;
       state.batcher = batcher;
       state.scorer = new Scorer(model, batcher, { onCandidate: (parsed) => m.candidates.inc({ parsed: String(parsed) }) });
+      // The first parse pulls in node-sql-parser and the first run allocates onnxruntime's
+      // buffers (~100 ms): pay that here, not in the first caller's latency.
+      await state.scorer.score('warm-up', '', ['SELECT a FROM t WHERE b = 1 GROUP BY a ORDER BY a LIMIT 1']).catch(() => undefined);
       state.notReadyReason = null;
       m.provider.set({ provider: model.provider }, 1);
       m.ready.set(1);
