@@ -303,6 +303,13 @@ test('rendered SQL executes to the same rows as the original on a real SQLite db
       'SELECT count(DISTINCT country) FROM singer WHERE NOT age < 30',
       'SELECT name FROM singer WHERE age - -1 > 40',
       'SELECT name FROM singer /* c */ WHERE age > (SELECT avg(age) FROM singer);',
+      'SELECT name, rank() OVER (PARTITION BY country ORDER BY age DESC) FROM singer',
+      'SELECT count(*) FILTER (WHERE age > 40), sum(age) OVER () FROM singer GROUP BY country',
+      'SELECT name FROM singer ORDER BY country DESC NULLS LAST, age NULLS FIRST LIMIT 4',
+      "SELECT name FROM singer WHERE name LIKE 'D!_%' ESCAPE '!' OR name = 'a\\' OR age ISNULL OR age NOTNULL",
+      'SELECT name FROM singer WHERE age IS NOT DISTINCT FROM 30 OR age IS DISTINCT FROM age OR .5 < 1 OR 0x1E = age',
+      'SELECT name, venue FROM singer NATURAL JOIN concert',
+      'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 5) SELECT sum(n) FROM c',
     ];
     for (const q of queries) {
       const r = split(q);
@@ -395,10 +402,13 @@ test('makeNode lets a mutator insert a clause, and the result renders and runs',
 });
 
 test('constructs the tree does not model fail softly: units stay, ok is false', () => {
-  const r = split('SELECT name, rank() OVER (ORDER BY age) FROM singer ORDER BY name');
+  const r = split("SELECT value FROM json_each('[1,2]') ORDER BY value");
   assert.deepEqual(kinds(r.units), ['SELECT', 'FROM', 'ORDER BY']);
   assert.equal(r.ok, false);
   assert.match(r.error!, /parse error/);
+  // A clause the tree cannot hold fails the parse instead of vanishing from the rendering.
+  const w = split('SELECT a, rank() OVER w FROM t WINDOW w AS (ORDER BY a)');
+  assert.equal(w.ok, false);
   // A keyword after '.' is a name, not a clause.
   const q = split('SELECT t.from FROM t');
   assert.deepEqual(kinds(q.units), ['SELECT', 'FROM']);
@@ -416,4 +426,14 @@ test('pathological input is refused quickly, with exact units and no throw', () 
   assert.equal(r2.ok, false);
   assert.deepEqual(kinds(r2.units), ['SELECT', 'FROM', 'WHERE']);
   assert.ok(Date.now() - t0 < 20_000, 'guards should answer in well under 20 s');
+});
+
+test('ESCAPE, NULLS FIRST/LAST and FILTER/OVER suffixes survive rendering', () => {
+  const r = split("SELECT count(*) FILTER (WHERE a > 1) OVER (PARTITION BY b -- c\n ORDER BY [x y]) FROM t WHERE n LIKE 'a!%' ESCAPE '!' ORDER BY n DESC NULLS LAST, m NULLS FIRST");
+  assert.ok(r.ok, r.error);
+  assert.equal(renderSql(r.tree!),
+    "SELECT COUNT(*) FILTER (WHERE a > 1) OVER (PARTITION BY b ORDER BY [x y]) FROM t WHERE n LIKE 'a!%' ESCAPE '!' ORDER BY n DESC NULLS LAST, m ASC NULLS FIRST");
+  const agg = find(r.tree!, (n) => n.kind === 'aggregate');
+  assert.equal(agg.label, 'COUNT');
+  assert.equal(agg.children[0]!.kind, 'star');
 });

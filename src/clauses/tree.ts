@@ -109,6 +109,9 @@ interface ArmCtx {
   /** Values of the "double-quoted" and 'single-quoted' tokens of the arm. */
   dquoted: Set<string>;
   squoted: Set<string>;
+  /** The arm has an unquoted NATURAL keyword. */
+  bareNatural: boolean;
+  side: ArmSide;
 }
 
 function identOf(x: Ast): string | null {
@@ -157,15 +160,23 @@ function literal(e: Ast, ctx: ArmCtx): TreeNode | null {
     }
     case 'single_quote_string':
     case 'string':
-    case 'natural_string':
+    case 'natural_string': {
+      const m = /^__caper_s(\d+)$/.exec(String(e.value));
+      const raw = m ? ctx.side.strings[Number(m[1])] : undefined;
+      if (raw !== undefined) return mk('literal', raw, [], { value: raw.slice(1, -1).replace(/''/g, "'"), type: 'string' });
       return mk('literal', `'${String(e.value)}'`, [], { value: unescapeSingle(String(e.value)), type: 'string' });
+    }
     case 'double_quote_string': {
       const v = String(e.value).replace(/""/g, '"');
       return mk('literal', `'${v.replace(/'/g, "''")}'`, [], { value: v, type: 'string', quote: '"' });
     }
     case 'hex_string':
-    case 'full_hex_string':
       return mk('literal', `X'${String(e.value)}'`, [], { value: String(e.value), type: 'string', blob: true });
+    case 'full_hex_string': {
+      // 0x10 is the integer 16 in SQLite, not a blob.
+      const text = `0x${String(e.value)}`;
+      return mk('literal', text, [], { value: Number(text), type: 'number' });
+    }
     case 'null':
       return mk('literal', 'NULL', [], { value: null, type: 'null' });
     case 'bool':
@@ -246,7 +257,9 @@ function exprInner(e: Ast, ctx: ArmCtx): TreeNode {
         return mk('comparison', op, [left, mk('list', '()', vs.map((v) => expr(v, ctx)))]);
       }
       if (ARITH.has(op)) return mk('arith', op, [expr(e.left, ctx), expr(e.right, ctx)]);
-      return mk('comparison', op, [expr(e.left, ctx), expr(e.right, ctx)]);
+      const esc = e.right && typeof e.right === 'object' && e.right.escape ? literal(e.right.escape.value ?? {}, ctx) : null;
+      if (e.right?.escape && !esc) throw new TreeBuildError('unsupported ESCAPE');
+      return mk('comparison', op, [expr(e.left, ctx), expr(e.right, ctx)], { escape: esc ? esc.label : undefined });
     }
     case 'unary_expr': {
       const op = String(e.operator).toUpperCase();
@@ -266,8 +279,18 @@ function exprInner(e: Ast, ctx: ArmCtx): TreeNode {
       return mk('aggregate', name, args.map((x) => expr(x, ctx)), { distinct: a.distinct ? true : undefined });
     }
     case 'function': {
-      const name = funcName(e).toUpperCase();
+      let name = funcName(e).toUpperCase();
       if (e.over) throw new TreeBuildError('window functions not modelled');
+      // FILTER/OVER suffixes were cut out before parsing and travel verbatim in attrs.suffix.
+      const wm = /^__CAPER_W(\d+)_(.*)$/.exec(name);
+      if (wm) {
+        name = wm[2]!;
+        const win = ctx.side.windows[Number(wm[1])];
+        if (!win) throw new TreeBuildError('window placeholder without suffix');
+        const args = exprList(e.args).map((x) => expr(x, ctx));
+        if (win.star) args.push(mk('star', '*'));
+        return mk(AGGREGATES.has(name) ? 'aggregate' : 'function', name, args, { suffix: win.suffix });
+      }
       if (name === 'EXISTS' || name === 'NOT EXISTS') {
         const s = subquery(exprList(e.args)[0], ctx);
         if (s) return mk('exists', name, [s]);
@@ -393,9 +416,27 @@ function clause(kind: ClauseKind, kids: TreeNode[], ctx: ArmCtx, attrs?: Record<
   return c;
 }
 
+const SELECT_KEYS = new Set(['type', 'with', 'distinct', 'columns', 'from', 'where', 'groupby', 'having', 'orderby', 'limit',
+  'options', 'for_update', 'into', 'collate', 'locking_read', 'tableList', 'columnList', 'parentheses', 'loc']);
+
+function meaningful(v: unknown): boolean {
+  if (v == null || v === false || v === '') return false;
+  if (Array.isArray(v)) return v.some(meaningful);
+  if (typeof v === 'object') return Object.values(v as Record<string, unknown>).some(meaningful);
+  return true;
+}
+
 function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
   if (!ast || ast.type !== 'select') throw new TreeBuildError(`not a SELECT (${String(ast?.type)})`);
   if (ast._next || ast.set_op) throw new TreeBuildError('unexpected compound inside an arm');
+  // A clause the tree does not model (WINDOW, QUALIFY, ...) must fail the parse, never vanish
+  // from the rendering.
+  for (const k of Object.keys(ast)) {
+    if (!SELECT_KEYS.has(k) && meaningful(ast[k])) throw new TreeBuildError(`unsupported clause ${k}`);
+  }
+  if (meaningful(ast.options) || meaningful(ast.into) || meaningful(ast.for_update) || meaningful(ast.locking_read)) {
+    throw new TreeBuildError('unsupported SELECT option');
+  }
   const clauses: TreeNode[] = [];
   if (Array.isArray(ast.with) && ast.with.length > 0) {
     const ctes = ast.with.map((w: Ast) => {
@@ -403,7 +444,13 @@ function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
       if (!name) throw new TreeBuildError('CTE without name');
       const s = subquery(w.stmt, ctx);
       if (!s) throw new TreeBuildError('CTE body not found');
-      const cols = Array.isArray(w.columns) && w.columns.length > 0 ? w.columns.map((c: Ast) => identOf(c) ?? '') : undefined;
+      const cols = Array.isArray(w.columns) && w.columns.length > 0
+        ? w.columns.map((c: Ast) => {
+          const v = c && typeof c === 'object' && 'column' in c ? identOf(c.column) : identOf(c);
+          if (!v) throw new TreeBuildError('CTE column without a name');
+          return v;
+        })
+        : undefined;
       return mk('alias', name, [s], { cte: true, columns: cols });
     });
     clauses.push(clause('WITH', ctes, ctx, { recursive: ast.with.some((w: Ast) => w.recursive) ? true : undefined }));
@@ -415,16 +462,29 @@ function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
     return as ? mk('alias', as, [x]) : x;
   });
   clauses.push(clause('SELECT', items, ctx, { distinct: ast.distinct ? true : undefined }));
-  if (Array.isArray(ast.from) && ast.from.length > 0) clauses.push(clause('FROM', ast.from.map((f: Ast) => fromItem(f, ctx)), ctx));
+  if (Array.isArray(ast.from) && ast.from.length > 0) {
+    const from = (ast.from as Ast[]).map((f) => ({ ...f }));
+    // The sqlite grammar reads `a NATURAL JOIN b` as table a aliased NATURAL, then a plain JOIN.
+    // NATURAL is reserved in SQLite, so as a bare alias it can only mean the join kind.
+    for (let i = 0; i + 1 < from.length; i++) {
+      if (String(identOf(from[i].as) ?? '').toUpperCase() === 'NATURAL' && ctx.bareNatural &&
+        from[i + 1].join && !from[i + 1].on && !from[i + 1].using) {
+        delete from[i].as;
+        const j = String(from[i + 1].join).toUpperCase();
+        from[i + 1].join = `NATURAL ${j === 'INNER JOIN' ? 'JOIN' : j}`;
+      }
+    }
+    clauses.push(clause('FROM', from.map((f) => fromItem(f, ctx)), ctx));
+  }
   if (ast.where) clauses.push(clause('WHERE', [expr(ast.where, ctx)], ctx));
   const gb = ast.groupby ? (Array.isArray(ast.groupby) ? ast.groupby : ast.groupby.columns) : null;
   if (Array.isArray(gb) && gb.length > 0) clauses.push(clause('GROUP BY', gb.map((g: Ast) => asIdent(expr(g, ctx))), ctx));
   if (ast.having) clauses.push(clause('HAVING', [expr(ast.having, ctx)], ctx));
   if (Array.isArray(ast.orderby) && ast.orderby.length > 0) {
-    clauses.push(clause('ORDER BY', ast.orderby.map((o: Ast) => {
+    clauses.push(clause('ORDER BY', ast.orderby.map((o: Ast, i: number) => {
       if (o.nulls) throw new TreeBuildError('NULLS FIRST/LAST not modelled');
       const dir = o.type ? String(o.type).toUpperCase() : 'ASC';
-      return mk('order_item', dir, [asIdent(expr(o.expr, ctx))], { explicit: o.type ? true : undefined });
+      return mk('order_item', dir, [asIdent(expr(o.expr, ctx))], { explicit: o.type ? true : undefined, nulls: ctx.side.nulls[i] });
     }), ctx));
   }
   if (ast.limit && Array.isArray(ast.limit.value) && ast.limit.value.length > 0) {
@@ -456,14 +516,158 @@ function tokenAt(toks: Token[], offset: number): number {
 
 /** Arm text handed to the parser: subqueries become placeholders, comments become spaces and
  * [bracket] identifiers become `backtick` ones (node-sql-parser's sqlite grammar lacks them). */
-function armText(ctx: { sql: string; toks: Token[] }, arm: ArmInfo): string {
+export interface ArmSide {
+  /** Original text of string literals the parser sees as '__caper_sN' (backslashes confuse it). */
+  strings: string[];
+  /** Verbatim (whitespace-normalized) FILTER (...) / OVER ... suffixes of calls renamed
+   * __caper_wN_name; star: the call's only argument was '*'. */
+  windows: { suffix: string; star: boolean }[];
+  /** NULLS FIRST/LAST per ORDER BY item index. */
+  nulls: string[];
+}
+
+/** Significant tokens of [from, to] joined by single spaces: safe to splice into one line. */
+function normalizedText(toks: Token[], from: number, to: number): string {
+  const parts: string[] = [];
+  for (let j = from; j <= to; j++) {
+    const t = toks[j]!;
+    if (!significant(t)) continue;
+    const prev = parts.length ? parts[parts.length - 1]! : '';
+    if (t.text === ')' || t.text === ',' || t.text === '.' || prev.endsWith('(') || prev.endsWith('.')) parts[parts.length - 1] = prev + t.text;
+    else parts.push(t.text);
+  }
+  return parts.join(' ');
+}
+
+/** Window / FILTER suffixes in the arm: the function-name token index -> [first, last] suffix tokens. */
+function findWindowSuffixes(toks: Token[], arm: ArmInfo, stars: Set<number>): Map<number, [number, number]> {
+  const out = new Map<number, [number, number]>();
+  const first = tokenAt(toks, arm.start);
+  const nextSigIdx = (j: number): number => {
+    for (; j < toks.length && toks[j]!.start < arm.end; j++) if (significant(toks[j]!)) return j;
+    return -1;
+  };
+  const prevSigIdx = (j: number): number => {
+    for (; j >= first; j--) if (significant(toks[j]!)) return j;
+    return -1;
+  };
+  const closeOf = (open: number): number => {
+    let depth = 0;
+    for (let j = open; j < toks.length && toks[j]!.start < arm.end; j++) {
+      const t = toks[j]!;
+      if (t.type !== 'punct') continue;
+      if (t.text === '(') depth++;
+      else if (t.text === ')' && --depth === 0) return j;
+    }
+    return -1;
+  };
+  for (let k = first; k < toks.length && toks[k]!.start < arm.end; k++) {
+    const t = toks[k]!;
+    if (t.type !== 'word' || (t.upper !== 'OVER' && t.upper !== 'FILTER')) continue;
+    const rp = prevSigIdx(k - 1);
+    if (rp < 0 || toks[rp]!.text !== ')') continue;
+    // Matching '(' of the call, then its name.
+    let depth = 0;
+    let lp = -1;
+    for (let j = rp; j >= first; j--) {
+      const x = toks[j]!;
+      if (x.type !== 'punct') continue;
+      if (x.text === ')') depth++;
+      else if (x.text === '(' && --depth === 0) { lp = j; break; }
+    }
+    const nameIdx = lp < 0 ? -1 : prevSigIdx(lp - 1);
+    if (nameIdx < 0 || toks[nameIdx]!.type !== 'word') continue;
+    let end = k;
+    let cur = k;
+    for (;;) {
+      const w = toks[cur]!.upper;
+      const nx = nextSigIdx(cur + 1);
+      if (nx < 0) break;
+      if (toks[nx]!.text === '(') {
+        const c = closeOf(nx);
+        if (c < 0) break;
+        end = c;
+      } else if (w === 'OVER' && toks[nx]!.type === 'word') end = nx;
+      else break;
+      const after = nextSigIdx(end + 1);
+      if (after >= 0 && toks[after]!.type === 'word' && toks[after]!.upper === 'OVER' && w === 'FILTER') cur = after;
+      else break;
+    }
+    if (end === k) continue;
+    const prevEntry = out.get(nameIdx);
+    out.set(nameIdx, [prevEntry ? prevEntry[0] : k, end]);
+    // count(*) would not parse once renamed: the '*' is dropped and restored in the tree.
+    const inner = nextSigIdx(lp + 1);
+    if (inner >= 0 && toks[inner]!.text === '*' && nextSigIdx(inner + 1) === rp) stars.add(inner);
+    k = end;
+  }
+  return out;
+}
+
+function armText(ctx: { sql: string; toks: Token[]; units?: ClauseUnit[] }, arm: ArmInfo, side: ArmSide = { strings: [], windows: [], nulls: [] }): string {
   const { toks } = ctx;
   let out = '';
   let si = 0;
   const subs = [...arm.subqueries].sort((a, b) => a.open - b.open);
+  const stars = new Set<number>();
+  const windows = findWindowSuffixes(toks, arm, stars);
+  const orderUnit = arm.units.map((u) => ctx.units?.[u]).find((u) => u?.kind === 'ORDER BY');
+  let level = 0;
+  let orderItem = 0;
+  const skipTo = new Map<number, number>();
+  for (const [, [a, b]] of windows) skipTo.set(a, b);
   for (let k = tokenAt(toks, arm.start); k < toks.length; k++) {
     const t = toks[k]!;
     if (t.start >= arm.end) break;
+    const sigIdx = (from: number, step: number): number => {
+      for (let j = from; j >= 0 && j < toks.length && toks[j]!.start < arm.end && toks[j]!.end > arm.start; j += step) {
+        if (significant(toks[j]!)) return j;
+      }
+      return -1;
+    };
+    const sig = (from: number, step: number): Token | undefined => toks[sigIdx(from, step)];
+    const prev2 = (): Token | undefined => {
+      const p = sigIdx(k - 1, -1);
+      return p < 0 ? undefined : sig(p - 1, -1);
+    };
+    const w = windows.get(k);
+    if (w) {
+      out += `__caper_w${side.windows.length}_${t.text}`;
+      let star = false;
+      for (const st of stars) if (st > k && st < w[0]) star = true;
+      side.windows.push({ suffix: normalizedText(toks, w[0], w[1]), star });
+      continue;
+    }
+    if (stars.has(k)) continue;
+    const skip = skipTo.get(k);
+    if (skip !== undefined) {
+      out += ' ';
+      k = skip;
+      // Subqueries inside a verbatim suffix travel inside it.
+      while (subs[si] && subs[si]!.open < toks[skip]!.end) si++;
+      continue;
+    }
+    // ORDER BY items: count them so that NULLS FIRST/LAST (unknown to the parser) can be cut
+    // out here and put back on the right order_item.
+    if (orderUnit && t.start >= orderUnit.start && t.end <= orderUnit.end) {
+      if (t.type === 'punct' && t.text === '(') level++;
+      else if (t.type === 'punct' && t.text === ')') level--;
+      else if (t.type === 'punct' && t.text === ',' && level === 0) orderItem++;
+      else if (t.type === 'word' && t.upper === 'NULLS' && level === 0) {
+        const nx = sig(k + 1, 1);
+        if (nx && (nx.upper === 'FIRST' || nx.upper === 'LAST')) {
+          side.nulls[orderItem] = nx.upper;
+          out += ' ';
+          while (k + 1 < toks.length && toks[k + 1]!.start <= nx.start) k++;
+          continue;
+        }
+      }
+    }
+    if (t.type === 'string' && t.text.includes('\\')) {
+      out += `'__caper_s${side.strings.length}'`;
+      side.strings.push(t.text);
+      continue;
+    }
     const sub = subs[si];
     if (sub && t.start === sub.open) {
       out += `(SELECT __caper_sq${subs.indexOf(sub)})`;
@@ -471,11 +675,34 @@ function armText(ctx: { sql: string; toks: Token[] }, arm: ArmInfo): string {
       while (k + 1 < toks.length && toks[k + 1]!.start <= sub.close) k++;
       continue;
     }
+    // Spellings SQLite accepts but node-sql-parser does not, rewritten to exact equivalents.
+    // Only the parser's input changes; spans always come from the caller's tokens.
     if (t.type === 'comment') out += ' ';
     else if (t.type === 'bracket') out += '`' + (identName(t) ?? '').replace(/`/g, '``') + '`';
-    else out += t.text;
+    else if (t.type === 'number' && t.text.startsWith('.')) out += '0' + t.text;
+    else if (t.type === 'number' && /^\d+\.(?:[eE]|$)/.test(t.text)) out += t.text.replace('.', '.0');
+    else if (t.type === 'word' && t.upper === 'ISNULL') out += 'IS NULL';
+    else if (t.type === 'word' && t.upper === 'NOTNULL') out += 'IS NOT NULL';
+    else if (t.type === 'word' && t.upper === 'NOT' && sig(k + 1, 1)?.upper === 'NULL' && isOperandEnd(sig(k - 1, -1))) {
+      out += 'IS NOT';
+    } else if (t.type === 'word' && t.upper === 'DISTINCT' && sig(k + 1, 1)?.upper === 'FROM' &&
+      (sig(k - 1, -1)?.upper === 'IS' || (sig(k - 1, -1)?.upper === 'NOT' && prev2()?.upper === 'IS'))) {
+      // a IS DISTINCT FROM b == a IS NOT b;  a IS NOT DISTINCT FROM b == a IS b.
+      const negated = sig(k - 1, -1)?.upper === 'NOT';
+      out = out.replace(negated ? /NOT\s*$/i : /\s*$/, negated ? '' : ' NOT');
+      const from = sig(k + 1, 1)!;
+      while (k + 1 < toks.length && toks[k + 1]!.start <= from.start) k++;
+    } else out += t.text;
   }
   return out;
+}
+
+/** True when a token can end an operand (so a following NOT NULL is the postfix test). */
+function isOperandEnd(t: Token | undefined): boolean {
+  if (!t) return false;
+  if (t.type === 'punct') return t.text === ')';
+  if (t.type === 'word') return !KEYWORDS.has(t.upper) || VALUE_KEYWORDS.has(t.upper);
+  return t.type !== 'op';
 }
 
 export interface BuildEnv {
@@ -520,18 +747,21 @@ export function buildQuery(q: QueryInfo, env: BuildEnv): TreeNode {
   const arms = q.arms.map((arm) => {
     const subCache = new Map<number, TreeNode>();
     const subs = [...arm.subqueries].sort((a, b) => a.open - b.open);
-    const text = armText(env, arm);
+    const side: ArmSide = { strings: [], windows: [], nulls: [] };
+    const text = armText(env, arm, side);
     const dquoted = new Set<string>();
     const squoted = new Set<string>();
+    let bareNatural = false;
     for (let k = tokenAt(env.toks, arm.start); k < env.toks.length && env.toks[k]!.end <= arm.end; k++) {
       const t = env.toks[k]!;
+      if (t.type === 'word' && t.upper === 'NATURAL') bareNatural = true;
       if (t.type === 'dquote') dquoted.add(identName(t) ?? '');
       else if (t.type === 'string') squoted.add(t.text.slice(1, -1).replace(/''/g, "'"));
     }
     const node = parseArm(text, env, (ast, dialect) => {
       subCache.clear();
       const ctx: ArmCtx = {
-        sql: env.sql, toks: env.toks, units: env.units, arm, dialect, dquoted, squoted,
+        sql: env.sql, toks: env.toks, units: env.units, arm, dialect, dquoted, squoted, bareNatural, side,
         buildSub: (k) => {
           const s = subs[k];
           if (!s) throw new TreeBuildError('placeholder without subquery');
@@ -745,6 +975,9 @@ const KEYWORDS = new Set((
   'UNBOUNDED UNION UNIQUE UPDATE USING VACUUM VALUES VIEW VIRTUAL WHEN WHERE WINDOW WITH WITHOUT TRUE FALSE'
 ).split(' '));
 
+/** Keywords that are values, so they can end an operand. */
+const VALUE_KEYWORDS = new Set(['NULL', 'TRUE', 'FALSE', 'CURRENT_DATE', 'CURRENT_TIME', 'CURRENT_TIMESTAMP', 'END']);
+
 export function quoteIdent(name: string): string {
   if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) && !KEYWORDS.has(name.toUpperCase())) return name;
   // Backticks are always an identifier in SQLite, unlike "..." which can fall back to a string.
@@ -873,7 +1106,8 @@ function renderNode(n: TreeNode): string {
         return `${operand(kid(n, 0), 5)} ${l} ${operand(kid(n, 1), 5)} AND ${operand(kid(n, 2), 5)}`;
       }
       const p = prec(n);
-      return `${operand(kid(n, 0), p)} ${l} ${operand(kid(n, 1), p + 1)}`;
+      const esc = typeof n.attrs?.escape === 'string' ? ` ESCAPE ${n.attrs.escape}` : '';
+      return `${operand(kid(n, 0), p)} ${l} ${operand(kid(n, 1), p + 1)}${esc}`;
     }
     case 'logical': {
       if (n.label === 'NOT') return `NOT ${operand(kid(n, 0), 3)}`;
@@ -886,13 +1120,15 @@ function renderNode(n: TreeNode): string {
       return `${operand(kid(n, 0), p)} ${n.label} ${operand(kid(n, 1), p + 1)}`;
     }
     case 'aggregate':
-    case 'function':
+    case 'function': {
       if (n.attrs?.noParens && c.length === 0) return n.label;
-      return `${n.label}(${n.attrs?.distinct ? 'DISTINCT ' : ''}${c.map(renderNode).join(', ')})`;
+      const suffix = typeof n.attrs?.suffix === 'string' ? ` ${n.attrs.suffix}` : '';
+      return `${n.label}(${n.attrs?.distinct ? 'DISTINCT ' : ''}${c.map(renderNode).join(', ')})${suffix}`;
+    }
     case 'subquery':
       return `(${renderNode(kid(n, 0))})${typeof n.attrs?.alias === 'string' ? ` AS ${quoteIdent(n.attrs.alias)}` : ''}`;
     case 'order_item':
-      return `${renderNode(kid(n, 0))} ${n.label}`;
+      return `${renderNode(kid(n, 0))} ${n.label}${typeof n.attrs?.nulls === 'string' ? ` NULLS ${n.attrs.nulls}` : ''}`;
     case 'list':
       return `(${c.map(renderNode).join(', ')})`;
     case 'case': {
