@@ -111,8 +111,9 @@ async function main(): Promise<void> {
   const svgName = `${outBase.split('/').pop()}.svg`;
   const md = `# Reranking on dev-open: PRM, majority vote, hybrid
 
-Model \`${modelName}\` (${modelDir.replace(REPO + '/', '')}). EX = execution match with gold (same multiset of rows, 5 s
-limit per query), as in the data README. Produced by \`node dist/bench/rerank.js${process.argv.slice(2).length ? ' ' + process.argv.slice(2).join(' ') : ''}\`
+Model \`${modelName}\` (${modelDir.replace(REPO + '/', '')}). EX = execution match with gold (same columns in order and
+same multiset of rows, 5 s limit per query), as in the data README: majority vote, best single and
+oracle reproduce its reference table. Produced by \`node dist/bench/rerank.js${process.argv.slice(2).length ? ' ' + process.argv.slice(2).join(' ') : ''}\`
 (the same code as \`caper eval rerank\`).
 
 | pool | questions | PRM | Majority vote | Hybrid | Best single | Oracle |
@@ -128,9 +129,13 @@ ${rows.join('\n')}
 - Hybrid: groupScore = size + lambda x mean(member PRM scores), lambda = ${HYBRID_LAMBDA}; best member (by PRM)
   of the best group first. Ties: highest single PRM score, then pool order. See src/scoring/rerank.ts.
 
+With a weak PRM (models/tiny) the hybrid's gain comes from breaking ties between equal-size
+groups; re-run with the default model (\`node dist/bench/rerank.js --model models/default --fresh\`)
+and re-read the sweep below before trusting lambda for it.
+
 ## Choosing the formula (dev-open pool8, this model)
 Hybrid EX for lambda in {${lambdas.join(', ')}} and each candidate-score fold. lambda < 1 lets the PRM only break
-ties between equal-size groups; lambda = k lets a better-scored group beat one larger by up to k-1 members.
+ties between equal-size groups; a group smaller by d members can win only if d < lambda x (difference of mean scores).
 
 | candidate score | PRM alone | ${lambdas.map((l) => `lambda ${l}`).join(' | ')} |
 |---|---|${lambdas.map(() => '---').join('|')}|

@@ -16,8 +16,8 @@
 // hybrid  Groups as in vote; each group gets
 //             groupScore = size + lambda * mean(member PRM scores)
 //         with lambda = HYBRID_LAMBDA. PRM scores lie in [0, 1], so lambda < 1 makes the PRM
-//         decide only between groups of equal size, and lambda >= 1 lets a clearly better-scored
-//         group beat a group larger by up to floor(lambda) members. lambda was chosen on
+//         decide only between groups of equal size; a group smaller by d members wins only if
+//         d < lambda * (difference of the mean scores), so never when d >= lambda. lambda was chosen on
 //         dev-open pool8 (see bench/results/rerank.md). Ties between group scores: the group
 //         holding the highest single PRM score, then the earliest caller index. Within a group
 //         members are ordered by PRM score (ties: caller order), so the best member of the best
