@@ -18,8 +18,11 @@ COPY package.json package-lock.json .npmrc ./
 # The repository's .npmrc skips onnxruntime-node's download step for CPU-only development; the
 # environment variable takes precedence in its install script, and the explicit run below makes
 # sure the CUDA execution provider libraries (fetched from the onnxruntime NuGet feed) are present.
+# --ignore-scripts: the package's own `prepare` (tsc) cannot run before the sources are copied;
+# the two dependency install steps that matter run explicitly instead.
 ENV ONNXRUNTIME_NODE_INSTALL=cuda12
-RUN npm ci \
+RUN npm ci --ignore-scripts \
+    && npm rebuild better-sqlite3 \
     && node node_modules/onnxruntime-node/script/install.js \
     && ls node_modules/onnxruntime-node/bin/napi-v6/linux/x64/ | grep -q providers_cuda
 COPY tsconfig.json ./
