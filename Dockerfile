@@ -9,7 +9,16 @@
 ARG NODE_VERSION=20
 ARG CUDA_IMAGE=nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04
 
-FROM node:${NODE_VERSION}-bookworm-slim AS build
+# Node and npm come from the official image; they are official nodejs.org builds (glibc >= 2.28).
+FROM node:${NODE_VERSION}-bookworm-slim AS node
+
+# Build on the runtime's own base so better-sqlite3's native addon links against the same glibc
+# and libstdc++ it will run with.
+FROM ${CUDA_IMAGE} AS build
+COPY --from=node /usr/local/bin/node /usr/local/bin/node
+COPY --from=node /usr/local/lib/node_modules /usr/local/lib/node_modules
+RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
+    && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx
 WORKDIR /app
 # Toolchain only in case better-sqlite3 has no prebuilt binary for this platform.
 RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ ca-certificates \
@@ -33,8 +42,7 @@ COPY test ./test
 RUN npx tsc -p . && npm prune --omit=dev
 
 FROM ${CUDA_IMAGE}
-# Node from the official image: the same glibc-compatible binary, without a second package source.
-COPY --from=build /usr/local/bin/node /usr/local/bin/node
+COPY --from=node /usr/local/bin/node /usr/local/bin/node
 RUN groupadd --system --gid 10001 caper && useradd --system --uid 10001 --gid caper --home-dir /app caper
 WORKDIR /app
 COPY --from=build --chown=caper:caper /app/node_modules ./node_modules
