@@ -114,4 +114,7 @@ test('caper annotate rejects bad flags with a usage message, not a stack trace',
   assert.equal(r.code, 2);
   assert.match(r.stderr, /--seed must be a number/);
   assert.doesNotMatch(r.stderr, /at .*\.js:\d+/);
+  const w = cli(['--data', dir, '--out', join(dir, 'no', 'such', 'dir', 'x.jsonl'), '--quiet']);
+  assert.equal(w.code, 1);
+  assert.match(w.stderr, /cannot write/);
 });

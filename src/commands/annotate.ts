@@ -75,10 +75,20 @@ export async function run(argv: string[]): Promise<number> {
   let stream: WriteStream | null = null;
   let writeError: Error | null = null;
   if (out && !selfCheck) {
-    stream = createWriteStream(out);
-    stream.on('error', (e) => {
+    const st = createWriteStream(out);
+    stream = st;
+    st.on('error', (e) => {
       writeError = e;
     });
+    // Fail before minutes of work, not after, when the file cannot be created.
+    const opened = await new Promise<boolean>((res) => {
+      st.once('open', () => res(true));
+      st.once('error', () => res(false));
+    });
+    if (!opened) {
+      console.error(`caper annotate: cannot write ${out}: ${writeError ? (writeError as Error).message : 'open failed'}`);
+      return 1;
+    }
   }
   const quiet = a.flags.has('quiet');
   const tty = process.stderr.isTTY === true;
