@@ -309,6 +309,7 @@ test('rendered SQL executes to the same rows as the original on a real SQLite db
       "SELECT name FROM singer WHERE name LIKE 'D!_%' ESCAPE '!' OR name = 'a\\' OR age ISNULL OR age NOTNULL",
       'SELECT name FROM singer WHERE age IS NOT DISTINCT FROM 30 OR age IS DISTINCT FROM age OR .5 < 1 OR 0x1E = age',
       'SELECT name, venue FROM singer NATURAL JOIN concert',
+      "SELECT name FROM singer WHERE name = 'ann' COLLATE NOCASE ORDER BY (name || 'x') COLLATE NOCASE DESC",
       'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 5) SELECT sum(n) FROM c',
     ];
     for (const q of queries) {

@@ -215,10 +215,18 @@ function expr(e: Ast, ctx: ArmCtx): TreeNode {
   if (e && typeof e === 'object' && e.parentheses === true && n.kind !== 'subquery' && n.kind !== 'list') {
     n.attrs = { ...(n.attrs ?? {}), parens: true };
   }
-  if (e && typeof e === 'object' && e.collate && n.kind === 'column') {
-    const c = e.collate.collate ?? e.collate;
-    const cname = identOf(c.name ?? c) ;
-    if (cname) n.attrs = { ...(n.attrs ?? {}), collate: cname };
+  if (e && typeof e === 'object') {
+    // COLLATE sits on column_ref.collate or, for other expressions, in suffix.collate.
+    const suffix = e.suffix && typeof e.suffix === 'object' ? { ...e.suffix } : null;
+    const col = meaningful(e.collate) ? e.collate : suffix && meaningful(suffix.collate) ? suffix.collate : null;
+    if (suffix) delete suffix.collate;
+    if (suffix && meaningful(suffix)) throw new TreeBuildError('unsupported expression suffix');
+    if (col) {
+      const c = col.collate ?? col;
+      const cname = identOf(c.name ?? c);
+      if (!cname) throw new TreeBuildError('COLLATE without a name');
+      n.attrs = { ...(n.attrs ?? {}), collate: cname };
+    }
   }
   return n;
 }
@@ -1056,6 +1064,14 @@ function renderClause(n: TreeNode): string {
 }
 
 function renderNode(n: TreeNode): string {
+  const s = renderBare(n);
+  if (typeof n.attrs?.collate !== 'string') return s;
+  // COLLATE is postfix and binds tighter than any operator.
+  const atom = prec(n) >= 11;
+  return `${atom ? s : `(${s})`} COLLATE ${quoteIdent(n.attrs.collate)}`;
+}
+
+function renderBare(n: TreeNode): string {
   const c = n.children;
   switch (n.kind) {
     case 'statement':
@@ -1069,9 +1085,8 @@ function renderNode(n: TreeNode): string {
     case 'column': {
       const p = columnParts(n);
       const dq = n.attrs?.quote === '"' && p.name === n.attrs.name && p.qualifier === n.attrs.qualifier;
-      const s = dq ? `"${p.name.replace(/"/g, '""')}"`
+      return dq ? `"${p.name.replace(/"/g, '""')}"`
         : p.qualifier ? `${quoteIdent(p.qualifier)}.${quoteIdent(p.name)}` : quoteIdent(p.name);
-      return n.attrs?.collate ? `${s} COLLATE ${String(n.attrs.collate)}` : s;
     }
     case 'table': {
       const a = n.attrs ?? {};
