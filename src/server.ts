@@ -7,6 +7,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { createMetrics, DbRegistry, DEFAULT_LIMITS, type ServiceState } from './routes/context.js';
 import { installErrorHandlers, errorSchema } from './routes/errors.js';
+import authPlugin from './routes/auth.js';
 import healthRoutes from './routes/health.js';
 import infoRoute from './routes/info.js';
 import metricsRoute from './routes/metrics.js';
@@ -40,6 +41,8 @@ export interface ServerOptions {
   execWorkers?: number;
   bodyLimit?: number;
   logger?: boolean;
+  /** When set, every route but /healthz and /readyz needs `Authorization: Bearer <apiKey>`. */
+  apiKey?: string;
 }
 
 /**
@@ -107,6 +110,7 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
 
   installErrorHandlers(app);
   app.addSchema(errorSchema);
+  if (opts.apiKey !== undefined) await app.register(authPlugin, { apiKey: opts.apiKey });
 
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';

@@ -3,7 +3,9 @@ import { parseArgs, flagString, flagNumber } from './args.js';
 
 const USAGE = `usage: caper serve [--model DIR] [--db-dir DIR] [--host H] [--port P] [--device auto|cuda|cpu]
        [--max-batch-tokens N] [--max-wait-ms MS] [--max-batch-size N] [--max-queue-tokens N]
-       [--exec-timeout-ms MS] [--threads N] [--quantized] [--quiet]`;
+       [--exec-timeout-ms MS] [--threads N] [--quantized] [--quiet] [--api-key KEY]
+  --api-key (or env CAPER_API_KEY, preferred: flags show in ps): require Authorization: Bearer KEY
+  on every route except /healthz and /readyz`;
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseArgs(argv, ['quantized', 'quiet', 'help']);
@@ -15,6 +17,21 @@ export async function run(argv: string[]): Promise<number> {
   if (device !== 'auto' && device !== 'cuda' && device !== 'cpu') {
     console.error(`caper serve: --device must be auto, cuda or cpu\n${USAGE}`);
     return 2;
+  }
+  // An explicit but empty or unusable key is refused rather than silently serving without auth.
+  const keyFlag = a.flags.get('api-key');
+  if (keyFlag === true) {
+    console.error(`caper serve: --api-key needs a value\n${USAGE}`);
+    return 2;
+  }
+  const apiKey = keyFlag ?? process.env.CAPER_API_KEY;
+  if (apiKey !== undefined) {
+    const { apiKeyProblem } = await import('../routes/auth.js');
+    const problem = apiKeyProblem(apiKey);
+    if (problem) {
+      console.error(`caper serve: ${problem} (${keyFlag !== undefined ? '--api-key' : 'CAPER_API_KEY'})`);
+      return 2;
+    }
   }
   const { buildServer } = await import('../server.js');
   const modelDir = flagString(a, 'model');
@@ -31,6 +48,7 @@ export async function run(argv: string[]): Promise<number> {
     ...(a.flags.has('exec-timeout-ms') ? { execTimeoutMs: flagNumber(a, 'exec-timeout-ms', 5000) } : {}),
     ...(a.flags.has('threads') ? { threads: flagNumber(a, 'threads', 0) } : {}),
     quantized: a.flags.has('quantized'),
+    ...(apiKey !== undefined ? { apiKey } : {}),
     logger: !a.flags.has('quiet'),
   });
   const host = flagString(a, 'host', '127.0.0.1')!;

@@ -1,0 +1,64 @@
+// Optional bearer-token auth (`caper serve --api-key KEY` or CAPER_API_KEY). Every route needs
+// `Authorization: Bearer KEY` except the two probes an orchestrator calls without credentials
+// (/healthz, /readyz). /metrics, /info, /docs and /openapi.json are protected too: metrics and
+// info reveal load, databases and limits, and the docs are not needed by anyone without a key.
+//
+// Unknown paths are checked as well, so a caller without the key cannot tell which routes exist.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+
+export interface AuthOptions {
+  apiKey: string;
+}
+
+/** Routes (as registered, so query strings and trailing junk cannot spoof them) open without a key. */
+export const PUBLIC_ROUTES: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
+
+/** Why a key cannot be used, or null. Keys travel in a header, so only visible ASCII works. */
+export function apiKeyProblem(key: string): string | null {
+  if (key.length === 0) return 'the API key must not be empty';
+  if (key.length > 4096) return 'the API key must be at most 4096 characters';
+  if (!/^[\x21-\x7e]+$/.test(key)) return 'the API key must be visible ASCII without spaces';
+  return null;
+}
+
+const digest = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
+
+/**
+ * Compares digests, not the strings: timingSafeEqual needs equal lengths, and comparing the raw
+ * key would either throw or leak its length through an early exit. Both digests are 32 bytes.
+ */
+export function keyMatches(expectedDigest: Buffer, presented: string): boolean {
+  return timingSafeEqual(expectedDigest, digest(presented));
+}
+
+/** The token of `Authorization: Bearer <token>` (scheme case-insensitive, RFC 6750), or null. */
+export function bearerToken(header: string | string[] | undefined): string | null {
+  if (typeof header !== 'string') return null;
+  const m = /^\s*bearer\s+(\S+)\s*$/i.exec(header);
+  return m ? m[1]! : null;
+}
+
+async function authPlugin(app: FastifyInstance, opts: AuthOptions): Promise<void> {
+  const problem = apiKeyProblem(opts.apiKey);
+  if (problem) throw new Error(problem);
+  const expected = digest(opts.apiKey);
+  const deny = (reply: FastifyReply, message: string, invalid: boolean) =>
+    reply
+      .code(401)
+      .header('www-authenticate', invalid ? 'Bearer realm="caper", error="invalid_token"' : 'Bearer realm="caper"')
+      .type('application/json')
+      .send({ error: 'unauthorized', message });
+
+  app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
+    if (PUBLIC_ROUTES.has(req.routeOptions.url ?? '') && (req.method === 'GET' || req.method === 'HEAD')) return;
+    const token = bearerToken(req.headers.authorization);
+    if (token === null) return deny(reply, 'missing bearer token: send Authorization: Bearer <api key>', false);
+    if (!keyMatches(expected, token)) return deny(reply, 'invalid API key', true);
+  });
+}
+
+// Like fastify-plugin: the hook must apply to the sibling route plugins, not only inside this one.
+(authPlugin as unknown as Record<symbol, boolean>)[Symbol.for('skip-override')] = true;
+
+export default authPlugin;
