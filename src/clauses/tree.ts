@@ -210,7 +210,18 @@ function exprList(x: Ast): Ast[] {
   return [x];
 }
 
+// Every key of an expression the converter reads (or that carries nothing). Anything else that is
+// set means a construct the tree would silently drop, so the parse fails instead.
+const EXPR_KEYS = new Set(['type', 'value', 'name', 'args', 'expr', 'left', 'right', 'operator', 'table', 'column',
+  'collate', 'parentheses', 'suffix', 'escape', 'keyword', 'symbol', 'target', 'over', 'loc', 'db', 'schema',
+  'args_parentheses', 'ast', 'tableList', 'columnList', 'distinct']);
+
 function expr(e: Ast, ctx: ArmCtx): TreeNode {
+  if (e && typeof e === 'object' && !Array.isArray(e)) {
+    for (const k of Object.keys(e)) {
+      if (!EXPR_KEYS.has(k) && meaningful(e[k])) throw new TreeBuildError(`unsupported expression part ${k}`);
+    }
+  }
   const n = exprInner(e, ctx);
   if (e && typeof e === 'object' && e.parentheses === true && n.kind !== 'subquery' && n.kind !== 'list') {
     n.attrs = { ...(n.attrs ?? {}), parens: true };
