@@ -5,7 +5,6 @@
 //   3. server time vs the FLOP floor (model FLOPs for the tokens processed / this machine's
 //      measured onnxruntime MatMul rate).
 // Usage: node dist/bench/serve.js [--data DIR] [--model DIR] [--duration S] [--out bench/results/serve]
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,8 +16,8 @@ import { loadModel } from '../src/scoring/onnx.js';
 import { Scorer } from '../src/scoring/scorer.js';
 import { schemaFromSqlite, schemaText } from '../src/clauses/schema.js';
 import { matmulModel } from './matmul-onnx.js';
+import { REPO, startServer, stopServer, metricValue } from './lib.js';
 
-const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 type Autocannon = (opts: Record<string, unknown>) => Promise<any>;
 
@@ -39,10 +38,6 @@ interface LoadResult {
   sequences: number;
 }
 
-function metricValue(text: string, name: string): number {
-  const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
-  return m ? Number(m[1]) : 0;
-}
 
 async function matmulRate(threads?: number): Promise<{ gflops: number; bySize: Record<string, number> }> {
   // Same thread budget as the model sessions, so the floor and the server compete on equal terms.
@@ -86,36 +81,6 @@ function flopsPerToken(modelDir: string, parameters: number, avgLen: number): { 
     // no card: the parameter term alone (a lower floor, so a conservative ratio)
   }
   return { flops, how };
-}
-
-async function startServer(args: string[]): Promise<{ child: ChildProcess; url: string }> {
-  const port = 20000 + Math.floor(Math.random() * 20000);
-  const child = spawn(process.execPath, [join(REPO, 'dist', 'src', 'cli.js'), 'serve', '--port', String(port), '--quiet', ...args], {
-    cwd: REPO,
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let err = '';
-  child.stderr!.on('data', (d) => (err += String(d)));
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 600; i++) {
-    await new Promise((r) => setTimeout(r, 100));
-    if (child.exitCode !== null) throw new Error(`server exited: ${err}`);
-    try {
-      const r = await fetch(url + '/readyz');
-      if (r.status === 200) return { child, url };
-      if (/failed to load/.test(await r.text())) throw new Error(`model did not load: ${err}`);
-    } catch (e) {
-      if ((e as Error).message.startsWith('model did not load')) throw e;
-    }
-  }
-  throw new Error('server did not become ready');
-}
-
-async function stopServer(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
-  const done = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  await done;
 }
 
 async function load(autocannon: Autocannon, url: string, label: string, bodies: string[], connections: number, seconds: number): Promise<LoadResult> {

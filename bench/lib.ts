@@ -1,0 +1,53 @@
+// What every HTTP benchmark needs: the real `caper serve` process on a loopback port, stopped
+// with SIGTERM like an orchestrator would, and Prometheus counters read around a load phase.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+export interface ServerProcess {
+  child: ChildProcess;
+  url: string;
+}
+
+export async function startServer(args: string[]): Promise<ServerProcess> {
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const child = spawn(process.execPath, [join(REPO, 'dist', 'src', 'cli.js'), 'serve', '--port', String(port), '--quiet', ...args], {
+    cwd: REPO,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  child.stderr!.on('data', (d) => (err += String(d)));
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 600; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    if (child.exitCode !== null) throw new Error(`server exited: ${err}`);
+    try {
+      const r = await fetch(url + '/readyz');
+      if (r.status === 200) return { child, url };
+      if (/failed to load/.test(await r.text())) throw new Error(`model did not load: ${err}`);
+    } catch (e) {
+      if ((e as Error).message.startsWith('model did not load')) throw e;
+    }
+  }
+  child.kill('SIGKILL');
+  throw new Error('server did not become ready');
+}
+
+export async function stopServer(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const done = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await done;
+}
+
+export function metricValue(text: string, name: string): number {
+  const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (!sorted.length) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
