@@ -1,8 +1,8 @@
 // State shared by the route plugins: the (possibly still loading) model, the scorer in front of
 // it, the registered databases and the per-server metrics registry. One object per server so
 // tests and benchmarks can run several servers in one process.
-import { existsSync, readdirSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
+import { join, resolve, sep } from 'node:path';
 import { Registry, Counter, Histogram, Gauge, collectDefaultMetrics } from 'prom-client';
 import type { LoadedModel } from '../scoring/onnx.js';
 import type { Scorer } from '../scoring/scorer.js';
@@ -137,14 +137,28 @@ export function createMetrics(): Metrics {
   };
 }
 
-/** db_id -> read-only path, fixed at start-up: a request can only name a registered id. */
+/**
+ * db_id -> read-only path, fixed at start-up: a request can only name a registered id. Paths are
+ * stored resolved (realpath) and only if they lie inside --db-dir, so neither a symlink in the
+ * directory pointing elsewhere nor one swapped in after start-up can make a db_id open a file
+ * outside it.
+ */
 export class DbRegistry {
   private readonly paths = new Map<string, string>();
 
   constructor(dir?: string) {
     if (!dir) return;
-    const root = resolve(dir);
-    if (!existsSync(root)) throw new Error(`--db-dir ${dir} does not exist`);
+    if (!existsSync(resolve(dir))) throw new Error(`--db-dir ${dir} does not exist`);
+    const root = realpathSync(resolve(dir));
+    const prefix = root.endsWith(sep) ? root : root + sep;
+    const inside = (f: string): string | null => {
+      try {
+        const real = realpathSync(f);
+        return real.startsWith(prefix) && statSync(real).isFile() ? real : null;
+      } catch {
+        return null;
+      }
+    };
     for (const name of readdirSync(root).sort()) {
       const p = join(root, name);
       let st;
@@ -154,11 +168,12 @@ export class DbRegistry {
         continue;
       }
       if (st.isDirectory()) {
-        const f = join(p, `${name}.sqlite`);
-        if (existsSync(f)) this.paths.set(name, f);
+        const f = inside(join(p, `${name}.sqlite`));
+        if (f) this.paths.set(name, f);
       } else if (st.isFile() && name.endsWith('.sqlite')) {
         const id = name.slice(0, -'.sqlite'.length);
-        if (!this.paths.has(id)) this.paths.set(id, p);
+        const f = inside(p);
+        if (f && !this.paths.has(id)) this.paths.set(id, f);
       }
     }
   }
