@@ -54,6 +54,9 @@ export async function run(argv: string[]): Promise<number> {
   const host = flagString(a, 'host', '127.0.0.1')!;
   const port = flagNumber(a, 'port', 8080);
   await app.listen({ host, port });
+  // With --port 0 the OS picks the port; report the real one (tests and scripts read it).
+  const addr = app.server.address();
+  const url = `http://${host}:${typeof addr === 'object' && addr ? addr.port : port}`;
   // Stop accepting, let in-flight requests finish, then exit 0 so orchestrators see a clean stop.
   let closing = false;
   const stop = (sig: string) => {
@@ -68,8 +71,8 @@ export async function run(argv: string[]): Promise<number> {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   await app.caper.loaded;
-  if (app.caper.notReadyReason) console.error(`caper serve: not ready: ${app.caper.notReadyReason}`);
-  else console.error(`caper serve: ready on http://${host}:${port} (model ${app.caper.model!.manifest.name}, ${app.caper.model!.provider})`);
+  if (app.caper.notReadyReason) console.error(`caper serve: not ready on ${url}: ${app.caper.notReadyReason}`);
+  else console.error(`caper serve: ready on ${url} (model ${app.caper.model!.manifest.name}, ${app.caper.model!.provider})`);
   // Keep the process alive while the server runs.
   return new Promise<number>(() => undefined);
 }
