@@ -90,11 +90,6 @@ export function mk(kind: NodeKind, label: string, children: TreeNode[] = [], att
 }
 
 const AGGREGATES = new Set(['COUNT', 'SUM', 'AVG', 'MIN', 'MAX', 'GROUP_CONCAT', 'TOTAL']);
-const COMPARISONS = new Set([
-  '=', '==', '!=', '<>', '<', '<=', '>', '>=', 'LIKE', 'NOT LIKE', 'GLOB', 'NOT GLOB', 'IN', 'NOT IN',
-  'BETWEEN', 'NOT BETWEEN', 'IS', 'IS NOT', 'REGEXP', 'NOT REGEXP', 'MATCH', 'NOT MATCH',
-  'IS DISTINCT FROM', 'IS NOT DISTINCT FROM',
-]);
 const ARITH = new Set(['+', '-', '*', '/', '%', '||', '&', '|', '<<', '>>', '->', '->>']);
 const PLACEHOLDER = /^__caper_sq(\d+)$/;
 
@@ -317,10 +312,8 @@ function exprInner(e: Ast, ctx: ArmCtx): TreeNode {
       const args = exprList(e.args);
       if (e.args == null) return mk('function', name, [], { noParens: true });
       const kids = args.map((x) => expr(x, ctx));
-      if (AGGREGATES.has(name) && (kids.length === 1 || name === 'GROUP_CONCAT') && !(name === 'MIN' || name === 'MAX') ) {
-        return mk('aggregate', name, kids);
-      }
-      if ((name === 'MIN' || name === 'MAX') && kids.length === 1) return mk('aggregate', name, kids);
+      // min(a, b) / max(a, b) with two or more arguments are SQLite's scalar functions.
+      if (AGGREGATES.has(name) && (kids.length === 1 || name === 'GROUP_CONCAT')) return mk('aggregate', name, kids);
       return mk('function', name, kids);
     }
     case 'case': {
