@@ -1,0 +1,377 @@
+// Issue 6, in process: every request limit and its error code on every scoring route, the
+// per-candidate token limit, auth, the hostile-SQL suite (database unchanged, /healthz fast
+// while it runs) and db_id confinement to --db-dir. The process-level parts (SIGTERM drain,
+// corrupt model in the real CLI, CAPER_API_KEY) are in hardening-process.test.ts.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, copyFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { makeDbDir, start, TINY, type Running } from './server-fixture.js';
+import { DbRegistry, DEFAULT_LIMITS as L } from '../src/routes/context.js';
+import { bearerToken, keyMatches, apiKeyProblem } from '../src/routes/auth.js';
+import { run as serveRun } from '../src/commands/serve.js';
+
+let srv: Running;
+let db: ReturnType<typeof makeDbDir>;
+
+before(async () => {
+  db = makeDbDir();
+  // A short execution timeout keeps the never-ending queries of the hostile suite quick.
+  srv = await start({ modelDir: TINY, dbDir: db.dir, device: 'cpu', execTimeoutMs: 1500 });
+  await srv.app.caper.loaded;
+  assert.equal(srv.app.caper.notReadyReason, null, 'models/tiny must load');
+});
+
+after(async () => {
+  await srv.app.close();
+  db.cleanup();
+});
+
+const Q = 'How many singers are from France?';
+const GOOD = "SELECT count(*) FROM singer WHERE country = 'France'";
+
+function isJsonError(r: { status: number; body: any }, status: number, code?: string, field?: string): void {
+  const msg = `${r.status} ${JSON.stringify(r.body).slice(0, 200)}`;
+  assert.equal(r.status, status, msg);
+  assert.equal(typeof r.body, 'object', msg);
+  assert.equal(typeof r.body.error, 'string', msg);
+  assert.equal(typeof r.body.message, 'string', msg);
+  if (code) assert.equal(r.body.error, code, msg);
+  if (field !== undefined) assert.equal(r.body.field, field, msg);
+}
+
+test('limits: each one on each scoring route answers 422 limit_exceeded naming the field', async () => {
+  const longSql = 'SELECT ' + 'a,'.repeat(L.maxSqlChars / 2) + 'b FROM t'; // just over maxSqlChars
+  assert.ok(longSql.length > L.maxSqlChars);
+  const longQ = 'q'.repeat(L.maxQuestionChars + 1);
+  const longSchema = 's'.repeat(L.maxSchemaChars + 1);
+  const many = Array(L.maxCandidates + 1).fill(GOOD);
+  const cases: [string, unknown, string][] = [
+    ['/rerank', { question: Q, candidates: many }, 'candidates'],
+    ['/rerank', { question: Q, candidates: [GOOD, longSql] }, 'candidates[1]'],
+    ['/rerank', { question: Q, candidates: [{ sql: longSql, id: 'x' }] }, 'candidates[0]'],
+    ['/rerank', { question: longQ, candidates: [GOOD] }, 'question'],
+    ['/rerank', { question: Q, schema: longSchema, candidates: [GOOD] }, 'schema'],
+    ['/v1/rerank', { query: Q, documents: many }, 'documents'],
+    ['/v1/rerank', { query: Q, documents: [longSql] }, 'documents[0]'],
+    ['/v1/rerank', { query: longQ, documents: [GOOD] }, 'query'],
+    ['/v1/rerank', { query: Q, schema: longSchema, documents: [GOOD] }, 'schema'],
+    ['/localize', { question: Q, sql: longSql }, 'sql'],
+    ['/localize', { question: Q, sql: GOOD, db_id: 'shop', gold: longSql }, 'gold'],
+    ['/localize', { question: longQ, sql: GOOD }, 'question'],
+    ['/localize', { question: Q, sql: GOOD, schema: longSchema }, 'schema'],
+    ['/reward', { question: Q, samples: many }, 'samples'],
+    ['/reward', { question: Q, samples: [GOOD, longSql] }, 'samples[1]'],
+    ['/reward', { question: longQ, samples: [GOOD] }, 'question'],
+    ['/reward', { question: Q, db_id: 'shop', gold: longSql, samples: [GOOD] }, 'gold'],
+  ];
+  for (const [path, body, field] of cases) {
+    const r = await srv.post(path, body);
+    // Some validators report the oneOf branch (candidates[1]) rather than its maxLength; both name the field.
+    assert.ok(r.status === 422 || r.status === 400, `${path} ${field}: ${r.status} ${JSON.stringify(r.body)}`);
+    isJsonError(r, r.status);
+    assert.equal(r.body.field, field, `${path}: ${JSON.stringify(r.body)}`);
+  }
+  // The non-oneOf limits are 422 limit_exceeded exactly.
+  for (const [path, body, field] of cases.filter(([, , f]) => !/^(candidates|documents)\[/.test(f))) {
+    isJsonError(await srv.post(path, body), 422, 'limit_exceeded', field);
+  }
+  // Exactly at the limits is accepted.
+  const atLimit = await srv.post('/rerank', { question: 'q'.repeat(L.maxQuestionChars), candidates: Array(L.maxCandidates).fill(GOOD) });
+  assert.equal(atLimit.status, 200, JSON.stringify(atLimit.body).slice(0, 200));
+  assert.equal(atLimit.body.results.length, L.maxCandidates);
+});
+
+test('limits: payload over the body limit is 413 payload_too_large on every POST route, before parsing', async () => {
+  const huge = JSON.stringify({ question: Q, candidates: ['x'.repeat(L.bodyLimitBytes)] });
+  for (const path of ['/rerank', '/v1/rerank', '/localize', '/reward']) {
+    isJsonError(await srv.post(path, huge), 413, 'payload_too_large');
+    // Not even valid JSON: the size check comes first.
+    isJsonError(await srv.post(path, '{'.repeat(L.bodyLimitBytes + 10)), 413, 'payload_too_large');
+  }
+});
+
+test('tokens per candidate: SQL that alone exceeds max_length is rejected per candidate, explicitly, on every route', async () => {
+  // Policy: schema and question are truncated to fit (and the response says so); a candidate's
+  // SQL is never truncated (a cut query would be scored as something it is not), so a candidate
+  // that cannot fit is not scored: score 0, a warning/error naming max_length, ranked last.
+  const maxLength = srv.app.caper.model!.manifest.max_length;
+  const cols = Array.from({ length: maxLength }, (_, i) => `c${i}`).join(', ');
+  const long = `SELECT ${cols} FROM singer`;
+  assert.ok(long.length <= L.maxSqlChars, 'within the character limit, over the token limit');
+
+  const rr = await srv.post('/rerank', { question: Q, candidates: [long, GOOD] });
+  assert.equal(rr.status, 200);
+  const last = rr.body.results.find((r: any) => r.index === 0);
+  assert.equal(last.rank, 2);
+  assert.equal(last.prm_score, 0);
+  assert.match(last.warning, /max_length/);
+
+  const lz = await srv.post('/localize', { question: Q, sql: long });
+  assert.equal(lz.status, 200);
+  assert.match(lz.body.warning, /max_length/);
+  assert.ok(lz.body.units.every((u: any) => u.score === null));
+
+  const rw = await srv.post('/reward', { question: Q, samples: [long, GOOD] });
+  assert.equal(rw.status, 200);
+  assert.match(rw.body.samples[0].error, /max_length/);
+  assert.ok(rw.body.samples[0].clauses.every((c: any) => c.score === null && c.reward === 0));
+
+  const v1 = await srv.post('/v1/rerank', { query: Q, documents: [long, GOOD] });
+  assert.equal(v1.status, 200);
+  assert.deepEqual(v1.body.results.map((r: any) => r.index), [1, 0], 'the unscorable document ranks last');
+  assert.equal(v1.body.results[1].relevance_score, 0);
+
+  // A schema far over max_length is truncated, and the response says so.
+  const bigSchema = Array.from({ length: 400 }, (_, i) => `CREATE TABLE t${i} (a${i} INTEGER, b${i} TEXT);`).join('\n');
+  const tr = await srv.post('/rerank', { question: Q, schema: bigSchema, candidates: [GOOD] });
+  assert.equal(tr.status, 200);
+  assert.match(tr.body.results[0].warning, /truncated.*schema/);
+  assert.ok(tr.body.results[0].prm_score > 0);
+});
+
+test('unparsable SQL is scored on lexer units and flagged, never a 500', async () => {
+  const junk = ['SELEC name FRM singer WHER', 'SELECT ((((((( FROM', ')))', 'SELECT * FROM singer WHERE name = \'unterminated', '\u0000\u0001 SELECT', '😀 SELECT 😀'];
+  const r = await srv.post('/rerank', { question: Q, db_id: 'shop', strategy: 'hybrid', candidates: [GOOD, ...junk] });
+  assert.equal(r.status, 200, JSON.stringify(r.body).slice(0, 300));
+  assert.equal(r.body.results[0].index, 0, 'the valid candidate wins');
+  for (const x of r.body.results.filter((x: any) => x.index > 0)) {
+    assert.equal(x.parsed, false, x.sql);
+    assert.equal(x.execution.ok, false);
+  }
+  const lz = await srv.post('/localize', { question: Q, sql: junk[3] });
+  assert.equal(lz.status, 200);
+  assert.equal(lz.body.parsed, false);
+  assert.deepEqual(lz.body.units.map((u: any) => u.kind), ['SELECT', 'FROM', 'WHERE'], 'lexer units');
+  assert.ok(lz.body.units.every((u: any) => typeof u.score === 'number'));
+  // No clause keyword at all: nothing to score, and the response says so.
+  const none = await srv.post('/localize', { question: Q, sql: junk[0] });
+  assert.equal(none.status, 200);
+  assert.equal(none.body.parsed, false);
+  assert.match(none.body.warning, /no clause units/);
+});
+
+test('422 invalid_value names the field: unknown db_id, strategy without a database, gold without db_id, gold that does not run', async () => {
+  isJsonError(await srv.post('/rerank', { question: Q, candidates: [GOOD], db_id: 'nope' }), 422, 'invalid_value', 'db_id');
+  isJsonError(await srv.post('/v1/rerank', { query: Q, documents: [GOOD], strategy: 'hybrid' }), 422, 'invalid_value', 'strategy');
+  isJsonError(await srv.post('/reward', { question: Q, samples: [GOOD], gold: GOOD }), 422, 'invalid_value', 'db_id');
+  isJsonError(await srv.post('/reward', { question: Q, samples: [GOOD], db_id: 'shop', gold: 'DROP TABLE singer' }), 422, 'invalid_value', 'gold');
+});
+
+test('auth: bearer token on everything but /healthz and /readyz, constant-time digest comparison, 401 JSON + WWW-Authenticate', async () => {
+  assert.equal(apiKeyProblem(''), 'the API key must not be empty');
+  assert.ok(apiKeyProblem('has space'));
+  assert.equal(apiKeyProblem('k3y-OK_~'), null);
+  assert.equal(bearerToken('Bearer abc'), 'abc');
+  assert.equal(bearerToken('bearer   abc  '), 'abc');
+  assert.equal(bearerToken('Basic abc'), null);
+  assert.equal(bearerToken('Bearer a b'), null);
+  assert.equal(bearerToken(undefined), null);
+  const d = createHash('sha256').update('s3cret').digest();
+  assert.equal(keyMatches(d, 's3cret'), true);
+  assert.equal(keyMatches(d, 's3cre'), false, 'a prefix does not match (and lengths never throw)');
+  assert.equal(keyMatches(d, 's3cret-and-more'), false);
+
+  const KEY = 'k-' + 'x'.repeat(30);
+  const a = await start({ modelDir: TINY, device: 'cpu', apiKey: KEY });
+  try {
+    await a.app.caper.loaded;
+    const call = async (method: string, path: string, headers: Record<string, string> = {}, body?: unknown) => {
+      const r = await fetch(a.url + path, {
+        method,
+        headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      });
+      const text = await r.text();
+      return { status: r.status, text, headers: r.headers };
+    };
+    for (const path of ['/healthz', '/readyz', '/healthz?probe=1']) {
+      assert.equal((await call('GET', path)).status, 200, path);
+    }
+    const body = { question: Q, candidates: [GOOD] };
+    const protectedRoutes: [string, string, unknown?][] = [
+      ['POST', '/rerank', body],
+      ['POST', '/v1/rerank', { query: Q, documents: [GOOD] }],
+      ['POST', '/localize', { question: Q, sql: GOOD }],
+      ['POST', '/reward', { question: Q, samples: [GOOD] }],
+      ['GET', '/info'],
+      ['GET', '/metrics'],
+      ['GET', '/openapi.json'],
+      ['GET', '/docs/'],
+      ['GET', '/no-such-route'],
+      ['POST', '/healthz', {}],
+    ];
+    const bad: [Record<string, string>, string][] = [
+      [{}, 'Bearer realm="caper"'],
+      [{ authorization: `Bearer ${KEY}x` }, 'Bearer realm="caper", error="invalid_token"'],
+      [{ authorization: `Bearer ${KEY.slice(0, -1)}y` }, 'Bearer realm="caper", error="invalid_token"'],
+      [{ authorization: 'Bearer short' }, 'Bearer realm="caper", error="invalid_token"'],
+      [{ authorization: `Basic ${KEY}` }, 'Bearer realm="caper"'],
+      [{ authorization: KEY }, 'Bearer realm="caper"'],
+      [{ 'x-api-key': KEY }, 'Bearer realm="caper"'],
+    ];
+    for (const [method, path, b] of protectedRoutes) {
+      for (const [headers, challenge] of bad) {
+        const r = await call(method, path, headers, b);
+        assert.equal(r.status, 401, `${method} ${path} ${JSON.stringify(headers)}`);
+        assert.equal(r.headers.get('www-authenticate'), challenge);
+        const j = JSON.parse(r.text);
+        assert.equal(j.error, 'unauthorized');
+        assert.equal(typeof j.message, 'string');
+        assert.ok(!r.text.includes(KEY), 'the key is never echoed');
+      }
+    }
+    // An unauthenticated 2 MiB+ body is refused by auth (onRequest), not parsed first.
+    const big = await call('POST', '/rerank', {}, { question: Q, candidates: ['x'.repeat(3 * 1024 * 1024)] });
+    assert.equal(big.status, 401);
+    for (const auth of [`Bearer ${KEY}`, `bearer ${KEY}`]) {
+      const ok = await call('POST', '/rerank', { authorization: auth }, body);
+      assert.equal(ok.status, 200, ok.text);
+      assert.equal((await call('GET', '/metrics', { authorization: auth })).status, 200);
+      assert.equal((await call('GET', '/no-such-route', { authorization: auth })).status, 404);
+    }
+    const m = await call('GET', '/metrics', { authorization: `Bearer ${KEY}` });
+    assert.match(m.text, /caper_http_requests_total\{route="\/rerank",method="POST",status="401"\} [1-9]/);
+  } finally {
+    await a.app.close();
+  }
+  // The CLI refuses an empty or unusable key instead of silently running without auth.
+  const err = console.error;
+  console.error = () => undefined;
+  try {
+    assert.equal(await serveRun(['--api-key', '']), 2);
+    assert.equal(await serveRun(['--api-key']), 2);
+    assert.equal(await serveRun(['--api-key', 'two words']), 2);
+  } finally {
+    console.error = err;
+  }
+});
+
+const CROSS = (n: number, what: string) =>
+  `SELECT ${what} FROM ${Array.from({ length: n }, (_, i) => `singer s${i}`).join(', ')}`;
+
+const HOSTILE: [string, RegExp][] = [
+  ["ATTACH DATABASE '/tmp/caper-hostile-attach.db' AS evil", /^refused/],
+  ["attach 'file:/tmp/caper-hostile-attach2.db?mode=rwc' as x", /^refused/],
+  ['PRAGMA writable_schema = 1', /^refused/],
+  ['PRAGMA writable_schema=1', /^refused/],
+  ["PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'x' WHERE name = 'singer'", /^refused/],
+  ["INSERT INTO singer VALUES (9, 'x', 'y', 1)", /^refused/],
+  ['UPDATE singer SET age = 0', /^refused/],
+  ['DELETE FROM singer', /^refused/],
+  ['/* hi */ DeLeTe FROM singer', /^refused/],
+  ['DROP TABLE singer', /^refused/],
+  ['CREATE TABLE evil (x)', /^refused/],
+  ["REPLACE INTO singer VALUES (1, 'x', 'y', 1)", /^refused/],
+  ['WITH x AS (SELECT 1) DELETE FROM singer', /^refused/],
+  ["VACUUM INTO '/tmp/caper-hostile-vacuum.db'", /^refused/],
+  ["SELECT load_extension('/tmp/caper-evil.so')", /^refused/],
+  ["SELECT \"load_extension\"('/tmp/caper-evil.so')", /^refused/],
+  ['SELECT 1; DROP TABLE singer', /^refused/],
+  ['SELECT name FROM singer; SELECT 2', /^refused/],
+  ['BEGIN; DELETE FROM singer; COMMIT', /^refused/],
+  ['WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c', /^timeout/],
+  // 4^16 rows: runs until the timeout kills its worker.
+  [CROSS(16, 'count(*)'), /^timeout/],
+];
+
+test('hostile SQL through /rerank (db_id, hybrid), /localize (gold) and /reward: database unchanged, /healthz < 100 ms meanwhile', async () => {
+  const hash = () => createHash('sha256').update(readFileSync(db.dbPath)).digest('hex');
+  const h0 = hash();
+  // Poll /healthz back to back the whole time, on its own connection.
+  let polling = true;
+  const lat: number[] = [];
+  const poller = (async () => {
+    while (polling) {
+      const t = performance.now();
+      const r = await fetch(srv.url + '/healthz');
+      await r.text();
+      lat.push(performance.now() - t);
+      assert.equal(r.status, 200);
+      await new Promise((res) => setTimeout(res, 10));
+    }
+  })();
+  try {
+    const sqls = HOSTILE.map(([s]) => s);
+    // A 1M-row cross join is cut at the executor's row cap rather than refused.
+    const wide = CROSS(10, 's0.name');
+    const rr = await srv.post('/rerank', { question: Q, db_id: 'shop', strategy: 'hybrid', candidates: [...sqls, wide, GOOD] });
+    assert.equal(rr.status, 200, JSON.stringify(rr.body).slice(0, 300));
+    assert.equal(rr.body.results[0].execution.ok, true, 'a candidate that ran wins under hybrid');
+    const byIndex = new Map<number, any>(rr.body.results.map((r: any) => [r.index, r]));
+    HOSTILE.forEach(([s, want], i) => {
+      const x = byIndex.get(i);
+      assert.equal(x.execution.ok, false, s);
+      assert.match(x.execution.error, want, `${s}: ${x.execution.error}`);
+    });
+    assert.equal(byIndex.get(sqls.length).execution.ok, true, 'the capped cross join ran');
+
+    // /localize: hostile SQL as the candidate with a sane gold, and as the gold itself.
+    for (const [s] of HOSTILE.slice(0, 6)) {
+      const l = await srv.post('/localize', { question: Q, db_id: 'shop', sql: s, gold: GOOD });
+      assert.equal(l.status, 200, JSON.stringify(l.body).slice(0, 300));
+      assert.equal(l.body.gold_match, false);
+    }
+    for (const [s, want] of [HOSTILE[0]!, HOSTILE[7]!, HOSTILE[19]!]) {
+      const l = await srv.post('/localize', { question: Q, db_id: 'shop', sql: GOOD, gold: s });
+      isJsonError(l, 422, 'invalid_value', 'gold');
+      assert.match(l.body.message, new RegExp(`gold does not run: ${want.source.slice(1)}`));
+    }
+    const rw = await srv.post('/reward', { question: Q, db_id: 'shop', gold: GOOD, samples: sqls });
+    assert.equal(rw.status, 200);
+    assert.ok(rw.body.samples.every((x: any) => typeof x.execution_error === 'string'));
+  } finally {
+    polling = false;
+    await poller;
+  }
+  assert.equal(hash(), h0, 'database file unchanged');
+  for (const f of ['/tmp/caper-hostile-attach.db', '/tmp/caper-hostile-attach2.db', '/tmp/caper-hostile-vacuum.db']) {
+    assert.equal(existsSync(f), false, `${f} was not created`);
+  }
+  const sorted = [...lat].sort((x, y) => x - y);
+  const max = sorted[sorted.length - 1]!;
+  assert.ok(lat.length > 20, `polled ${lat.length} times`);
+  assert.ok(max < 100, `/healthz max ${max.toFixed(1)} ms over ${lat.length} polls (p50 ${sorted[sorted.length >> 1]!.toFixed(1)} ms)`);
+  console.log(`# /healthz during hostile suite: ${lat.length} polls, p50 ${sorted[sorted.length >> 1]!.toFixed(1)} ms, max ${max.toFixed(1)} ms`);
+});
+
+test('db_id cannot escape --db-dir: ../, absolute paths, separators, symlinks', async () => {
+  for (const id of ['../shop', '/etc/passwd', 'shop/../shop', '..\\shop', 'shop/shop.sqlite', '', 'a b', 'shop\u0000']) {
+    const r = await srv.post('/rerank', { question: Q, db_id: id, candidates: [GOOD] });
+    isJsonError(r, 400, 'bad_request', 'db_id');
+  }
+  for (const id of ['..', '.', 'shop.sqlite', 'SHOP', 'nope']) {
+    isJsonError(await srv.post('/rerank', { question: Q, db_id: id, candidates: [GOOD] }), 422, 'invalid_value', 'db_id');
+  }
+  // Symlinks inside --db-dir that point outside it are not registered; ones that stay inside are.
+  const outside = mkdtempSync(join(tmpdir(), 'caper-outside-'));
+  const dir = mkdtempSync(join(tmpdir(), 'caper-dbdir-'));
+  try {
+    mkdirSync(join(outside, 'secret'));
+    copyFileSync(db.dbPath, join(outside, 'secret', 'secret.sqlite'));
+    copyFileSync(db.dbPath, join(outside, 'loose.sqlite'));
+    mkdirSync(join(dir, 'real'));
+    copyFileSync(db.dbPath, join(dir, 'real', 'real.sqlite'));
+    symlinkSync(join(outside, 'secret'), join(dir, 'secret')); // directory link
+    symlinkSync(join(outside, 'loose.sqlite'), join(dir, 'loose.sqlite')); // file link
+    mkdirSync(join(dir, 'inner'));
+    symlinkSync(join(outside, 'secret', 'secret.sqlite'), join(dir, 'inner', 'inner.sqlite')); // link in a real dir
+    symlinkSync(join(dir, 'real', 'real.sqlite'), join(dir, 'alias.sqlite')); // stays inside
+    const reg = new DbRegistry(dir);
+    assert.deepEqual(reg.ids().sort(), ['alias', 'real']);
+    assert.equal(reg.get('alias'), reg.get('real'), 'stored resolved');
+    const s2 = await start({ modelDir: TINY, device: 'cpu', dbDir: dir });
+    await s2.app.caper.loaded;
+    try {
+      assert.deepEqual(JSON.parse((await s2.get('/info')).text).databases.sort(), ['alias', 'real']);
+      isJsonError(await s2.post('/rerank', { question: Q, db_id: 'secret', candidates: [GOOD] }), 422, 'invalid_value', 'db_id');
+    } finally {
+      await s2.app.close();
+    }
+  } finally {
+    rmSync(outside, { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
