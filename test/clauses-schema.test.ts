@@ -51,13 +51,13 @@ test('schemaFromSqlite opens read-only and never creates a missing file', () => 
 test('schemaFromSpiderTables uses the original names and the same text format', () => {
   const entry = {
     db_id: 'x',
-    table_names_original: ['Singer', 'concert'],
-    table_names: ['singer', 'concert'],
-    column_names_original: [[-1, '*'], [0, 'Singer_ID'], [0, 'Name'], [1, 'concert_id'], [1, 'Singer_ID']],
-    column_names: [[-1, '*'], [0, 'singer id'], [0, 'name'], [1, 'concert id'], [1, 'singer id']],
-    column_types: ['text', 'number', 'text', 'number', 'number'],
-    primary_keys: [1, [3]],
-    foreign_keys: [[4, 1]],
+    table_names_original: ['Singer', 'sqlite_sequence', 'concert'],
+    table_names: ['singer', 'sqlite sequence', 'concert'],
+    column_names_original: [[-1, '*'], [0, 'Singer_ID'], [0, 'Name'], [1, 'name'], [1, 'seq'], [2, 'concert_id'], [2, 'Singer_ID']],
+    column_names: [[-1, '*'], [0, 'singer id'], [0, 'name'], [1, 'name'], [1, 'seq'], [2, 'concert id'], [2, 'singer id']],
+    column_types: ['text', 'number', 'text', 'text', 'text', 'number', 'number'],
+    primary_keys: [1, [5]],
+    foreign_keys: [[6, 1]],
   };
   const s = schemaFromSpiderTables(entry);
   assert.equal(schemaText(s), 'singer: singer_id*, name | concert: concert_id*, singer_id');

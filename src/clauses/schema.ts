@@ -87,9 +87,14 @@ export function schemaFromSpiderTables(entry: unknown): SchemaInfo {
   return { tables, foreignKeys };
 }
 
-/** `table: col1*, col2 | table2: ...` (docs/FORMATS.md): lower-cased, primary keys marked `*`. */
+/** `table: col1*, col2 | table2: ...` (docs/FORMATS.md): lower-cased, primary keys marked `*`.
+ * SQLite's internal tables (sqlite_sequence, ...) are left out, as schemaFromSqlite does; some
+ * tables.json entries list sqlite_sequence. Note that tables.json often names only the first
+ * column of a composite primary key, so for the same database the two sources can differ in `*`
+ * marks: the project builds prompt schemas from the SQLite file. */
 export function schemaText(s: SchemaInfo): string {
   return s.tables
+    .filter((t) => !/^sqlite_/i.test(t.name))
     .map((t) => `${t.name.toLowerCase()}: ${t.columns.map((c) => c.name.toLowerCase() + (c.pk ? '*' : '')).join(', ')}`)
     .join(' | ');
 }
