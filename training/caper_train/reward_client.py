@@ -70,16 +70,32 @@ class CaperRewardClient:
         return self._post("/reward", payload)
 
 
-def token_advantages(sample: dict, offsets: Iterable[tuple[int, int]], outside: float = 0.0) -> list[float]:
+def _utf16_to_str_index(sql: str) -> list[int]:
+    """Python string index of every UTF-16 code unit offset of ``sql`` (the server's spans are
+    JavaScript string offsets: a character outside the Basic Multilingual Plane counts twice)."""
+    out = []
+    for i, ch in enumerate(sql):
+        out.extend([i] * (2 if ord(ch) > 0xFFFF else 1))
+    out.append(len(sql))
+    return out
+
+
+def token_advantages(sample: dict, offsets: Iterable[tuple[int, int]], outside: float = 0.0,
+                     sql: str | None = None) -> list[float]:
     """Per-token advantages for one sample of a /reward answer.
 
     ``offsets`` are (start, end) character offsets of the trainer's tokens into the same SQL
     string that was posted. A token takes the advantage of the clause it overlaps most; a token in
     the whitespace between clauses belongs to the clause that follows it (it was generated on the
     way to that clause), and a token after the last clause (";", end of sequence) to the last
-    clause. A sample without clauses gives every token ``outside``.
+    clause. A sample without clauses gives every token ``outside``. Pass the posted ``sql`` when it
+    may hold characters outside the Basic Multilingual Plane (emoji): the spans are then converted
+    from the server's UTF-16 offsets to Python string offsets.
     """
     clauses = sample.get("clauses") or []
+    if sql is not None and clauses:
+        to_py = _utf16_to_str_index(sql)
+        clauses = [{**c, "start": to_py[c["start"]], "end": to_py[c["end"]]} for c in clauses]
     out: list[float] = []
     for start, end in offsets:
         if not clauses:

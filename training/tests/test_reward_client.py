@@ -119,3 +119,14 @@ def test_server_errors_surface_as_exceptions(server):
 def test_extract_sql():
     assert extract_sql("```sql\nSELECT 1\n```") == "SELECT 1"
     assert extract_sql([{"role": "assistant", "content": " SELECT 2 "}]) == "SELECT 2"
+
+
+def test_spans_of_sql_with_emoji_map_to_python_offsets(server):
+    sql = "SELECT name FROM singer WHERE name = '🎤x'"
+    ans = CaperRewardClient(server).reward("q", [sql], schema="singer: name")
+    s = ans["samples"][0]
+    where = s["clauses"][-1]
+    assert where["end"] == len(sql) + 1, "the server counts the emoji as two UTF-16 units"
+    # The last character (the quote) belongs to WHERE once the spans are converted.
+    adv = token_advantages(s, [(len(sql) - 1, len(sql))], sql=sql)
+    assert adv == [where["advantage"]]
