@@ -53,6 +53,9 @@ export interface ServerOptions {
  */
 export const DEFAULT_MAX_BATCH_TOKENS = { cuda: 16_384, cpu: 2_048 } as const;
 export const DEFAULT_MAX_WAIT_MS = 2;
+/** Execution caps of the service (the executor's own defaults suit offline annotation). */
+export const SERVICE_MAX_ROWS = 5_000;
+export const SERVICE_MAX_RESULT_BYTES = 8 * 1024 * 1024;
 
 function packageVersion(): string {
   try {
@@ -104,6 +107,11 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
     const { SqlExecutor } = await import('./annotate/executor.js');
     state.executor = new SqlExecutor({
       timeoutMs: opts.execTimeoutMs ?? 5000,
+      // Results are received and compared on the event loop (~2 ms per 1,000 rows): the library's
+      // 100,000-row default let one candidate stall every other request for ~250 ms. The largest
+      // gold result in Spider dev-open has 1,860 rows.
+      maxRows: SERVICE_MAX_ROWS,
+      maxResultBytes: SERVICE_MAX_RESULT_BYTES,
       ...(opts.execWorkers ? { workers: opts.execWorkers } : {}),
     });
   }

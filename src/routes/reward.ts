@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { HttpError } from './context.js';
-import { requireScorer, resolveContext, executeAll, num, round } from './service.js';
+import { requireScorer, resolveContext, executeAll, num, round, yieldIfLarge } from './service.js';
 import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
 import { groupRewards, EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
 
@@ -114,13 +114,17 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
         const [gold, ...preds] = e.value.results;
         if (!gold!.ok) throw new HttpError(422, 'invalid_value', `gold does not run: ${gold!.code}: ${gold!.error}`, 'gold');
         const ordered = hasTopLevelOrderBy(b.gold!);
-        execution = preds.map((r, i) => {
+        execution = [];
+        for (const [i, r] of preds.entries()) {
           if (!r.ok) {
             execErrors[i] = `${r.code}: ${r.error}`;
-            return EXECUTION_ERROR_REWARD;
+            execution.push(EXECUTION_ERROR_REWARD);
+            continue;
           }
-          return resultsMatch(gold!, r, ordered) ? 1 : 0;
-        });
+          // Comparing large results is main-thread work: let other requests in between samples.
+          await yieldIfLarge(r);
+          execution.push(resultsMatch(gold!, r, ordered) ? 1 : 0);
+        }
       }
       // A sample the PRM cannot score (e.g. longer than the model's context) keeps its clauses with
       // score 0, the most pessimistic value, and says why.

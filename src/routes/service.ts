@@ -96,11 +96,9 @@ export async function scoreAndRank(
   const { candidates, timing } = s.value;
   const exec = e.value ? e.value.results : null;
   app.caper.metrics.queue.observe(timing.queue_ms / 1000);
+  const keys = exec ? await resultKeys(exec) : null;
   const ranking = rerank(
-    candidates.map((c, i) => ({
-      score: c.score,
-      ...(exec ? { execKey: exec[i]!.ok ? resultKey(exec[i]!, false, { columns: RESULT_COLUMNS }) : null } : {}),
-    })),
+    candidates.map((c, i) => ({ score: c.score, ...(keys ? { execKey: keys[i]! } : {}) })),
     strategy,
   );
   return {
@@ -110,6 +108,23 @@ export async function scoreAndRank(
     strategy,
     timing: { ...timing, execution_ms: e.value ? e.value.ms : 0, total_ms: performance.now() - t0 },
   };
+}
+
+/**
+ * Lets other requests (and /healthz) run between pieces of main-thread work on large results:
+ * keying or comparing 10,000 rows takes ~10 ms, and a request may carry 64 of them.
+ */
+export function yieldIfLarge(r: ExecResult | undefined): Promise<void> | undefined {
+  return r?.ok && r.rows.length > 500 ? new Promise<void>((res) => setImmediate(res)) : undefined;
+}
+
+async function resultKeys(exec: readonly ExecResult[]): Promise<(string | null)[]> {
+  const keys: (string | null)[] = [];
+  for (const r of exec) {
+    await yieldIfLarge(r);
+    keys.push(r.ok ? resultKey(r, false, { columns: RESULT_COLUMNS }) : null);
+  }
+  return keys;
 }
 
 /** JSON has no NaN: unscored values go out as null. */

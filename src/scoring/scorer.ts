@@ -12,6 +12,18 @@ import type { Batcher } from './batcher.js';
 import { candidateScore, CANDIDATE_SCORE_MODE, type CandidateScoreMode } from './rerank.js';
 import { blameOrder, sigmoid } from './blame.js';
 
+/**
+ * Longest candidate the clause parser sees. Its cost grows superlinearly on hostile input (a
+ * 20,000-character `a+a+...` took ~750 ms on the event loop); longer candidates keep the same clause
+ * units (those come from the lexer either way), so their scores are unchanged, but parsed=false.
+ */
+export const MAX_PARSE_CHARS = 2_000;
+
+function lexerOnlySplit(sql: string): SplitResult {
+  const r = splitSql(sql, { tree: false });
+  return { ...r, ok: false, error: r.ok ? `not parsed: longer than ${MAX_PARSE_CHARS} characters (scored on lexer clause units)` : r.error };
+}
+
 export interface ScoredUnit {
   kind: ClauseKind;
   text: string;
@@ -132,7 +144,7 @@ export class Scorer {
     // but is flagged to the caller.
     let split = this.splits.get(sql);
     if (!split) {
-      const full = splitSql(sql);
+      const full = sql.length > MAX_PARSE_CHARS ? lexerOnlySplit(sql) : splitSql(sql);
       // Only the units and the verdict are needed; the tree would just hold memory.
       split = { sql, ok: full.ok, ...(full.error !== undefined ? { error: full.error } : {}), units: full.units };
       this.splits.set(sql, split);
@@ -184,7 +196,17 @@ export class Scorer {
   /** Scores all candidates of one request; the batcher may merge them with other requests'. */
   async score(question: string, schema: string, sqls: readonly string[]): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming }> {
     const t0 = performance.now();
-    const prepared = sqls.map((s) => this.prepare(question, schema, s));
+    // Parsing runs on the event loop (up to ~100 ms for a hostile 2,000-character candidate, and a
+    // request may carry 64): hand the loop to other requests and /healthz every ~10 ms.
+    const prepared: Prepared[] = [];
+    let slice = performance.now();
+    for (const s of sqls) {
+      prepared.push(this.prepare(question, schema, s));
+      if (performance.now() - slice > 10) {
+        await new Promise<void>((res) => setImmediate(res));
+        slice = performance.now();
+      }
+    }
     const tokenize_ms = performance.now() - t0;
     const runnable = prepared.filter((p) => p.ids !== null);
     let outputs: Float32Array[] = [];
