@@ -431,3 +431,16 @@ test('64 parser-hostile candidates at the length limit: scored on lexer units, /
   console.log(`# /healthz during 64 parser-hostile 20k-char candidates (${((performance.now() - t0) / 1000).toFixed(1)} s): ${h.n} polls, p50 ${h.p50.toFixed(1)} ms, max ${h.max.toFixed(1)} ms`);
   assert.ok(h.max < 250, `/healthz max ${h.max.toFixed(1)} ms`);
 });
+
+test('/localize with gold: the counterfactual analysis is skipped, and says so, for queries over ROOT_CAUSE_MAX_CHARS', async () => {
+  const { ROOT_CAUSE_MAX_CHARS } = await import('../src/routes/localize.js');
+  const long = `SELECT count(*) FROM singer WHERE ${Array.from({ length: 200 }, (_, i) => `age = ${i}`).join(' OR ')}`;
+  assert.ok(long.length > ROOT_CAUSE_MAX_CHARS);
+  for (const [sql, gold] of [[long, GOOD], [GOOD, long]]) {
+    const r = await srv.post('/localize', { question: Q, db_id: 'shop', sql, gold });
+    assert.equal(r.status, 200, JSON.stringify(r.body).slice(0, 200));
+    assert.equal(typeof r.body.gold_match, 'boolean', 'execution verdict still given');
+    assert.equal(r.body.root_cause, null);
+    assert.match(r.body.root_cause_error, /skipped.*longer than/);
+  }
+});
