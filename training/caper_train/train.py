@@ -247,13 +247,21 @@ def compute_loss(rewards: torch.Tensor, pair_idx, traj_pos, args) -> tuple[torch
 
 @torch.no_grad()
 def evaluate(model: RewardModel, pairs: list[PairExample], trajs: list[TrajExample], device, args) -> dict:
+    """Held-out pair accuracy / log-loss at the last marker, and clause localization on faulty
+    trajectories: is the lowest-scoring marker the blamed clause (Top-1, MRR)? Runs on packed rows."""
     model.eval()
     res: dict = {}
+
+    def batches(items):
+        rows = pack_rows(items, ROW_TOKENS, None)
+        for i in range(0, len(rows), 8):
+            chunk = rows[i:i + 8]
+            yield [it for _, recs in chunk for it in recs], collate_rows(chunk, device)
+
     if pairs:
         correct, total, lsum = 0, 0, 0.0
-        for i in range(0, len(pairs), args.batch_size):
-            ids, mask, _, pidx, _, _ = collate(pairs[i:i + args.batch_size], device)
-            r = model(ids, mask)
+        for _, (ids, mask, pids, pidx, _, _) in batches(pairs):
+            r = model(ids, mask, pids)
             t = torch.tensor(pidx)
             rp = r[t[:, 0].long(), t[:, 1].long()]
             rn = r[t[:, 2].long(), t[:, 3].long()]
@@ -265,21 +273,21 @@ def evaluate(model: RewardModel, pairs: list[PairExample], trajs: list[TrajExamp
         res["pairs"] = total
     faulty = [t for t in trajs if any(x < 0 for x in t.rewards)]
     if faulty:
-        # Localization: is the lowest-scoring marker the most-blamed clause?
-        hit, rr = 0, 0.0
-        for i in range(0, len(faulty), args.batch_size):
-            chunk = faulty[i:i + args.batch_size]
-            ids, mask, _, _, _, _ = collate(chunk, device)
-            r = model(ids, mask).float().cpu()
-            for row, t in enumerate(chunk):
-                scores = [float(r[row, m]) for m in t.markers]
+        hit, rr, n = 0, 0.0, 0
+        for recs, (ids, mask, pids, _, tpos, _) in batches(faulty):
+            r = model(ids, mask, pids).float().cpu()
+            k = 0
+            for t in recs:
+                scores = [float(r[row, p]) for row, p, _ in tpos[k:k + len(t.markers)]]
+                k += len(t.markers)
                 target = int(np.argmin(t.rewards))
-                ranked = sorted(range(len(scores)), key=lambda k: scores[k])
+                ranked = sorted(range(len(scores)), key=lambda j: scores[j])
                 hit += int(ranked[0] == target)
                 rr += 1.0 / (ranked.index(target) + 1)
-        res["traj_top1"] = hit / len(faulty)
-        res["traj_mrr"] = rr / len(faulty)
-        res["faulty_trajectories"] = len(faulty)
+                n += 1
+        res["traj_top1"] = hit / n
+        res["traj_mrr"] = rr / n
+        res["faulty_trajectories"] = n
     model.train()
     return res
 
@@ -300,8 +308,8 @@ def parse_args(argv=None):
     ap.add_argument("--loss", default="pref+reg", choices=["pref", "pref+reg"])
     ap.add_argument("--pref-form", default="weighted", choices=["weighted", "margin"])
     ap.add_argument("--reg-weight", type=float, default=0.5)
-    ap.add_argument("--batch-size", type=int, default=16, help="records per step (a pair is two sequences)")
-    ap.add_argument("--lr", type=float, help="peak learning rate (default: 3e-3 tiny, 1e-3 default, 2e-5 --base)")
+    ap.add_argument("--batch-size", type=int, help="records per step (default: the preset's, 16 with --base)")
+    ap.add_argument("--lr", type=float, help="peak learning rate (default: the preset's, 2e-5 with --base)")
     ap.add_argument("--warmup", type=float, default=0.05, help="warm-up fraction of the steps")
     ap.add_argument("--val-frac", type=float, default=0.05, help="questions held out for metrics")
     ap.add_argument("--vocab-size", type=int, help="BPE vocabulary size (default: the preset's)")
@@ -394,9 +402,11 @@ def main(argv=None) -> int:
                     r=16, lora_alpha=32, lora_dropout=0.05,
                     target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]))
         lr = a.lr or 2e-5
+        a.batch_size = a.batch_size or 16
     else:
         model = build_from_preset(a.preset, tok.vocab_size, a.seed, attn=a.attn)
-        lr = a.lr or (3e-3 if a.preset == "tiny" else 1e-3)
+        lr = a.lr or preset["lr"]
+        a.batch_size = a.batch_size or preset["batch_size"]
     model.to(device).train()
     n_params = model.parameter_count()
     log(f"model: {'base ' + a.base if a.base else 'preset ' + a.preset}, {n_params:,} parameters, device {device}")
@@ -422,7 +432,8 @@ def main(argv=None) -> int:
     rng = random.Random(a.seed)
     batches: list = []
     t_train = time.time()
-    seqs_done = toks_done = 0
+    c_train = time.process_time()
+    seqs_done = toks_done = recs_done = 0
     window: dict = {}
     last = {}
     step = 0
@@ -448,6 +459,7 @@ def main(argv=None) -> int:
             opt.step()
         step += 1
         seqs_done += sum(2 if isinstance(it, PairExample) else 1 for it in batch)  # a packed pair is 2
+        recs_done += len(batch)
         toks_done += ntok
         for k, v in st.items():
             window.setdefault(k, []).append(v)
@@ -457,12 +469,16 @@ def main(argv=None) -> int:
             last = avg
             window = {}
             eta = el / step * (total - step)
+            # cpu = share of the torch threads this process got: the machine may be shared
+            cpu = (time.process_time() - c_train) / max(el, 1e-9) / torch.get_num_threads()
             log(f"step {step}/{total} " + " ".join(f"{k}={v:.4f}" for k, v in avg.items()) +
-                f" | {seqs_done / el:.1f} seq/s {toks_done / el:.0f} tok/s | {el:.0f}s elapsed, eta {eta:.0f}s")
+                f" | {recs_done / el:.1f} rec/s {seqs_done / el:.1f} seq/s {toks_done / el:.0f} tok/s cpu {cpu:.0%}"
+                f" | {el:.0f}s elapsed, eta {eta:.0f}s")
         if deadline and time.time() > deadline:
             log(f"--max-minutes reached at step {step}")
             break
     train_s = time.time() - t_train
+    train_cpu_s = time.process_time() - c_train
     model.eval()
     use_attention(model, "eager")
 
@@ -513,6 +529,8 @@ def main(argv=None) -> int:
             "records": len(records), "data_file": os.path.basename(a.data),
             "train_seconds": round(train_s, 1), "total_seconds": round(time.time() - t_start, 1),
             "sequences_per_second": round(seq_s, 2), "tokens_per_second": round(tok_s, 1),
+            "records_per_second": round(recs_done / train_s, 2) if train_s > 0 else 0.0,
+            "cpu_share": round(train_cpu_s / train_s / torch.get_num_threads(), 3) if train_s > 0 else 0.0,
             "torch_threads": torch.get_num_threads(), "device": str(device),
             "torch": torch.__version__, "packed_pairs": a.pack, "train_attention": a.attn,
             "command": "python -m caper_train.train " + " ".join(sys.argv[1:] if argv is None else argv),
@@ -582,8 +600,9 @@ prefix ending at unit k; it depends on tokens up to that marker only (causal att
   {'L_pref = mean (1 + delta) * -log sigmoid(r+ - r-)' if tr['pref_form'] == 'weighted' else 'L_pref = mean -log sigmoid(r+ - r- - delta)'}
   with delta the annotated margin{'; plus ' + str(tr['reg_weight']) + ' * mean BCEWithLogits(r_k, clamp(1 + reward_k, 0, 1)) over every marker of the trajectory records' if tr['loss'] == 'pref+reg' else ''}.
 - {tr['steps']} steps ({tr['epochs']} epochs), batch {tr['batch_size']} records, AdamW lr {tr['lr']} (warm-up, cosine to 10% over the steps or --max-minutes, whichever ends first), seed {tr['seed']}.
-- Training time {tr['train_seconds']} s on {tr['device']} ({tr['torch_threads']} threads): {tr['sequences_per_second']} sequences/s,
-  {tr['tokens_per_second']} tokens/s. torch {tr['torch']}.
+- Training time {tr['train_seconds']} s on {tr['device']} ({tr['torch_threads']} threads, {tr.get('cpu_share', 0):.0%} of them on
+  average: the machine was shared): {tr.get('records_per_second')} records/s, {tr['sequences_per_second']} sequences/s
+  (a pair counts 2), {tr['tokens_per_second']} computed tokens/s (prefix-tree packing: {tr.get('packed_pairs')}). torch {tr['torch']}.
 
 ## Metrics (held-out questions)
 | metric | value |
