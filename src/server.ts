@@ -200,6 +200,18 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
     setImmediate(() => void load().finally(markLoaded));
   });
 
+  // Draining: a kept-alive connection that was busy when close() began would otherwise stay open
+  // (and keep the process up) until Fastify's 72 s keep-alive timeout; measured with SIGTERM.
+  // Responses sent while closing ask the client to close the connection instead.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onSend', async (_req, reply, payload) => {
+    if (closing) void reply.header('connection', 'close');
+    return payload;
+  });
+
   app.addHook('onClose', async () => {
     if (started) await state.loaded;
     state.batcher?.close();
