@@ -1,0 +1,202 @@
+// bench/soak: a fixed-time closed loop at high concurrency with mixed valid requests against the
+// real `caper serve` process, watching errors, latency spread and the server's resident memory.
+// Requests, round robin over dev-open questions:
+//   POST /rerank     8 pool8 candidates, db_id, strategy hybrid
+//   POST /v1/rerank  the same 8 as documents, db_id (hybrid by default)
+//   POST /localize   one system's prediction with db_id and gold (counterfactual root cause)
+//   POST /reward     the 8 candidates as a GRPO group with db_id and gold
+// Pass criteria (issue 6): 0 errors (any non-200, 429 included, or no response), p99 <= 10 x p50,
+// server RSS (VmRSS from /proc/<pid>/status, sampled every second) growth <= 10% from the mean of
+// the first 10 s to the mean of the last 10 s.
+// Usage: node dist/bench/soak.js [--duration 60] [--concurrency 64] [--model DIR] [--data DIR]
+//        [--max-queue-tokens N] [--warmup 1] [--out bench/results/soak]
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { cpus, loadavg } from 'node:os';
+import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
+import { loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
+import { REPO, percentile, startServer, stopServer } from './lib.js';
+
+type Kind = 'rerank' | 'v1' | 'localize' | 'reward';
+const PATHS: Record<Kind, string> = { rerank: '/rerank', v1: '/v1/rerank', localize: '/localize', reward: '/reward' };
+
+export interface SoakReport {
+  command: string;
+  model: string;
+  seconds: number;
+  concurrency: number;
+  maxQueueTokens: number;
+  warmupRequests: number;
+  requests: number;
+  rps: number;
+  errors: number;
+  errorStatus: Record<string, number>;
+  p50: number;
+  p99: number;
+  p99OverP50: number;
+  byKind: Record<string, { requests: number; p50: number; p99: number; errors: number }>;
+  rss: { firstMiB: number; lastMiB: number; growthPct: number; samples: { t: number; mib: number }[] };
+  cpus: number;
+  loadavg: number[];
+  pass: { errors: boolean; tail: boolean; memory: boolean };
+}
+
+function rssKiB(pid: number): number {
+  const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) : NaN;
+}
+
+function bodies(data: string): Record<Kind, string[]> {
+  const qs = loadQuestions(data);
+  const systems = resolvePool(data, 'pool8');
+  const preds = loadPredictions(data, systems, qs.length);
+  const out: Record<Kind, string[]> = { rerank: [], v1: [], localize: [], reward: [] };
+  qs.forEach((q, i) => {
+    const cands = systems.map((s) => preds.get(s)![i]!);
+    out.rerank.push(JSON.stringify({ question: q.question, db_id: q.db_id, strategy: 'hybrid', candidates: cands }));
+    out.v1.push(JSON.stringify({ query: q.question, db_id: q.db_id, documents: cands, top_n: 3 }));
+    out.localize.push(JSON.stringify({ question: q.question, db_id: q.db_id, sql: cands[i % cands.length], gold: q.query }));
+    out.reward.push(JSON.stringify({ question: q.question, db_id: q.db_id, gold: q.query, samples: cands }));
+  });
+  return out;
+}
+
+async function closedLoop(
+  url: string,
+  b: Record<Kind, string[]>,
+  concurrency: number,
+  until: (n: number) => boolean,
+  onDone?: (kind: Kind, ms: number, status: number | string) => void,
+): Promise<number> {
+  const kinds: Kind[] = ['rerank', 'v1', 'localize', 'reward'];
+  let i = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (until(i)) {
+        const k = i++;
+        const kind = kinds[k % kinds.length]!;
+        const list = b[kind];
+        const body = list[Math.floor(k / kinds.length) % list.length]!;
+        const t = performance.now();
+        let status: number | string;
+        try {
+          const r = await fetch(url + PATHS[kind], { method: 'POST', body, headers: { 'content-type': 'application/json' }, signal: AbortSignal.timeout(60_000) });
+          await r.arrayBuffer();
+          status = r.status;
+        } catch (e) {
+          status = `no response (${(e as Error).name})`;
+        }
+        onDone?.(kind, performance.now() - t, status);
+      }
+    }),
+  );
+  return i;
+}
+
+export async function soak(opts: { seconds: number; concurrency: number; modelDir: string; data: string; maxQueueTokens: number; warmup: boolean }): Promise<SoakReport> {
+  const b = bodies(opts.data);
+  const args = ['--model', opts.modelDir, '--db-dir', join(opts.data, 'database'), '--device', 'cpu', '--threads', '1', '--max-queue-tokens', String(opts.maxQueueTokens)];
+  const srv = await startServer(args);
+  const pid = srv.child.pid!;
+  try {
+    // Optional warm-up: every distinct body once at low concurrency, so the result, parse and
+    // tokenizer caches are filled before memory is watched.
+    let warmupRequests = 0;
+    if (opts.warmup) {
+      const total = b.rerank.length * 4;
+      warmupRequests = await closedLoop(srv.url, b, 8, (n) => n < total);
+    }
+    const lat: Record<Kind, number[]> = { rerank: [], v1: [], localize: [], reward: [] };
+    const all: number[] = [];
+    const errs: Record<Kind, number> = { rerank: 0, v1: 0, localize: 0, reward: 0 };
+    const errorStatus: Record<string, number> = {};
+    const samples: { t: number; mib: number }[] = [];
+    const t0 = performance.now();
+    const deadline = t0 + opts.seconds * 1000;
+    const sampler = setInterval(() => samples.push({ t: (performance.now() - t0) / 1000, mib: rssKiB(pid) / 1024 }), 1000);
+    let n = 0;
+    try {
+      n = await closedLoop(srv.url, b, opts.concurrency, () => performance.now() < deadline, (kind, ms, status) => {
+        if (status === 200) {
+          lat[kind].push(ms);
+          all.push(ms);
+        } else {
+          errs[kind]++;
+          errorStatus[String(status)] = (errorStatus[String(status)] ?? 0) + 1;
+        }
+      });
+    } finally {
+      clearInterval(sampler);
+    }
+    const elapsed = (performance.now() - t0) / 1000;
+    all.sort((x, y) => x - y);
+    const byKind: SoakReport['byKind'] = {};
+    for (const k of Object.keys(lat) as Kind[]) {
+      const l = lat[k].sort((x, y) => x - y);
+      byKind[PATHS[k]] = { requests: l.length + errs[k], p50: percentile(l, 50), p99: percentile(l, 99), errors: errs[k] };
+    }
+    const window = (from: number, to: number) => {
+      const s = samples.filter((x) => x.t >= from && x.t < to).map((x) => x.mib);
+      return s.reduce((a, c) => a + c, 0) / s.length;
+    };
+    const firstMiB = window(0, 10);
+    const lastMiB = window(elapsed - 10, elapsed + 1);
+    const errors = Object.values(errs).reduce((a, c) => a + c, 0);
+    const p50 = percentile(all, 50);
+    const p99 = percentile(all, 99);
+    const growthPct = ((lastMiB - firstMiB) / firstMiB) * 100;
+    return {
+      command: `node dist/bench/soak.js --duration ${opts.seconds} --concurrency ${opts.concurrency} --max-queue-tokens ${opts.maxQueueTokens} --warmup ${opts.warmup ? 1 : 0}`,
+      model: opts.modelDir.replace(REPO + '/', ''),
+      seconds: elapsed,
+      concurrency: opts.concurrency,
+      maxQueueTokens: opts.maxQueueTokens,
+      warmupRequests,
+      requests: n,
+      rps: n / elapsed,
+      errors,
+      errorStatus,
+      p50,
+      p99,
+      p99OverP50: p99 / p50,
+      byKind,
+      rss: { firstMiB, lastMiB, growthPct, samples },
+      cpus: cpus().length,
+      loadavg: loadavg(),
+      pass: { errors: errors === 0, tail: p99 <= 10 * p50, memory: growthPct <= 10 },
+    };
+  } finally {
+    await stopServer(srv.child);
+  }
+}
+
+async function main(): Promise<void> {
+  const a = parseArgs(process.argv.slice(2));
+  const data = resolve(flagString(a, 'data', join(REPO, '..', 'shared', 'data', 'spider', 'dev-open'))!);
+  const def = join(REPO, 'models', 'default');
+  const modelDir = resolve(flagString(a, 'model', existsSync(join(def, 'caper.json')) ? def : join(REPO, 'models', 'tiny'))!);
+  const out = resolve(flagString(a, 'out', join(REPO, 'bench', 'results', 'soak'))!);
+  const rep = await soak({
+    seconds: flagNumber(a, 'duration', 60),
+    concurrency: flagNumber(a, 'concurrency', 64),
+    modelDir,
+    data,
+    // 64 clients x 8 candidates x ~200 tokens sit in the queue at once; the default bound
+    // (65,536 tokens on CPU) would answer some of them 429 by design.
+    maxQueueTokens: flagNumber(a, 'max-queue-tokens', 262_144),
+    warmup: flagNumber(a, 'warmup', 1) !== 0,
+  });
+  console.log(`soak: ${rep.requests} requests in ${rep.seconds.toFixed(1)} s (${rep.rps.toFixed(1)}/s) at concurrency ${rep.concurrency}, errors ${rep.errors} ${JSON.stringify(rep.errorStatus)}`);
+  console.log(`latency p50 ${rep.p50.toFixed(0)} ms, p99 ${rep.p99.toFixed(0)} ms (p99/p50 ${rep.p99OverP50.toFixed(2)}); RSS first 10 s ${rep.rss.firstMiB.toFixed(1)} MiB, last 10 s ${rep.rss.lastMiB.toFixed(1)} MiB (${rep.rss.growthPct >= 0 ? '+' : ''}${rep.rss.growthPct.toFixed(1)}%)`);
+  console.log('| route | requests | errors | p50 ms | p99 ms |\n|---|---:|---:|---:|---:|');
+  for (const [k, v] of Object.entries(rep.byKind)) console.log(`| ${k} | ${v.requests} | ${v.errors} | ${v.p50.toFixed(0)} | ${v.p99.toFixed(0)} |`);
+  console.log(`pass: ${JSON.stringify(rep.pass)}`);
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(`${out}.json`, JSON.stringify(rep, null, 2) + '\n');
+  process.exitCode = rep.pass.errors && rep.pass.tail && rep.pass.memory ? 0 : 1;
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
