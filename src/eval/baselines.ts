@@ -52,6 +52,11 @@ export function priorRanking(units: UnitLike[], prior: Partial<Record<ClauseKind
  * disagrees with the most others (different text, or the other has no such unit) is blamed first.
  */
 export function consensusRanking(units: UnitLike[], others: UnitLike[][]): number[] {
+  return orderByDesc(consensusDisagreement(units, others));
+}
+
+/** Per unit: the fraction of other candidates whose corresponding clause differs or is absent. */
+export function consensusDisagreement(units: UnitLike[], others: UnitLike[][]): number[] {
   const keyed = (us: UnitLike[]) => {
     const seen = new Map<string, number>();
     return us.map((u) => {
@@ -65,12 +70,11 @@ export function consensusRanking(units: UnitLike[], others: UnitLike[][]): numbe
     const ks = keyed(o);
     return new Map(ks.map((k, i) => [k, normalizeClause(o[i]!.text)]));
   });
-  const disagreement = units.map((u, i) => {
+  return units.map((u, i) => {
     if (otherMaps.length === 0) return 0;
     const text = normalizeClause(u.text);
     return otherMaps.filter((m) => m.get(mine[i]!) !== text).length / otherMaps.length;
   });
-  return orderByDesc(disagreement);
 }
 
 /** Exact expectation of a uniformly random ranking over n units: Top-1 = 1/n, MRR = H_n / n. */

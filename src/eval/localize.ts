@@ -14,7 +14,7 @@ import type { LoadedModel } from '../scoring/onnx.js';
 import { Scorer } from '../scoring/scorer.js';
 import { blameOrder } from '../scoring/blame.js';
 import type { BlameStrategy } from '../scoring/blame.js';
-import { consensusRanking, priorRanking, randomExpectation, rankOf, tally } from './baselines.js';
+import { consensusDisagreement, consensusRanking, orderByDesc, priorRanking, randomExpectation, rankOf, tally } from './baselines.js';
 import type { Tally, UnitLike } from './baselines.js';
 import { dbPath, loadPredictions, loadQuestions, resolvePool } from './spider.js';
 import { parseArgs, flagString, flagNumber } from '../commands/args.js';
@@ -83,6 +83,8 @@ export async function collectFailures(
 export interface LocalizeReport {
   model: Tally;
   modelMin: Tally;
+  /** Model drop + consensus disagreement: what a caller with several candidates can use. */
+  combined: Tally;
   prior: Tally;
   consensus: Tally;
   random: Tally;
@@ -126,7 +128,7 @@ export async function evaluateLocalization(opts: {
       }
       i = j;
     }
-    const ranks = { model: [] as number[], modelMin: [] as number[], prior: [] as number[], consensus: [] as number[] };
+    const ranks = { model: [] as number[], modelMin: [] as number[], prior: [] as number[], consensus: [] as number[], combined: [] as number[] };
     let unscored = 0;
     failures.forEach((f, i) => {
       const s = scored[i];
@@ -134,10 +136,16 @@ export async function evaluateLocalization(opts: {
       if (s) {
         ranks.model.push(rankOf(opts.blame === 'min' ? blameOrder(s.scores, s.base, 'min') : s.blame, f.truth));
         ranks.modelMin.push(rankOf(blameOrder(s.scores, s.base, 'min'), f.truth));
+        // Model and consensus together: the score drop at a clause plus how many other candidates
+        // write that clause differently (both in [0, 1]).
+        const dis = consensusDisagreement(f.units, others);
+        const drops = s.scores.map((x, k) => (k === 0 ? s.base : s.scores[k - 1]!) - x);
+        ranks.combined.push(rankOf(orderByDesc(drops.map((d, k) => d + dis[k]!)), f.truth));
       } else {
         unscored++;
         ranks.model.push(Infinity);
         ranks.modelMin.push(Infinity);
+        ranks.combined.push(rankOf(consensusRanking(f.units, others), f.truth));
       }
       ranks.prior.push(rankOf(priorRanking(f.units, opts.prior), f.truth));
       ranks.consensus.push(rankOf(consensusRanking(f.units, others), f.truth));
@@ -145,6 +153,7 @@ export async function evaluateLocalization(opts: {
     return {
       model: tally(ranks.model),
       modelMin: tally(ranks.modelMin),
+      combined: tally(ranks.combined),
       prior: tally(ranks.prior),
       consensus: tally(ranks.consensus),
       random: randomExpectation(failures.map((f) => f.units.length)),
@@ -181,6 +190,7 @@ export async function run(argv: string[]): Promise<number> {
   const rows: [string, Tally][] = [
     [`model (${blame})`, report.model],
     [`model (${blame === 'min' ? 'drop' : 'min'})`, blame === 'min' ? report.model : report.modelMin],
+    ['model drop + consensus', report.combined],
     ['prior', report.prior],
     ['consensus', report.consensus],
     ['random', report.random],
