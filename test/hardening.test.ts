@@ -123,6 +123,11 @@ test('tokens per candidate: SQL that alone exceeds max_length is rejected per ca
   assert.equal(v1.status, 200);
   assert.deepEqual(v1.body.results.map((r: any) => r.index), [1, 0], 'the unscorable document ranks last');
   assert.equal(v1.body.results[1].relevance_score, 0);
+  assert.equal(v1.body.meta.warnings.length, 1, 'not silent: listed in meta.warnings');
+  assert.equal(v1.body.meta.warnings[0].index, 0);
+  assert.match(v1.body.meta.warnings[0].warning, /max_length/);
+  const clean = await srv.post('/v1/rerank', { query: Q, documents: [GOOD] });
+  assert.equal(clean.body.meta.warnings, undefined, 'no warnings key when all were scored');
 
   // A schema far over max_length is truncated, and the response says so.
   const bigSchema = Array.from({ length: 400 }, (_, i) => `CREATE TABLE t${i} (a${i} INTEGER, b${i} TEXT);`).join('\n');

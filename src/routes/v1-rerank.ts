@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
 import { scoreAndRank, round } from './service.js';
+import { warningOf } from './rerank.js';
 import type { Strategy } from '../scoring/rerank.js';
 
 interface V1Body {
@@ -72,6 +73,11 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
                   model: { type: 'string' },
                   strategy: S.strategy,
                   timing: S.timingOut,
+                  warnings: {
+                    type: 'array',
+                    description: 'documents that were not (fully) scored, e.g. SQL longer than max_length (relevance 0) or a truncated prompt',
+                    items: { type: 'object', required: ['index', 'warning'], properties: { index: { type: 'integer' }, warning: { type: 'string' } } },
+                  },
                 },
               },
             },
@@ -95,6 +101,11 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
         'strategy',
       );
       const t = r.timing;
+      // This shape has no per-result field for it, so unscored documents are listed in meta.
+      const warnings = r.scored.flatMap((c, index) => {
+        const warning = warningOf(c);
+        return warning ? [{ index, warning }] : [];
+      });
       return {
         id: randomUUID(),
         results: r.ranking.slice(0, b.top_n ?? r.ranking.length).map((o) => ({
@@ -112,6 +123,7 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
             execution_ms: round(t.execution_ms),
             total_ms: round(t.total_ms),
           },
+          ...(warnings.length ? { warnings } : {}),
         },
       };
     },
