@@ -449,3 +449,53 @@ test('/localize with gold: the counterfactual analysis is skipped, and says so, 
     assert.match(r.body.root_cause_error, /skipped.*longer than/);
   }
 });
+
+test('full queues answer 429 queue_full with Retry-After on every scoring route; a full execution queue too', async () => {
+  // Scoring queue: one request's tokens fill it, a long max wait keeps it queued while the rest arrive.
+  const s = await start({ modelDir: TINY, device: 'cpu', maxQueueTokens: 1, maxWaitMs: 300, maxBatchTokens: 100_000 });
+  try {
+    await s.app.caper.loaded;
+    const two = [GOOD, 'SELECT name FROM singer WHERE age > 30'];
+    for (const [path, body] of [
+      ['/rerank', { question: Q, candidates: two }],
+      ['/v1/rerank', { query: Q, documents: two }],
+      ['/localize', { question: Q, sql: GOOD }],
+      ['/reward', { question: Q, samples: two }],
+    ] as const) {
+      const rs = await Promise.all(Array.from({ length: 6 }, () => s.post(path, body)));
+      const full = rs.filter((r) => r.status === 429);
+      assert.ok(full.length >= 1 && rs.some((r) => r.status === 200), `${path}: ${rs.map((r) => r.status).join(',')}`);
+      assert.ok(rs.every((r) => r.status === 200 || r.status === 429));
+      for (const r of full) {
+        isJsonError(r, 429, 'queue_full');
+        assert.ok(Number(r.headers.get('retry-after')) >= 1);
+      }
+    }
+  } finally {
+    await s.app.close();
+  }
+  // Execution queue: one worker, never-ending distinct candidates.
+  const { MAX_EXEC_QUEUE } = await import('../src/routes/service.js');
+  const e = await start({ modelDir: TINY, device: 'cpu', dbDir: db.dir, execWorkers: 1, execTimeoutMs: 60_000 });
+  try {
+    await e.app.caper.loaded;
+    const forever = (k: number) => `WITH RECURSIVE c(x) AS (SELECT ${k} UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c`;
+    const per = L.maxCandidates;
+    const fill = Math.floor(MAX_EXEC_QUEUE / per);
+    const pending = Array.from({ length: fill }, (_, i) =>
+      e.post('/rerank', { question: Q, db_id: 'shop', strategy: 'vote', candidates: Array.from({ length: per }, (_, j) => forever(i * per + j)) }),
+    );
+    for (let t = 0; t < 200 && e.app.caper.executor!.queued < MAX_EXEC_QUEUE - per; t++) await new Promise((r) => setTimeout(r, 50));
+    const over = await e.post('/rerank', { question: Q, db_id: 'shop', strategy: 'hybrid', candidates: Array.from({ length: per }, (_, j) => forever(1e6 + j)) });
+    isJsonError(over, 429, 'queue_full');
+    assert.match(over.body.message, /execution queue/);
+    assert.ok(Number(over.headers.get('retry-after')) >= 1);
+    // PRM-only scoring does not execute and is still served.
+    assert.equal((await e.post('/rerank', { question: Q, candidates: [GOOD] })).status, 200);
+    // Closing the executor answers everything queued (as errors), so the pending requests finish.
+    await e.app.caper.executor!.close();
+    for (const r of await Promise.all(pending)) assert.equal(r.status, 200);
+  } finally {
+    await e.app.close();
+  }
+});

@@ -52,9 +52,19 @@ export function resolveContext(app: FastifyInstance, body: { schema?: string; db
   return { schema: '', dbPath };
 }
 
+/**
+ * Queries waiting for an executor worker beyond which a request that executes is answered 429:
+ * with never-ending candidates each one holds a worker for the whole timeout, so an unbounded
+ * queue would make every later request wait minutes instead of being told to come back.
+ */
+export const MAX_EXEC_QUEUE = 1024;
+
 export async function executeAll(app: FastifyInstance, dbPath: string, sqls: readonly string[]): Promise<{ results: ExecResult[]; ms: number }> {
   const ex = app.caper.executor;
   if (!ex) throw new HttpError(503, 'not_ready', 'no SQL executor configured');
+  if (ex.queued + sqls.length > MAX_EXEC_QUEUE) {
+    throw new HttpError(429, 'queue_full', `execution queue full (${ex.queued} queries waiting); retry later`, undefined, { 'retry-after': '2' });
+  }
   const t0 = performance.now();
   const results = await Promise.all(
     sqls.map(async (s) => {
