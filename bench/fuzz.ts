@@ -287,7 +287,8 @@ export async function runCases(url: string, cases: FuzzCase[], concurrency: numb
           status = res.status;
           text = await res.text();
         } catch (err) {
-          status = `no response (${(err as Error).name})`;
+          const cause = (err as { cause?: { code?: string } }).cause?.code;
+          status = `no response (${cause ?? (err as Error).name})`;
           rep.failures++;
           note(c, status, String((err as Error).message));
         }
