@@ -490,6 +490,8 @@ test('full queues answer 429 queue_full with Retry-After on every scoring route;
     isJsonError(over, 429, 'queue_full');
     assert.match(over.body.message, /execution queue/);
     assert.ok(Number(over.headers.get('retry-after')) >= 1);
+    const lz = await e.post('/localize', { question: Q, db_id: 'shop', sql: GOOD, gold: GOOD });
+    isJsonError(lz, 429, 'queue_full');
     // PRM-only scoring does not execute and is still served.
     assert.equal((await e.post('/rerank', { question: Q, candidates: [GOOD] })).status, 200);
     // Closing the executor answers everything queued (as errors), so the pending requests finish.

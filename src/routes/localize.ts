@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { HttpError } from './context.js';
-import { requireScorer, resolveContext, num, round } from './service.js';
+import { requireScorer, resolveContext, checkExecQueue, num, round } from './service.js';
 import { warningOf } from './rerank.js';
 import { RESULT_COLUMNS } from '../scoring/rerank.js';
 import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
@@ -143,6 +143,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         throw new HttpError(422, 'invalid_value', 'gold needs a db_id to execute against', 'db_id');
       }
       const ctx = resolveContext(app, b);
+      if (b.gold !== undefined) checkExecQueue(app, 2);
       const { candidates, timing } = await scorer.score(b.question, ctx.schema, [b.sql]);
       const c = candidates[0]!;
       const units = c.units.map((u, index) => ({ index, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), raw: num(u.raw) }));

@@ -59,12 +59,18 @@ export function resolveContext(app: FastifyInstance, body: { schema?: string; db
  */
 export const MAX_EXEC_QUEUE = 1024;
 
+/** Throws 429 queue_full when n more queries would overfill the executor queue. */
+export function checkExecQueue(app: FastifyInstance, n: number): void {
+  const ex = app.caper.executor;
+  if (ex && ex.queued + n > MAX_EXEC_QUEUE) {
+    throw new HttpError(429, 'queue_full', `execution queue full (${ex.queued} queries waiting); retry later`, undefined, { 'retry-after': '2' });
+  }
+}
+
 export async function executeAll(app: FastifyInstance, dbPath: string, sqls: readonly string[]): Promise<{ results: ExecResult[]; ms: number }> {
   const ex = app.caper.executor;
   if (!ex) throw new HttpError(503, 'not_ready', 'no SQL executor configured');
-  if (ex.queued + sqls.length > MAX_EXEC_QUEUE) {
-    throw new HttpError(429, 'queue_full', `execution queue full (${ex.queued} queries waiting); retry later`, undefined, { 'retry-after': '2' });
-  }
+  checkExecQueue(app, sqls.length);
   const t0 = performance.now();
   const results = await Promise.all(
     sqls.map(async (s) => {
