@@ -12,6 +12,7 @@ import { makeDbDir, start, TINY, type Running } from './server-fixture.js';
 import { DbRegistry, DEFAULT_LIMITS as L } from '../src/routes/context.js';
 import { bearerToken, keyMatches, apiKeyProblem } from '../src/routes/auth.js';
 import { run as serveRun } from '../src/commands/serve.js';
+import { SERVICE_MAX_ROWS } from '../src/server.js';
 
 let srv: Running;
 let db: ReturnType<typeof makeDbDir>;
@@ -280,11 +281,16 @@ const HOSTILE: [string, RegExp][] = [
   ['WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c', /^timeout/],
   // 4^16 rows: runs until the timeout kills its worker.
   [CROSS(16, 'count(*)'), /^timeout/],
+  // 16 rows of 2 million characters: over the service's result-size cap.
+  ["SELECT replace(hex(zeroblob(1000000)), '0', 'x') FROM singer a, singer b", /^too_large/],
 ];
 
 test('hostile SQL through /rerank (db_id, hybrid), /localize (gold) and /reward: database unchanged, /healthz < 100 ms meanwhile', async () => {
   const hash = () => createHash('sha256').update(readFileSync(db.dbPath)).digest('hex');
   const h0 = hash();
+  // Warm first (executor workers spawned, code paths compiled): the claim is about hostile SQL,
+  // not about the first request after start-up.
+  assert.equal((await srv.post('/rerank', { question: Q, db_id: 'shop', strategy: 'hybrid', candidates: [GOOD, 'SELECT 1; SELECT 2', 'SELECT name FROM singer'] })).status, 200);
   // Poll /healthz back to back the whole time, on its own connection.
   let polling = true;
   const lat: number[] = [];
@@ -312,6 +318,8 @@ test('hostile SQL through /rerank (db_id, hybrid), /localize (gold) and /reward:
       assert.match(x.execution.error, want, `${s}: ${x.execution.error}`);
     });
     assert.equal(byIndex.get(sqls.length).execution.ok, true, 'the capped cross join ran');
+    const capped = await srv.app.caper.executor!.run(db.dbPath, wide);
+    assert.ok(capped.ok && capped.truncated && capped.rows.length === SERVICE_MAX_ROWS, 'rows capped at the service limit');
 
     // /localize: hostile SQL as the candidate with a sane gold, and as the gold itself.
     for (const [s] of HOSTILE.slice(0, 6)) {
