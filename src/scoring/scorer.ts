@@ -3,6 +3,8 @@
 // at marker k only sees the prefix up to unit k, so a single pass yields every clause-prefix
 // score (scoreByPrefixes below does it the slow way, one pass per prefix, for the benchmark and
 // the test that proves the two agree).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { splitSql, topUnits } from '../clauses/index.js';
 import type { ClauseKind, ClauseUnit, SplitResult } from '../clauses/types.js';
 import type { CaperTokenizer } from './tokenizer.js';
@@ -22,6 +24,31 @@ export const MAX_PARSE_CHARS = 2_000;
 function lexerOnlySplit(sql: string): SplitResult {
   const r = splitSql(sql, { tree: false });
   return { ...r, ok: false, error: r.ok ? `not parsed: longer than ${MAX_PARSE_CHARS} characters (scored on lexer clause units)` : r.error };
+}
+
+/**
+ * Most input characters one token of this tokenizer can cover, or 0 when there is no safe bound.
+ * Lets a candidate whose SQL cannot possibly fit max_length be rejected without tokenizing it
+ * (the JS tokenizer took ~30-50 ms for a 20,000-character candidate, on the event loop). A BPE or
+ * WordPiece token covers at most its vocabulary string (WordPiece's [UNK] a whole word, up to
+ * max_input_chars_per_word); normalizers can merge characters, hence the factor 2; a fused
+ * unknown token (BPE fuse_unk, Unigram, WordLevel) covers any number, so no bound.
+ */
+export function maxCharsPerToken(tokenizerJson: string): number {
+  try {
+    const t = JSON.parse(tokenizerJson) as { normalizer?: unknown; model?: { type?: string; vocab?: unknown; fuse_unk?: boolean; max_input_chars_per_word?: number } };
+    const m = t.model;
+    if (!m || (m.type !== 'BPE' && m.type !== 'WordPiece') || m.fuse_unk === true) return 0;
+    const v = m.vocab;
+    const keys = v && typeof v === 'object' && !Array.isArray(v) ? Object.keys(v) : [];
+    if (keys.length === 0) return 0;
+    let longest = 0;
+    for (const k of keys) longest = Math.max(longest, k.length);
+    if (m.type === 'WordPiece') longest = Math.max(longest, m.max_input_chars_per_word ?? 100);
+    return t.normalizer ? 2 * longest : longest;
+  } catch {
+    return 0;
+  }
 }
 
 export interface ScoredUnit {
@@ -128,6 +155,7 @@ export class Scorer {
   private readonly tok: CaperTokenizer;
   /** Parsing with node-sql-parser costs milliseconds; identical candidates are common. */
   private readonly splits = new Lru<SplitResult>(4096);
+  private readonly charsPerToken: number;
 
   /** Without a batcher every call runs its own onnxruntime batch. */
   constructor(model: LoadedModel, batcher: Batcher | null, opts: ScorerOptions = {}) {
@@ -137,6 +165,13 @@ export class Scorer {
     this.onCandidate = opts.onCandidate;
     this.sqlId = model.tokenizer.specialId('<sql>');
     this.tok = memoTokenizer(model.tokenizer, 16384);
+    let tj = '';
+    try {
+      tj = readFileSync(join(model.dir, 'tokenizer.json'), 'utf8');
+    } catch {
+      // no bound: every candidate is tokenized
+    }
+    this.charsPerToken = maxCharsPerToken(tj);
   }
 
   prepare(question: string, schema: string, sql: string): Prepared {
@@ -161,6 +196,11 @@ export class Scorer {
     };
     this.onCandidate?.(split.ok);
     if (units.length === 0) return { ...base, error: 'no clause units in the SQL' };
+    const maxLength = this.model.manifest.max_length;
+    const sqlChars = units.reduce((a, u) => a + u.text.length, 0);
+    if (this.charsPerToken > 0 && sqlChars > this.charsPerToken * maxLength) {
+      return { ...base, error: `SQL part needs at least ${Math.ceil(sqlChars / this.charsPerToken)} tokens, max_length is ${maxLength}` };
+    }
     const p = buildPrompt(this.tok, { schema, question, units: units.map((u) => u.text) }, this.model.manifest.max_length);
     if (!p.ok) return { ...base, error: p.error };
     const sqlPos = p.ids.lastIndexOf(this.sqlId, p.markers[0] ?? p.ids.length);
