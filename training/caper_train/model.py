@@ -19,12 +19,13 @@ PRESETS: dict[str, dict] = {
     # CI / end-to-end tests: ~140k parameters, trains in seconds.
     "tiny": dict(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, max_length=512, batch_size=16, lr=3e-3),
-    # The shipped CPU model (~1.5M parameters, ~0.8M of them embeddings). Sized from measured CPU
-    # throughput (bench/results/train-throughput.md): hidden 256 trained ~3x slower per record and
-    # could not see one epoch of Spider annotation (~70k records) in the ~30 min CPU budget.
-    # Batch 128 records: a small model on CPU is bound by per-step overhead, and 128 records per
-    # step processed ~4x the records per CPU-second of batch 16 (measured, packed rows).
-    "default": dict(vocab_size=6000, hidden_size=128, intermediate_size=352, num_hidden_layers=4,
+    # The shipped CPU model: hidden 192, 4 layers, ~2.8M parameters (1.15M of them embeddings).
+    # Sized from measured throughput on Spider annotation (bench/results/train-throughput.md): on
+    # CPU this model size is bound by per-step overhead, so hidden 192 costs about what hidden 128
+    # does per record (94 vs 106 sequences per CPU-second), one epoch of ~78k records is ~10 min on
+    # two free cores; hidden 256 was 2.4x slower (~22 min/epoch free, ~40 min on the shared machine).
+    # Batch 128 records: per-step overhead again, ~4x the records per CPU-second of batch 16.
+    "default": dict(vocab_size=6000, hidden_size=192, intermediate_size=512, num_hidden_layers=4,
                     num_attention_heads=4, num_key_value_heads=2, max_length=512, batch_size=128, lr=2e-3),
 }
 
