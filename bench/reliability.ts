@@ -80,6 +80,13 @@ ${fz.failures ? `- The ${fz.failures} fuzz request(s) without a response: ${fz.e
   connection fail instead of reading the 413. No 5xx and no server crash came with it; 320 oversized bodies sent 8 at a time
   to an otherwise idle server all got their 413. This counter is stricter than the issue's criteria (0 responses >= 500).` : '- Every fuzz request got a response.'}
 - Not covered: slow-loris style connections and HTTP/2; the fuzzer speaks only well-formed HTTP/1.1 through fetch.
+- Main-thread work that remains on the event loop, bounded rather than removed: clause parsing (candidates up to
+  2,000 characters; longer ones use lexer units), tokenizing (candidates that cannot fit max_length are rejected
+  before it), result keying/comparison (at most 5,000 rows per result, yielding between candidates) and the
+  /localize counterfactual analysis (sql and gold up to 1,000 characters: up to ~150 ms measured for hostile ones).
+  Moving these to worker threads would remove them; test/hardening.test.ts measures /healthz during each.
+- The execution queue bound (1,024 waiting queries, then 429) bounds memory, not wait time: with never-ending
+  candidates each query holds a worker for the full timeout (5 s default, 2 workers).
 
 Reproduce: \`npx tsc -p . && ${fz.command} && ${sk.command} && node dist/bench/reliability.js\`.
 `;
