@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { HttpError } from './context.js';
-import { requireScorer, resolveContext, checkExecQueue, num, round } from './service.js';
+import { requireScorer, resolveContext, checkExecQueue, num, timingBody } from './service.js';
 import { warningOf } from './rerank.js';
 import { RESULT_COLUMNS } from '../scoring/rerank.js';
 import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
@@ -139,9 +139,6 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
       const t0 = performance.now();
       const b = req.body;
       const scorer = requireScorer(app);
-      if (b.gold !== undefined && b.db_id === undefined) {
-        throw new HttpError(422, 'invalid_value', 'gold needs a db_id to execute against', 'db_id');
-      }
       const ctx = resolveContext(app, b);
       if (b.gold !== undefined) checkExecQueue(app, 2);
       const { candidates, timing } = await scorer.score(b.question, ctx.schema, [b.sql]);
@@ -206,13 +203,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         }
         execution_ms = performance.now() - t1;
       }
-      out.timing = {
-        tokenize_ms: round(timing.tokenize_ms),
-        queue_ms: round(timing.queue_ms),
-        inference_ms: round(timing.inference_ms),
-        execution_ms: round(execution_ms),
-        total_ms: round(performance.now() - t0),
-      };
+      out.timing = timingBody({ ...timing, execution_ms, total_ms: performance.now() - t0 });
       return out;
     },
   );

@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
-import { scoreAndRank, num, round } from './service.js';
+import { scoreAndRank, num, timingBody } from './service.js';
 import type { Strategy } from '../scoring/rerank.js';
 import type { ScoredCandidate } from '../scoring/scorer.js';
 
@@ -159,13 +159,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
         results,
         strategy: r.strategy,
         model: app.caper.model?.manifest.name ?? '',
-        timing: {
-          tokenize_ms: round(t.tokenize_ms),
-          queue_ms: round(t.queue_ms),
-          inference_ms: round(t.inference_ms),
-          execution_ms: round(t.execution_ms),
-          total_ms: round(t.total_ms),
-        },
+        timing: timingBody(t),
       };
     },
   );

@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { HttpError } from './context.js';
-import { requireScorer, resolveContext, executeAll, num, round, yieldIfLarge } from './service.js';
+import { requireScorer, resolveContext, executeAll, num, timingBody, yieldIfLarge } from './service.js';
 import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
 import { groupRewards, EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
 
@@ -92,9 +92,6 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
       const t0 = performance.now();
       const b = req.body;
       const scorer = requireScorer(app);
-      if (b.gold !== undefined && b.db_id === undefined) {
-        throw new HttpError(422, 'invalid_value', 'gold needs a db_id to execute against', 'db_id');
-      }
       const ctx = resolveContext(app, b);
       const opts = {
         gamma: b.gamma ?? DEFAULTS.gamma,
@@ -152,13 +149,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
         clause_weight: opts.clauseWeight,
         execution_weight: opts.executionWeight,
         model: app.caper.model?.manifest.name ?? '',
-        timing: {
-          tokenize_ms: round(timing.tokenize_ms),
-          queue_ms: round(timing.queue_ms),
-          inference_ms: round(timing.inference_ms),
-          execution_ms: round(e.value ? e.value.ms : 0),
-          total_ms: round(performance.now() - t0),
-        },
+        timing: timingBody({ ...timing, execution_ms: e.value ? e.value.ms : 0, total_ms: performance.now() - t0 }),
       };
     },
   );

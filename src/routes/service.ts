@@ -27,7 +27,10 @@ export interface Resolved {
  * Schema text for the prompt and the database (if any). A posted `schema` is used as given (it is
  * what the caller's LLM saw); without it, a db_id's schema is rendered from the database.
  */
-export function resolveContext(app: FastifyInstance, body: { schema?: string; db_id?: string }): Resolved {
+export function resolveContext(app: FastifyInstance, body: { schema?: string; db_id?: string; gold?: string }): Resolved {
+  if (body.gold !== undefined && body.db_id === undefined) {
+    throw new HttpError(422, 'invalid_value', 'gold needs a db_id to execute against', 'db_id');
+  }
   let dbPath: string | null = null;
   if (body.db_id !== undefined) {
     dbPath = app.caper.dbs.get(body.db_id) ?? null;
@@ -150,4 +153,15 @@ export function num(x: number): number | null {
 
 export function round(x: number): number {
   return Math.round(x * 1000) / 1000;
+}
+
+/** The `timing` object every scoring route returns, in milliseconds rounded to microseconds. */
+export function timingBody(t: { tokenize_ms: number; queue_ms: number; inference_ms: number; execution_ms: number; total_ms: number }) {
+  return {
+    tokenize_ms: round(t.tokenize_ms),
+    queue_ms: round(t.queue_ms),
+    inference_ms: round(t.inference_ms),
+    execution_ms: round(t.execution_ms),
+    total_ms: round(t.total_ms),
+  };
 }

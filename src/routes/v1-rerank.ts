@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
-import { scoreAndRank, round } from './service.js';
+import { scoreAndRank, timingBody } from './service.js';
 import { warningOf } from './rerank.js';
 import type { Strategy } from '../scoring/rerank.js';
 
@@ -116,13 +116,7 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
         meta: {
           model: app.caper.model?.manifest.name ?? '',
           strategy: r.strategy,
-          timing: {
-            tokenize_ms: round(t.tokenize_ms),
-            queue_ms: round(t.queue_ms),
-            inference_ms: round(t.inference_ms),
-            execution_ms: round(t.execution_ms),
-            total_ms: round(t.total_ms),
-          },
+          timing: timingBody(t),
           ...(warnings.length ? { warnings } : {}),
         },
       };
