@@ -128,7 +128,7 @@ export async function run(argv: string[]): Promise<number> {
   } else {
     const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
     const pool = flagString(a, 'pool', POOL8)!;
-    step(4, `caper eval localize --data ${evalData} --pool ${pool} --model ${out}`);
+    step(4, `caper eval localize --data ${evalData} --pool ${pool} --model ${out} --prior ${tuples}`);
     const ev = await runChild(process.execPath, [CLI, 'eval', 'localize', '--data', evalData, '--pool', pool, '--model', out, '--prior', tuples], { capture: true });
     if (ev.code !== 0) {
       console.error(`caper train: evaluation failed (exit ${ev.code}); the model is written, its card lacks the evaluation`);

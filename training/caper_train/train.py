@@ -483,6 +483,13 @@ def main(argv=None) -> int:
     use_attention(model, "eager")
 
     metrics: dict = {"train_" + k: v for k, v in last.items()}
+    # Root-cause clause frequencies of the training pairs: `caper eval localize` ranks clauses by
+    # it for its prior baseline when no --prior file is given.
+    prior: dict[str, int] = {}
+    for r in records:
+        if r["type"] == "pair" and isinstance(r.get("clause"), str):
+            prior[r["clause"]] = prior.get(r["clause"], 0) + 1
+    metrics["clause_prior"] = prior
     if val.pairs or val.trajs:
         metrics.update({"val_" + k: v for k, v in evaluate(model, val.pairs, val.trajs, device, a).items()})
     log(f"metrics: {json.dumps(metrics)}")
@@ -569,7 +576,8 @@ def dump_rewards(model: RewardModel, tok, records: list[dict], max_length: int, 
 def model_card(m: dict, model: RewardModel) -> str:
     tr = m["training"]
     cfg = model.backbone.config
-    met = "\n".join(f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in m["metrics"].items())
+    met = "\n".join(f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |"
+                    for k, v in m["metrics"].items() if not isinstance(v, dict))
     exp = m.get("export") or {}
     return f"""# CAPER Clause-PRM: {m['name']}
 

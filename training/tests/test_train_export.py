@@ -27,6 +27,7 @@ def test_manifest_and_files(trained):
     assert m["data_hash"].startswith("sha256:") and len(m["data_hash"]) == 71
     assert 50_000 < m["parameters"] < 500_000
     assert m["export"]["fp32_max_abs_diff"] <= 1e-4
+    assert sum(m["metrics"]["clause_prior"].values()) == 26  # the fixture's pairs
     for f in ("model.onnx", "model.int8.onnx", "tokenizer.json", "MODEL_CARD.md"):
         assert (trained / "model" / f).stat().st_size > 0
 
