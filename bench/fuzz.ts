@@ -10,11 +10,10 @@
 // Usage: node dist/bench/fuzz.js [--n 10000] [--seed 1] [--concurrency 8] [--model DIR] [--out bench/results/fuzz]
 // (bench/reliability.ts runs it with the soak and writes bench/results/reliability.{md,json}.)
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import Database from 'better-sqlite3';
+import { makeDbDir } from '../test/server-fixture.js';
 import { Rng } from '../src/annotate/rng.js';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
 import { REPO, startServer, stopServer } from './lib.js';
@@ -310,25 +309,10 @@ export async function runCases(url: string, cases: FuzzCase[], concurrency: numb
   return rep;
 }
 
-/** A small SQLite database in --db-dir layout (shop/shop.sqlite) for the fuzzed server. */
-export function makeFuzzDb(): { dir: string; dbPath: string; cleanup: () => void } {
-  const dir = mkdtempSync(join(tmpdir(), 'caper-fuzz-'));
-  mkdirSync(join(dir, 'shop'));
-  const dbPath = join(dir, 'shop', 'shop.sqlite');
-  const db = new Database(dbPath);
-  db.exec(`
-    CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
-    CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, title TEXT, singer_id INTEGER REFERENCES singer(singer_id), year INTEGER);
-    INSERT INTO singer VALUES (1,'Ann','France',30),(2,'Bob','Spain',45),(3,'Cid','France',22),(4,'Dee','Chile',51);
-    INSERT INTO concert VALUES (1,'Spring',1,2014),(2,'Summer',2,2015),(3,'Autumn',1,2015);
-  `);
-  db.close();
-  return { dir, dbPath, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
-}
-
 /** Starts the real server, fuzzes it, checks it is still alive and the db unchanged, stops it. */
 export async function fuzz(opts: { perEndpoint: number; seed: number; concurrency: number; modelDir: string }): Promise<FuzzReport> {
-  const db = makeFuzzDb();
+  // The same small --db-dir database the server tests use.
+  const db = makeDbDir();
   const hash = () => createHash('sha256').update(readFileSync(db.dbPath)).digest('hex');
   const h0 = hash();
   const srv = await startServer(['--model', opts.modelDir, '--device', 'cpu', '--threads', '1', '--db-dir', db.dir, '--exec-timeout-ms', '200']);
