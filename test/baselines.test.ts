@@ -45,3 +45,10 @@ test('blame by drop picks the clause where the prefix score falls furthest', () 
   assert.deepEqual(blameOrder([0.75, 0.7, 0.1, 0.0], 1.0, 'drop'), [2, 0, 3, 1]);
   assert.deepEqual(blameOrder([0.9, 0.85, 0.2, 0.15], 0.95, 'min'), [3, 2, 1, 0]);
 });
+
+test('blame "first": clauses judged wrong in written order, then the rest by drop', () => {
+  // Clauses 1 and 3 are below 0.5; clause 3 has the bigger drop but clause 1 comes first.
+  assert.deepEqual(blameOrder([0.9, 0.45, 0.6, 0.1], 1.0, 'first'), [1, 3, 0, 2]);
+  // Nothing judged wrong: the drop order.
+  assert.deepEqual(blameOrder([0.9, 0.7, 0.8], 1.0, 'first'), blameOrder([0.9, 0.7, 0.8], 1.0, 'drop'));
+});

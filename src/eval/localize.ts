@@ -12,7 +12,7 @@ import { rootCause } from '../annotate/counterfactual.js';
 import { loadModel } from '../scoring/onnx.js';
 import type { LoadedModel } from '../scoring/onnx.js';
 import { Scorer } from '../scoring/scorer.js';
-import { blameOrder } from '../scoring/blame.js';
+import { blameOrder, BLAME_STRATEGIES, DEFAULT_BLAME } from '../scoring/blame.js';
 import type { BlameStrategy } from '../scoring/blame.js';
 import { consensusDisagreement, consensusRanking, orderByDesc, priorRanking, randomExpectation, rankOf, tally } from './baselines.js';
 import type { Tally, UnitLike } from './baselines.js';
@@ -81,8 +81,9 @@ export async function collectFailures(
 }
 
 export interface LocalizeReport {
+  /** The model with the chosen blame strategy (the headline figure). */
   model: Tally;
-  modelMin: Tally;
+  modelBy: Record<BlameStrategy, Tally>;
   /** Model drop + consensus disagreement: what a caller with several candidates can use. */
   combined: Tally;
   prior: Tally;
@@ -117,25 +118,25 @@ export async function evaluateLocalization(opts: {
     };
     // One scorer call per question: its failures share schema and question, as in the service.
     const scorer = new Scorer(opts.model, null);
-    const scored: ({ scores: number[]; base: number; blame: number[] } | null)[] = [];
+    const scored: ({ scores: number[]; base: number } | null)[] = [];
     for (let i = 0; i < failures.length; ) {
       let j = i;
       while (j < failures.length && failures[j]!.question === failures[i]!.question) j++;
       const q = questions[failures[i]!.question]!;
       const { candidates } = await scorer.score(q.question, schemaOf(q.db_id), failures.slice(i, j).map((f) => f.sql));
       for (const c of candidates) {
-        scored.push(c.error ? null : { scores: c.units.map((u) => u.score), base: c.base, blame: c.blame });
+        scored.push(c.error ? null : { scores: c.units.map((u) => u.score), base: c.base });
       }
       i = j;
     }
-    const ranks = { model: [] as number[], modelMin: [] as number[], prior: [] as number[], consensus: [] as number[], combined: [] as number[] };
+    const byStrategy = Object.fromEntries(BLAME_STRATEGIES.map((b) => [b, [] as number[]])) as Record<BlameStrategy, number[]>;
+    const ranks = { prior: [] as number[], consensus: [] as number[], combined: [] as number[] };
     let unscored = 0;
     failures.forEach((f, i) => {
       const s = scored[i];
       const others = candidates.get(f.question)!.filter((_, si) => opts.systems[si] !== f.system);
       if (s) {
-        ranks.model.push(rankOf(opts.blame === 'min' ? blameOrder(s.scores, s.base, 'min') : s.blame, f.truth));
-        ranks.modelMin.push(rankOf(blameOrder(s.scores, s.base, 'min'), f.truth));
+        for (const b of BLAME_STRATEGIES) byStrategy[b].push(rankOf(blameOrder(s.scores, s.base, b), f.truth));
         // Model and consensus together: the score drop at a clause plus how many other candidates
         // write that clause differently (both in [0, 1]).
         const dis = consensusDisagreement(f.units, others);
@@ -143,16 +144,16 @@ export async function evaluateLocalization(opts: {
         ranks.combined.push(rankOf(orderByDesc(drops.map((d, k) => d + dis[k]!)), f.truth));
       } else {
         unscored++;
-        ranks.model.push(Infinity);
-        ranks.modelMin.push(Infinity);
+        for (const b of BLAME_STRATEGIES) byStrategy[b].push(Infinity);
         ranks.combined.push(rankOf(consensusRanking(f.units, others), f.truth));
       }
       ranks.prior.push(rankOf(priorRanking(f.units, opts.prior), f.truth));
       ranks.consensus.push(rankOf(consensusRanking(f.units, others), f.truth));
     });
+    const modelBy = Object.fromEntries(BLAME_STRATEGIES.map((b) => [b, tally(byStrategy[b])])) as Record<BlameStrategy, Tally>;
     return {
-      model: tally(ranks.model),
-      modelMin: tally(ranks.modelMin),
+      model: modelBy[opts.blame ?? DEFAULT_BLAME],
+      modelBy,
       combined: tally(ranks.combined),
       prior: tally(ranks.prior),
       consensus: tally(ranks.consensus),
@@ -178,7 +179,8 @@ export async function run(argv: string[]): Promise<number> {
   const manifestPrior = (model.manifest.metrics?.['clause_prior'] ?? undefined) as Partial<Record<ClauseKind, number>> | undefined;
   const prior = priorFile ? priorFromTuples(priorFile) : manifestPrior;
   if (!prior) throw new Error('no clause prior: pass --prior TRAINING.jsonl or use a model whose caper.json has metrics.clause_prior');
-  const blame = (flagString(a, 'blame', 'drop') as BlameStrategy);
+  const blame = flagString(a, 'blame', DEFAULT_BLAME) as BlameStrategy;
+  if (!BLAME_STRATEGIES.includes(blame)) throw new Error(`--blame must be one of ${BLAME_STRATEGIES.join(', ')}`);
   const limit = flagNumber(a, 'limit', Infinity);
   const t0 = Date.now();
   const report = await evaluateLocalization({
@@ -188,8 +190,7 @@ export async function run(argv: string[]): Promise<number> {
   process.stderr.write('\n');
   await model.close();
   const rows: [string, Tally][] = [
-    [`model (${blame})`, report.model],
-    [`model (${blame === 'min' ? 'drop' : 'min'})`, blame === 'min' ? report.model : report.modelMin],
+    ...BLAME_STRATEGIES.map((b): [string, Tally] => [`model (blame ${b}${b === blame ? ', headline' : ''})`, report.modelBy[b]]),
     ['model drop + consensus', report.combined],
     ['prior', report.prior],
     ['consensus', report.consensus],

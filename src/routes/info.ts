@@ -2,6 +2,7 @@
 // to size their requests.
 import type { FastifyInstance } from 'fastify';
 import { HYBRID_LAMBDA, CANDIDATE_SCORE_MODE } from '../scoring/rerank.js';
+import { DEFAULT_BLAME } from '../scoring/blame.js';
 
 export default async function infoRoute(app: FastifyInstance): Promise<void> {
   app.get(
@@ -75,7 +76,7 @@ export default async function infoRoute(app: FastifyInstance): Promise<void> {
               template: m.manifest.template,
             }
           : null,
-        scoring: { candidate_score: CANDIDATE_SCORE_MODE, blame: 'drop', hybrid_lambda: HYBRID_LAMBDA },
+        scoring: { candidate_score: CANDIDATE_SCORE_MODE, blame: DEFAULT_BLAME, hybrid_lambda: HYBRID_LAMBDA },
         limits: {
           max_candidates: s.limits.maxCandidates,
           max_sql_chars: s.limits.maxSqlChars,

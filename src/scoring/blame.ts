@@ -1,21 +1,34 @@
-// Turning clause-prefix scores into a blame ranking. The model's output at the k-th marker
-// estimates whether the query is still on track after clause k; because it is causal, every
-// prefix after the root cause should look bad too, so the clause where the score falls furthest
-// is the best guess ("drop"). "min" (lowest prefix score first) is kept for comparison.
+// Turning clause scores into a blame ranking. The model's output at the k-th marker estimates
+// whether the query is still right after clause k. The root cause is defined (annotation,
+// counterfactual) as the earliest clause, in written order, that goes wrong, so:
+//  - "first": clauses the model judges wrong (score < 0.5) in written order, then the rest by drop;
+//  - "drop":  the clause where the score falls furthest from the previous prefix;
+//  - "min":   the lowest score first.
+// "first" is the service's choice; the other two are kept for the evaluation's comparison.
 
-export type BlameStrategy = 'drop' | 'min';
+export type BlameStrategy = 'first' | 'drop' | 'min';
+export const BLAME_STRATEGIES: readonly BlameStrategy[] = ['first', 'drop', 'min'];
+export const DEFAULT_BLAME: BlameStrategy = 'first';
+/** sigmoid(0): below it the model leans towards "this clause is wrong". */
+export const WRONG_BELOW = 0.5;
 
-/**
- * @param scores clause-prefix scores in [0, 1], one per depth-0 unit
- * @param base   score before the first clause (the model's output at the <sql> token)
- * @returns unit indexes, most suspect first; ties keep written order
- */
-export function blameOrder(scores: number[], base: number, strategy: BlameStrategy = 'drop'): number[] {
-  const keys = scores.map((s, k) => (strategy === 'min' ? -s : (k === 0 ? base : scores[k - 1]!) - s));
-  return keys
+const order = (keys: number[]): number[] =>
+  keys
     .map((key, i) => [key, i] as const)
     .sort((a, b) => b[0] - a[0] || a[1] - b[1])
     .map(([, i]) => i);
+
+/**
+ * @param scores clause scores in [0, 1], one per depth-0 unit
+ * @param base   score before the first clause (the model's output at the <sql> token)
+ * @returns unit indexes, most suspect first; ties keep written order
+ */
+export function blameOrder(scores: number[], base: number, strategy: BlameStrategy = DEFAULT_BLAME): number[] {
+  if (strategy === 'min') return order(scores.map((s) => -s));
+  const drops = order(scores.map((s, k) => (k === 0 ? base : scores[k - 1]!) - s));
+  if (strategy === 'drop') return drops;
+  const wrong = scores.flatMap((s, k) => (s < WRONG_BELOW ? [k] : []));
+  return [...wrong, ...drops.filter((k) => !wrong.includes(k))];
 }
 
 export const sigmoid = (x: number): number => 1 / (1 + Math.exp(-x));

@@ -12,7 +12,7 @@ import { buildPrompt } from './prompt.js';
 import type { LoadedModel } from './onnx.js';
 import type { Batcher } from './batcher.js';
 import { candidateScore, CANDIDATE_SCORE_MODE, type CandidateScoreMode } from './rerank.js';
-import { blameOrder, sigmoid } from './blame.js';
+import { blameOrder, sigmoid, DEFAULT_BLAME } from './blame.js';
 
 /**
  * Longest candidate the clause parser sees. Its cost grows superlinearly on hostile input (a
@@ -72,7 +72,7 @@ export interface ScoredCandidate {
   base: number;
   /** Candidate score (see CANDIDATE_SCORE_MODE); 0 when nothing could be scored. */
   score: number;
-  /** Unit indexes, most suspect first (largest score drop, see blame.ts). Empty when unscored. */
+  /** Unit indexes, most suspect first (DEFAULT_BLAME in blame.ts). Empty when unscored. */
   blame: number[];
   /** Set when the candidate could not be scored at all (e.g. its SQL alone exceeds max_length). */
   error?: string;
@@ -230,7 +230,7 @@ export class Scorer {
     });
     const scores = units.map((u) => u.score);
     const base = p.sqlPos >= 0 ? sigmoid(out[p.sqlPos]!) : 0.5;
-    return { ...common, units, base, score: candidateScore(scores, this.mode), blame: blameOrder(scores, base, 'drop') };
+    return { ...common, units, base, score: candidateScore(scores, this.mode), blame: blameOrder(scores, base, DEFAULT_BLAME) };
   }
 
   /** Scores all candidates of one request; the batcher may merge them with other requests'. */
