@@ -7,7 +7,7 @@ import { requireScorer, resolveContext, checkExecQueue, num, timingBody } from '
 import { warningOf } from './rerank.js';
 import { RESULT_COLUMNS } from '../scoring/rerank.js';
 import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
-import type { SqlExecutor } from '../annotate/executor.js';
+import { rootCause } from '../annotate/counterfactual.js';
 
 interface LocalizeBody {
   question: string;
@@ -82,22 +82,6 @@ const rootCauseOut = {
   },
 } as const;
 
-// The counterfactual analysis (src/annotate/counterfactual.ts) is loaded on first use through a
-// variable specifier, so this route builds and serves its PRM part even where that module is
-// absent; the shape below is the agreed interface.
-interface RootCauseLike {
-  unitIndex: number;
-  kind: string;
-  node: { id: number; kind: string; label: string; span?: [number, number] };
-  editScript: { op: 'relabel' | 'delete' | 'insert'; from?: string; to?: string; node?: number }[];
-  clauseRewards: number[];
-  repairedSql: string;
-  repairImproves: boolean;
-}
-interface CounterfactualModule {
-  rootCause(pred: string, gold: string, dbPath: string, exec: SqlExecutor, opts?: { alpha?: number; sigma?: number }): Promise<RootCauseLike | null>;
-}
-const COUNTERFACTUAL_MODULE = '../annotate/counterfactual.js';
 /**
  * The analysis parses both queries and aligns their trees on the event loop: a 16,000-character
  * query blocked every other request for ~600 ms, hostile 2,000-character ones ~400 ms, 1,000
@@ -166,18 +150,12 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         const [pr, gr] = await Promise.all([ex.run(ctx.dbPath, b.sql), ex.run(ctx.dbPath, b.gold)]);
         if (!gr.ok) throw new HttpError(422, 'invalid_value', `gold does not run: ${gr.code}: ${gr.error}`, 'gold');
         out.gold_match = resultsMatch(gr, pr, hasTopLevelOrderBy(b.gold), { columns: RESULT_COLUMNS });
-        let mod: CounterfactualModule | null = null;
-        try {
-          mod = (await import(COUNTERFACTUAL_MODULE)) as CounterfactualModule;
-        } catch (e) {
-          out.root_cause_error = `counterfactual analysis unavailable: ${(e as Error).message}`;
-        }
-        if (mod && Math.max(b.sql.length, b.gold.length) > ROOT_CAUSE_MAX_CHARS) {
+        if (Math.max(b.sql.length, b.gold.length) > ROOT_CAUSE_MAX_CHARS) {
           out.root_cause = null;
           out.root_cause_error = `counterfactual analysis skipped: sql or gold longer than ${ROOT_CAUSE_MAX_CHARS} characters`;
-        } else if (mod) {
+        } else {
           try {
-            const rc = await mod.rootCause(b.sql, b.gold, ctx.dbPath, ex);
+            const rc = await rootCause(b.sql, b.gold, ctx.dbPath, ex);
             if (rc) {
               const u = c.units[rc.unitIndex];
               out.root_cause = {
