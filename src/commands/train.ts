@@ -109,8 +109,10 @@ export async function run(argv: string[]): Promise<number> {
   const pyArgs = ['-m', 'caper_train.train', '--data', tuples, '--out', out, '--preset', preset, '--seed', seed,
     '--checkpoint', join(runDir, 'checkpoint')];
   if (base) pyArgs.push('--base', resolve(base));
+  // The shipped models/default was trained with these; `caper train --preset default` repeats them.
+  const presetDefaults: Record<string, string> = preset === 'default' && !base && !a.flags.has('steps') ? { epochs: '2', 'max-minutes': '50' } : {};
   for (const f of ['steps', 'epochs', 'loss', 'max-minutes', 'max-length', 'batch-size', 'lr', 'pref-form', 'reg-weight', 'threads']) {
-    const v = flagString(a, f);
+    const v = flagString(a, f) ?? presetDefaults[f];
     if (v !== undefined) pyArgs.push(`--${f}`, v);
   }
   const tr = await runChild(py, pyArgs, { env: { ...process.env, PYTHONPATH: join(ROOT, 'training') } });
