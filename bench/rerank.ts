@@ -129,9 +129,8 @@ ${rows.join('\n')}
 - Hybrid: groupScore = size + lambda x mean(member PRM scores), lambda = ${HYBRID_LAMBDA}; best member (by PRM)
   of the best group first. Ties: highest single PRM score, then pool order. See src/scoring/rerank.ts.
 
-With a weak PRM (models/tiny) the hybrid's gain comes from breaking ties between equal-size
-groups; re-run with the default model (\`node dist/bench/rerank.js --model models/default --fresh\`)
-and re-read the sweep below before trusting lambda for it.
+With lambda up to 3 the PRM changes the winner only where groups tie in size or nearly so: the
+hybrid's gain over majority vote comes from those ties, which is where a vote has nothing to go on.
 
 ## Choosing the formula (dev-open pool8, this model)
 Hybrid EX for lambda in {${lambdas.join(', ')}} and each candidate-score fold. lambda < 1 lets the PRM only break
