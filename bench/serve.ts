@@ -64,7 +64,7 @@ async function matmulRate(threads?: number): Promise<{ gflops: number; bySize: R
 }
 
 /** 2 FLOPs per parameter per token, plus causal attention (QK^T and AV) when the card says the shape. */
-function flopsPerToken(modelDir: string, parameters: number, avgLen: number): { flops: number; how: string } {
+function flopsPerToken(modelDir: string, parameters: number, avgLen: number, vocab?: number): { flops: number; how: string } {
   let how = '2 x parameters';
   let flops = 2 * parameters;
   try {
@@ -73,6 +73,11 @@ function flopsPerToken(modelDir: string, parameters: number, avgLen: number): { 
     if (m) {
       const layers = Number(m[1]);
       const hidden = Number(m[2]);
+      // The input embedding is a table lookup, not a matmul: its parameters cost no FLOPs.
+      if (vocab) {
+        flops -= 2 * vocab * hidden;
+        how = `2 x (parameters - ${vocab} x ${hidden} embedding)`;
+      }
       // Each token attends to avgLen/2 earlier positions on average: 2 matmuls x 2 FLOPs.
       flops += 2 * 2 * layers * hidden * (avgLen / 2);
       how += ` + causal attention (${layers} layers, hidden ${hidden}, mean length ${avgLen.toFixed(0)})`;
@@ -221,9 +226,9 @@ async function main(): Promise<void> {
   const b16 = results.find((r) => r.label === 'batched' && r.connections === 16)!;
   const u16 = results.find((r) => r.label.startsWith('unbatched'))!;
   const batchRatio = b16.rps / u16.rps;
-  const manifest = JSON.parse(readFileSync(join(modelDir, 'caper.json'), 'utf8')) as { parameters: number; name: string };
+  const manifest = JSON.parse(readFileSync(join(modelDir, 'caper.json'), 'utf8')) as { parameters: number; name: string; vocab_size?: number };
   const avgLen = seqTokens / prepared.length;
-  const fpt = flopsPerToken(modelDir, manifest.parameters, avgLen);
+  const fpt = flopsPerToken(modelDir, manifest.parameters, avgLen, manifest.vocab_size);
   const floorS = (b16.tokens * fpt.flops) / (mm.gflops * 1e9);
   const floorRatio = b16.seconds / floorS;
   const inferRatio = b16.inferenceS / floorS;
