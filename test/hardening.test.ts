@@ -2,13 +2,13 @@
 // per-candidate token limit, auth, the hostile-SQL suite (database unchanged, /healthz fast
 // while it runs) and db_id confinement to --db-dir. The process-level parts (SIGTERM drain,
 // corrupt model in the real CLI, CAPER_API_KEY) are in hardening-process.test.ts.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, copyFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { makeDbDir, start, TINY, type Running } from './server-fixture.js';
+import { makeDbDir, start, TINY, serveTinyDuringTests, type Running } from './server-fixture.js';
 import { DbRegistry, DEFAULT_LIMITS as L } from '../src/routes/context.js';
 import { bearerToken, keyMatches, apiKeyProblem } from '../src/routes/auth.js';
 import { run as serveRun } from '../src/commands/serve.js';
@@ -17,17 +17,9 @@ import { SERVICE_MAX_ROWS } from '../src/server.js';
 let srv: Running;
 let db: ReturnType<typeof makeDbDir>;
 
-before(async () => {
-  db = makeDbDir();
-  // A short execution timeout keeps the never-ending queries of the hostile suite quick.
-  srv = await start({ modelDir: TINY, dbDir: db.dir, device: 'cpu', execTimeoutMs: 1500 });
-  await srv.app.caper.loaded;
-  assert.equal(srv.app.caper.notReadyReason, null, 'models/tiny must load');
-});
-
-after(async () => {
-  await srv.app.close();
-  db.cleanup();
+serveTinyDuringTests({ execTimeoutMs: 1500 } /* a short timeout keeps the hostile suite's never-ending queries quick */, (s, d) => {
+  srv = s;
+  db = d;
 });
 
 const Q = 'How many singers are from France?';

@@ -1,21 +1,13 @@
 // POST /reward end to end: the real server on an ephemeral port, models/tiny, a SQLite database
 // built here, one GRPO group of candidates for one question with gold. Every number in the answer
 // is checked against the formulas of src/scoring/returns.ts recomputed here from the PRM scores.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { makeDbDir, start, TINY, type Running } from './server-fixture.js';
+import { serveTinyDuringTests, type Running } from './server-fixture.js';
 
 let srv: Running;
-let fx: ReturnType<typeof makeDbDir>;
-
-before(async () => {
-  fx = makeDbDir();
-  srv = await start({ modelDir: TINY, dbDir: fx.dir, device: 'cpu' });
-  await srv.app.caper.loaded;
-});
-after(async () => {
-  await srv.app.close();
-  fx.cleanup();
+serveTinyDuringTests({}, (s) => {
+  srv = s;
 });
 
 const GOLD = "SELECT name FROM singer WHERE country = 'France' ORDER BY age DESC";

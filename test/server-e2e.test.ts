@@ -1,25 +1,18 @@
 // End to end: the real server on an ephemeral port, the real models/tiny, a real SQLite db.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { makeDbDir, start, TINY, type Running } from './server-fixture.js';
+import { makeDbDir, start, TINY, serveTinyDuringTests, type Running } from './server-fixture.js';
 
 let srv: Running;
 let db: ReturnType<typeof makeDbDir>;
 
-before(async () => {
-  db = makeDbDir();
-  srv = await start({ modelDir: TINY, dbDir: db.dir, device: 'cpu' });
-  await srv.app.caper.loaded;
-  assert.equal(srv.app.caper.notReadyReason, null, 'models/tiny must load');
-});
-
-after(async () => {
-  await srv.app.close();
-  db.cleanup();
+serveTinyDuringTests({}, (s, d) => {
+  srv = s;
+  db = d;
 });
 
 const Q = 'How many singers are from France?';

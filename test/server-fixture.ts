@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { before, after } from 'node:test';
+import assert from 'node:assert/strict';
 import type { FastifyInstance } from 'fastify';
 import { buildServer, type ServerOptions } from '../src/server.js';
 
@@ -62,4 +64,26 @@ export async function start(opts: ServerOptions): Promise<Running> {
       return { status: r.status, text: await r.text(), headers: r.headers };
     },
   };
+}
+
+export type DbFixture = ReturnType<typeof makeDbDir>;
+
+/**
+ * Registers before/after hooks that run the real server on models/tiny and the fixture database
+ * for the whole test file; `ready` receives them once the model has loaded.
+ */
+export function serveTinyDuringTests(opts: Partial<ServerOptions>, ready: (srv: Running, db: DbFixture) => void): void {
+  let srv: Running | undefined;
+  let db: DbFixture | undefined;
+  before(async () => {
+    db = makeDbDir();
+    srv = await start({ modelDir: TINY, dbDir: db.dir, device: 'cpu', ...opts });
+    await srv.app.caper.loaded;
+    assert.equal(srv.app.caper.notReadyReason, null, 'models/tiny must load');
+    ready(srv, db);
+  });
+  after(async () => {
+    await srv?.app.close();
+    db?.cleanup();
+  });
 }
