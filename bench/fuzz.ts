@@ -17,6 +17,7 @@ import { makeDbDir } from '../test/server-fixture.js';
 import { Rng } from '../src/annotate/rng.js';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
 import { REPO, startServer, stopServer } from './lib.js';
+import { DEFAULT_LIMITS } from '../src/routes/context.js';
 
 export const ENDPOINTS = ['/rerank', '/v1/rerank', '/localize', '/reward'] as const;
 export type Endpoint = (typeof ENDPOINTS)[number];
@@ -35,6 +36,13 @@ export interface FuzzReport {
   serverErrors: number;
   /** No response at all: timeout or connection reset. */
   failures: number;
+  /**
+   * Bodies over the server's body limit whose upload the server cut short: it answers 413 from
+   * Content-Length without reading the body and closes, and a client still writing sees EPIPE or
+   * ECONNRESET instead of the 413. Legal HTTP, so not counted as failures; the server's liveness
+   * is checked after the run as for every other case.
+   */
+  earlyRejects: number;
   /** 4xx whose body is not a JSON object with string error and message. */
   badErrorBodies: number;
   examples: { kind: string; endpoint: string; status: number | string; body: string; response: string }[];
@@ -258,7 +266,7 @@ function isJsonError(text: string): boolean {
 
 /** Sends every case (at `concurrency` in flight) and tallies the answers. */
 export async function runCases(url: string, cases: FuzzCase[], concurrency: number, timeoutMs = 30_000): Promise<Omit<FuzzReport, 'alive' | 'dbUnchanged' | 'seconds'>> {
-  const rep: Omit<FuzzReport, 'alive' | 'dbUnchanged' | 'seconds'> = { requests: 0, byEndpoint: {}, status: {}, serverErrors: 0, failures: 0, badErrorBodies: 0, examples: [] };
+  const rep: Omit<FuzzReport, 'alive' | 'dbUnchanged' | 'seconds'> = { requests: 0, byEndpoint: {}, status: {}, serverErrors: 0, failures: 0, earlyRejects: 0, badErrorBodies: 0, examples: [] };
   let next = 0;
   const note = (c: FuzzCase, status: number | string, response: string) => {
     if (rep.examples.length < 20) {
@@ -288,8 +296,14 @@ export async function runCases(url: string, cases: FuzzCase[], concurrency: numb
         } catch (err) {
           const cause = (err as { cause?: { code?: string } }).cause?.code;
           status = `no response (${cause ?? (err as Error).name})`;
-          rep.failures++;
-          note(c, status, String((err as Error).message));
+          const size = typeof c.body === 'string' ? Buffer.byteLength(c.body) : c.body.byteLength;
+          if (size > DEFAULT_LIMITS.bodyLimitBytes && (cause === 'EPIPE' || cause === 'ECONNRESET')) {
+            status = 'upload cut after early 413';
+            rep.earlyRejects++;
+          } else {
+            rep.failures++;
+            note(c, status, String((err as Error).message));
+          }
         }
         const key = String(status);
         rep.status[key] = (rep.status[key] ?? 0) + 1;
@@ -348,7 +362,7 @@ async function main(): Promise<void> {
   const modelDir = resolve(flagString(a, 'model', defaultModel())!);
   const out = resolve(flagString(a, 'out', join(REPO, 'bench', 'results', 'fuzz'))!);
   const rep = await fuzz({ perEndpoint: n, seed, concurrency, modelDir });
-  console.log(`fuzz: ${rep.requests} requests in ${rep.seconds.toFixed(1)} s, >=500: ${rep.serverErrors}, no response: ${rep.failures}, non-JSON 4xx: ${rep.badErrorBodies}, alive: ${rep.alive}, db unchanged: ${rep.dbUnchanged}`);
+  console.log(`fuzz: ${rep.requests} requests in ${rep.seconds.toFixed(1)} s, >=500: ${rep.serverErrors}, no response: ${rep.failures}, upload cut after early 413: ${rep.earlyRejects}, non-JSON 4xx: ${rep.badErrorBodies}, alive: ${rep.alive}, db unchanged: ${rep.dbUnchanged}`);
   console.log('| endpoint | requests | statuses |\n|---|---:|---|');
   for (const [ep, e] of Object.entries(rep.byEndpoint)) {
     console.log(`| ${ep} | ${e.requests} | ${Object.entries(e.status).sort().map(([s, c]) => `${s}: ${c}`).join(', ')} |`);

@@ -32,6 +32,7 @@ Both against the real \`caper serve\` process on a loopback port, ${sk.cpus} CPU
 |---|---|---|---|
 | fuzz: responses >= 500 | 0 | ${fz.serverErrors} of ${fz.requests} | ${yes(fz.serverErrors === 0)} |
 | fuzz: requests without a response (timeout/reset) | 0 | ${fz.failures} | ${yes(fz.failures === 0)} |
+| fuzz: oversized uploads cut short by the early 413 (client saw EPIPE/ECONNRESET) | counted apart | ${fz.earlyRejects ?? 0} | - |
 | fuzz: 4xx without a JSON \`{error, message}\` body | 0 | ${fz.badErrorBodies} | ${yes(fz.badErrorBodies === 0)} |
 | fuzz: process alive, /healthz 200 afterwards | yes | ${fz.alive ? 'yes' : 'no'} | ${yes(fz.alive)} |
 | fuzz: database file sha256 unchanged | yes | ${fz.dbUnchanged ? 'yes' : 'no'} | ${yes(fz.dbUnchanged)} |
@@ -75,6 +76,10 @@ ${sk.rss.samples.filter((_, i) => i % 10 === 0).map((x) => `${x.t.toFixed(0)} s 
 
 ## Notes
 
+- Oversized uploads: the server answers 413 from the Content-Length header without reading a body over
+  the 2 MiB limit and closes; a client still uploading may see EPIPE/ECONNRESET instead of reading the 413.
+  That is legal HTTP, so such cases (bodies over the limit, those two errors only) are counted apart and the
+  server's liveness is checked after the run like every other case.
 ${fz.failures ? `- The ${fz.failures} fuzz request(s) without a response: ${fz.examples.filter((e) => String(e.status).startsWith('no response')).map((e) => `${e.kind} body on ${e.endpoint} (${e.status}, client: "${e.response}")`).join('; ')}. All were bodies over the 2 MiB limit: the
   server answers 413 from the Content-Length header without reading the body, and the client, still uploading, saw the
   connection fail instead of reading the 413. No 5xx and no server crash came with it; 320 oversized bodies sent 8 at a time
