@@ -301,19 +301,7 @@ test('hostile SQL through /rerank (db_id, hybrid), /localize (gold) and /reward:
   // not about the first request after start-up.
   assert.equal((await srv.post('/rerank', { question: Q, db_id: 'shop', strategy: 'hybrid', candidates: [GOOD, 'SELECT 1; SELECT 2', 'SELECT name FROM singer'] })).status, 200);
   // Poll /healthz back to back the whole time, on its own connection.
-  let polling = true;
-  const lat: number[] = [];
-  const poller = (async () => {
-    while (polling) {
-      const t = performance.now();
-      const r = await fetch(srv.url + '/healthz');
-      await r.text();
-      lat.push(performance.now() - t);
-      assert.equal(r.status, 200);
-      await new Promise((res) => setTimeout(res, 10));
-    }
-  })();
-  try {
+  const h = await pollHealthz(async () => {
     const sqls = HOSTILE.map(([s]) => s);
     // A 1M-row cross join is cut at the executor's row cap rather than refused.
     const wide = CROSS(10, 's0.name');
@@ -344,18 +332,13 @@ test('hostile SQL through /rerank (db_id, hybrid), /localize (gold) and /reward:
     const rw = await srv.post('/reward', { question: Q, db_id: 'shop', gold: GOOD, samples: sqls });
     assert.equal(rw.status, 200);
     assert.ok(rw.body.samples.every((x: any) => typeof x.execution_error === 'string'));
-  } finally {
-    polling = false;
-    await poller;
-  }
+  });
   assert.equal(hash(), h0, 'database file unchanged');
   for (const f of ['/tmp/caper-hostile-attach.db', '/tmp/caper-hostile-attach2.db', '/tmp/caper-hostile-vacuum.db']) {
     assert.equal(existsSync(f), false, `${f} was not created`);
   }
-  const sorted = [...lat].sort((x, y) => x - y);
-  const max = sorted[sorted.length - 1]!;
-  assert.ok(lat.length > 20, `polled ${lat.length} times`);
-  checkLatency({ n: lat.length, p50: sorted[sorted.length >> 1]!, p95: sorted[Math.floor(sorted.length * 0.95)]!, max }, 'hostile suite');
+  assert.ok(h.n > 20, `polled ${h.n} times`);
+  checkLatency(h, 'hostile suite');
 });
 
 test('db_id cannot escape --db-dir: ../, absolute paths, separators, symlinks', async () => {
@@ -407,6 +390,7 @@ async function pollHealthz(work: () => Promise<void>): Promise<{ n: number; p50:
       const r = await fetch(srv.url + '/healthz');
       await r.text();
       lat.push(performance.now() - t);
+      assert.equal(r.status, 200);
       await new Promise((res) => setTimeout(res, 10));
     }
   })();
