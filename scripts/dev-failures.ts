@@ -1,23 +1,21 @@
 // Real failures of the dev-open pool8 systems through the counterfactual procedure: where do
 // systems go wrong, clause by clause? Writes bench/results/dev-failures.md and .json.
 // Usage: node dist/scripts/dev-failures.js [--data ../shared/data/spider/dev-open] [--pool a,b,...] [--workers 2]
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
 import { SqlExecutor } from '../src/annotate/executor.js';
 import { resultsMatch, hasTopLevelOrderBy } from '../src/annotate/equivalence.js';
 import { rootCauseDetail } from '../src/annotate/counterfactual.js';
-import { loadQuestionsFile } from '../src/annotate/tuples.js';
+import { loadQuestions, loadPredictions, resolvePool, dbPath } from '../src/eval/spider.js';
 import { CLAUSE_KINDS, type ClauseKind } from '../src/clauses/types.js';
-
-const POOL8 = ['dail-sql-gpt4', 'din-sql-gpt4', 'gpt4-few-shot', 'gpt4-zero-shot', 'chatgpt-zero-shot', 'c3sql-chatgpt', 'din-sql-codex', 'codex-few-shot'];
 
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
   const data = flagString(args, 'data', '../shared/data/spider/dev-open')!;
-  const pool = (flagString(args, 'pool') ?? POOL8.join(',')).split(',').filter(Boolean);
+  const pool = resolvePool(data, flagString(args, 'pool', 'pool8')!);
   const exec = new SqlExecutor({ workers: flagNumber(args, 'workers', 2), timeoutMs: 5000 });
-  const qs = loadQuestionsFile(data);
+  const qs = loadQuestions(data);
+  const preds = loadPredictions(data, pool, qs.length);
   const t0 = performance.now();
   const byClause: Record<string, number> = {};
   const bySlot: Record<string, number> = {};
@@ -31,10 +29,10 @@ async function main(): Promise<number> {
   const scopeByClause: Record<string, number> = {};
   const examples: { system: string; index: number; clause: ClauseKind; pred: string; gold: string; repaired: string }[] = [];
   for (const sys of pool) {
-    const lines = readFileSync(join(data, 'predictions', `${sys}.sql`), 'utf8').split('\n');
+    const lines = preds.get(sys)!;
     const st = (perSystem[sys] = { ex: 0, exStrict: 0, failures: 0, byClause: {} as Record<string, number>, improves: 0 });
     await Promise.all(qs.map(async (q, i) => {
-      const db = join(data, 'database', q.db_id, `${q.db_id}.sqlite`);
+      const db = dbPath(data, q.db_id);
       const pred = lines[i] ?? '';
       const [g, p] = await Promise.all([exec.run(db, q.query), exec.run(db, pred)]);
       const ordered = hasTopLevelOrderBy(q.query);

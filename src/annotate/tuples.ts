@@ -59,7 +59,7 @@ export interface AnnotateSummary {
   ms: number;
 }
 
-interface Question {
+export interface Question {
   db_id: string;
   question: string;
   query: string;

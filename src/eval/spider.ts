@@ -3,23 +3,12 @@
 import { readFileSync, existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
-export interface Question {
-  db_id: string;
-  question: string;
-  query: string;
-}
+// The annotation pipeline's loader, which also validates every record.
+export { loadQuestionsFile as loadQuestions, type Question } from '../annotate/tuples.js';
 
 export const POOLS: Record<string, string[]> = {
   pool8: ['dail-sql-gpt4', 'din-sql-gpt4', 'gpt4-few-shot', 'gpt4-zero-shot', 'chatgpt-zero-shot', 'c3sql-chatgpt', 'din-sql-codex', 'codex-few-shot'],
 };
-
-export function loadQuestions(dir: string): Question[] {
-  for (const name of ['dev.json', 'train.json']) {
-    const p = join(dir, name);
-    if (existsSync(p)) return JSON.parse(readFileSync(p, 'utf8')) as Question[];
-  }
-  throw new Error(`no dev.json or train.json in ${dir}`);
-}
 
 export function dbPath(dir: string, dbId: string): string {
   return join(dir, 'database', dbId, `${dbId}.sqlite`);
