@@ -8,7 +8,6 @@ import { flagString, parseArgs } from './args.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 const CLI = resolve(import.meta.dirname, '..', 'cli.js');
-const POOL8 = 'dail-sql-gpt4,din-sql-gpt4,gpt4-few-shot,gpt4-zero-shot,chatgpt-zero-shot,c3sql-chatgpt,din-sql-codex,codex-few-shot';
 
 const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--out models/NAME]
                    [--steps N | --epochs E] [--seed S] [--loss pref|pref+reg] [--max-minutes M]
@@ -129,7 +128,7 @@ export async function run(argv: string[]): Promise<number> {
     step(4, 'evaluation skipped: "caper eval localize" is not built in this checkout');
   } else {
     const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
-    const pool = flagString(a, 'pool', POOL8)!;
+    const pool = flagString(a, 'pool', 'pool8')!; // eval localize expands pool names (src/eval/spider.ts)
     step(4, `caper eval localize --data ${evalData} --pool ${pool} --model ${out} --prior ${tuples}`);
     const ev = await runChild(process.execPath, [CLI, 'eval', 'localize', '--data', evalData, '--pool', pool, '--model', out, '--prior', tuples], { capture: true });
     if (ev.code !== 0) {
