@@ -1,0 +1,146 @@
+// Facts the selector is fitted and evaluated on: for every question of a Spider-layout split and
+// every system of a pool, the candidate's clause scores (PRM), its execution outcome (result keys
+// and shape) and whether it matches gold under the test-suite semantics.
+//
+// Computing them (executions + one PRM pass) is the slow part, so they are cached in one JSON
+// file (runs/ is gitignored); features are derived from these facts by src/scoring/selector.ts,
+// so changing a feature never needs a recomputation. Result keys are hashed: a 100,000-row key
+// would make the cache enormous, and only equality of keys is ever used.
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { loadQuestions, loadPredictions, dbPath } from './spider.js';
+import type { SelectorCandidate, ExecShape } from '../scoring/selector.js';
+
+export interface SelectorQuestion {
+  db_id: string;
+  /** Per system, in the order of SelectorFacts.systems. */
+  candidates: SelectorCandidate[];
+  /** Per system: matches gold (test-suite semantics). */
+  correct: boolean[];
+}
+
+export interface SelectorFacts {
+  version: number;
+  data: string;
+  model: string;
+  systems: string[];
+  questions: SelectorQuestion[];
+}
+
+export const FACTS_VERSION = 1;
+
+const hash = (s: string) => createHash('sha1').update(s).digest('base64').slice(0, 20);
+
+/** Execution outcome -> the shape and keys the selector uses (no rows kept). */
+export async function shapeOf(r: import('../annotate/executor.js').ExecResult): Promise<ExecShape> {
+  const { resultKey } = await import('../annotate/equivalence.js');
+  if (!r.ok) return { ok: false, code: r.code };
+  const nrows = r.rows.length;
+  const ncols = r.columns.length;
+  let allNull = nrows > 0;
+  for (const row of r.rows) {
+    if (!allNull) break;
+    for (const v of row) if (v !== null && v !== undefined) { allNull = false; break; }
+  }
+  return {
+    ok: true,
+    key: hash(resultKey(r, false)),
+    orderedKey: hash(resultKey(r, true)),
+    rows: nrows,
+    cols: ncols,
+    allNull,
+  };
+}
+
+export async function computeSelectorFacts(dataDir: string, systems: string[], modelDir: string, opts: { limit?: number; timeoutMs?: number; device?: 'auto' | 'cuda' | 'cpu' } = {}): Promise<SelectorFacts> {
+  const { loadModel } = await import('../scoring/onnx.js');
+  const { Scorer } = await import('../scoring/scorer.js');
+  const { SqlExecutor } = await import('../annotate/executor.js');
+  const { resultsMatch, hasTopLevelOrderBy } = await import('../annotate/equivalence.js');
+  const { schemaFromSqlite, schemaText } = await import('../clauses/schema.js');
+  let questions = loadQuestions(dataDir);
+  const preds = loadPredictions(dataDir, systems, questions.length);
+  if (opts.limit && opts.limit > 0) questions = questions.slice(0, opts.limit);
+  const model = await loadModel(modelDir, { device: opts.device ?? 'auto' });
+  console.error(`selector facts: model ${model.manifest.name}; ${questions.length} questions x ${systems.length} systems`);
+  const scorer = new Scorer(model, null);
+  const exec = new SqlExecutor({ timeoutMs: opts.timeoutMs ?? 5000 });
+  const schemas = new Map<string, string>();
+  const out: SelectorQuestion[] = new Array(questions.length);
+  const t0 = performance.now();
+  try {
+    const window = 16;
+    let next = 0;
+    let done = 0;
+    const one = async (qi: number) => {
+      const q = questions[qi]!;
+      const db = dbPath(dataDir, q.db_id);
+      const sqls = systems.map((s) => preds.get(s)![qi]!);
+      let schema = schemas.get(q.db_id);
+      if (schema === undefined) {
+        try {
+          schema = schemaText(schemaFromSqlite(db));
+        } catch {
+          schema = '';
+        }
+        schemas.set(q.db_id, schema);
+      }
+      const [gold, results, scored] = await Promise.all([
+        exec.run(db, q.query),
+        Promise.all(sqls.map((s) => exec.run(db, s))),
+        scorer.score(q.question, schema, sqls),
+      ]);
+      const ordered = hasTopLevelOrderBy(q.query);
+      const shapes = await Promise.all(results.map((r) => shapeOf(r)));
+      out[qi] = {
+        db_id: q.db_id,
+        candidates: sqls.map((sql, i) => ({
+          sql,
+          units: scored.candidates[i]!.units.map((u) => ({ kind: u.kind, text: u.text, score: Number.isFinite(u.score) ? u.score : NaN })),
+          exec: shapes[i]!,
+        })),
+        correct: results.map((r) => resultsMatch(gold, r, ordered)),
+      };
+      done++;
+      if (done % 50 === 0) console.error(`  ${done}/${questions.length} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
+    };
+    await Promise.all(Array.from({ length: Math.min(window, questions.length) }, async () => {
+      while (next < questions.length) await one(next++);
+    }));
+  } finally {
+    await exec.close();
+    await model.close();
+  }
+  return { version: FACTS_VERSION, data: dataDir, model: model.manifest.name, systems, questions: out };
+}
+
+/** Loads cached facts when they cover `systems` (any superset, re-indexed), else computes and caches them. */
+export async function loadOrComputeFacts(path: string | undefined, dataDir: string, systems: string[], modelDir: string, opts: { limit?: number; timeoutMs?: number; device?: 'auto' | 'cuda' | 'cpu' } = {}): Promise<SelectorFacts> {
+  if (path && existsSync(path)) {
+    const f = JSON.parse(readFileSync(path, 'utf8')) as SelectorFacts;
+    const idx = systems.map((s) => f.systems.indexOf(s));
+    if (f.version === FACTS_VERSION && idx.every((i) => i >= 0) && (!opts.limit || f.questions.length === opts.limit)) return subsetFacts(f, systems);
+    console.error(`selector facts: ${path} does not cover this pool or is stale; recomputing`);
+  }
+  const f = await computeSelectorFacts(dataDir, systems, modelDir, opts);
+  if (path) {
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, JSON.stringify(f));
+  }
+  return f;
+}
+
+/** The same facts restricted (and ordered) to `systems`. */
+export function subsetFacts(f: SelectorFacts, systems: string[]): SelectorFacts {
+  const idx = systems.map((s) => {
+    const i = f.systems.indexOf(s);
+    if (i < 0) throw new Error(`facts lack system ${s}`);
+    return i;
+  });
+  return {
+    ...f,
+    systems,
+    questions: f.questions.map((q) => ({ db_id: q.db_id, candidates: idx.map((i) => q.candidates[i]!), correct: idx.map((i) => q.correct[i]!) })),
+  };
+}

@@ -1,0 +1,122 @@
+// Cross-validated evaluation of the selector on cached facts (selector-data.ts): folds group whole
+// databases, so a fold's databases contribute nothing to the weights that score it.
+import { buildGroups, selectGroups, prmOf, type SelectorMode, type SelectorWeights, type SelectorCandidate } from '../scoring/selector.js';
+import { fitSelector, type FitOptions, type FitQuestion } from '../scoring/selector-fit.js';
+import { rerank } from '../scoring/rerank.js';
+import type { SelectorFacts, SelectorQuestion } from './selector-data.js';
+
+/**
+ * Databases split into k folds of similar question counts: largest database first, each into the
+ * fold with fewest questions so far (ties: lowest fold). Deterministic, and blind to results.
+ */
+export function foldsByDatabase(dbIds: readonly string[], k: number): string[][] {
+  const count = new Map<string, number>();
+  for (const d of dbIds) count.set(d, (count.get(d) ?? 0) + 1);
+  const dbs = [...count.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+  const folds = Array.from({ length: Math.min(k, dbs.length) }, () => ({ dbs: [] as string[], n: 0 }));
+  for (const [db, n] of dbs) {
+    let best = 0;
+    for (let f = 1; f < folds.length; f++) if (folds[f]!.n < folds[best]!.n) best = f;
+    folds[best]!.dbs.push(db);
+    folds[best]!.n += n;
+  }
+  return folds.map((f) => f.dbs);
+}
+
+/** Candidates as the selector sees them in a mode (sql mode: execution hidden). */
+export function candidatesFor(q: SelectorQuestion, mode: SelectorMode): SelectorCandidate[] {
+  return mode === 'exec' ? q.candidates : q.candidates.map(({ exec: _e, ...c }) => c);
+}
+
+export function fitQuestion(q: SelectorQuestion, mode: SelectorMode): FitQuestion {
+  const { groups } = buildGroups(candidatesFor(q, mode), mode);
+  return { x: groups.map((g) => g.x), right: groups.map((g) => q.correct[g.members[0]!]!) };
+}
+
+export function selectorPick(q: SelectorQuestion, w: SelectorWeights): number {
+  return selectGroups(candidatesFor(q, w.mode), w).order[0] ?? 0;
+}
+
+export function votePick(q: SelectorQuestion, strategy: 'vote' | 'hybrid' | 'prm'): number {
+  const inputs = q.candidates.map((c) => ({ score: prmOf(c), ...(strategy === 'prm' ? {} : { execKey: c.exec?.ok ? c.exec.key : null }) }));
+  return rerank(inputs, strategy)[0]?.index ?? 0;
+}
+
+/** Most frequent canonical SQL (ties: caller order): the pool's plain agreement without execution. */
+export function textVotePick(q: SelectorQuestion): number {
+  const { groups } = buildGroups(candidatesFor(q, 'sql'), 'sql');
+  let best = -1;
+  let bestKey: [number, number] = [-1, 0];
+  for (const g of groups) {
+    const first = Math.min(...g.members);
+    const key: [number, number] = [g.members.length, -first];
+    if (key[0] > bestKey[0] || (key[0] === bestKey[0] && key[1] > bestKey[1])) {
+      bestKey = key;
+      best = first;
+    }
+  }
+  return best < 0 ? 0 : best;
+}
+
+export interface FoldResult {
+  fold: number;
+  dbs: string[];
+  n: number;
+  /** EX in percent per method. */
+  ex: Record<string, number>;
+}
+
+export interface CvResult {
+  mode: SelectorMode;
+  folds: FoldResult[];
+  /** Pooled over all questions (every question scored once, by the fold that held it out). */
+  pooled: Record<string, number>;
+  /** Unweighted mean of the folds. */
+  foldMean: Record<string, number>;
+  /** Per question: the selector's pick (caller index). */
+  picks: number[];
+}
+
+export const METHODS: Record<SelectorMode, readonly string[]> = {
+  exec: ['vote', 'hybrid', 'selector', 'oracle'],
+  sql: ['vote', 'text_vote', 'prm', 'selector', 'oracle'],
+};
+
+export function crossValidate(facts: SelectorFacts, mode: SelectorMode, opts: FitOptions & { k?: number } = {}): CvResult {
+  const qs = facts.questions;
+  const folds = foldsByDatabase(qs.map((q) => q.db_id), opts.k ?? 5);
+  const fitQs = qs.map((q) => fitQuestion(q, mode));
+  const methods = METHODS[mode];
+  const picks = new Array<number>(qs.length).fill(0);
+  const totals: Record<string, number> = Object.fromEntries(methods.map((m) => [m, 0]));
+  const out: FoldResult[] = folds.map((dbs, fi) => {
+    const test = qs.map((q, i) => (dbs.includes(q.db_id) ? i : -1)).filter((i) => i >= 0);
+    const train = qs.map((q, i) => (dbs.includes(q.db_id) ? -1 : i)).filter((i) => i >= 0);
+    const w = fitSelector(train.map((i) => fitQs[i]!), mode, opts);
+    const right: Record<string, number> = Object.fromEntries(methods.map((m) => [m, 0]));
+    for (const i of test) {
+      const q = qs[i]!;
+      const p = selectorPick(q, w);
+      picks[i] = p;
+      const got: Record<string, boolean> = {
+        vote: q.correct[votePick(q, 'vote')]!,
+        hybrid: q.correct[votePick(q, 'hybrid')]!,
+        prm: q.correct[votePick(q, 'prm')]!,
+        text_vote: q.correct[textVotePick(q)]!,
+        selector: q.correct[p]!,
+        oracle: q.correct.some(Boolean),
+      };
+      for (const m of methods) if (got[m]) right[m]!++;
+    }
+    for (const m of methods) totals[m]! += right[m]!;
+    return { fold: fi, dbs, n: test.length, ex: Object.fromEntries(methods.map((m) => [m, test.length ? (100 * right[m]!) / test.length : 0])) };
+  });
+  const pooled = Object.fromEntries(methods.map((m) => [m, (100 * totals[m]!) / Math.max(1, qs.length)]));
+  const foldMean = Object.fromEntries(methods.map((m) => [m, out.reduce((a, f) => a + f.ex[m]!, 0) / Math.max(1, out.length)]));
+  return { mode, folds: out, pooled, foldMean, picks };
+}
+
+/** Fits on every question (what ships). */
+export function fitAll(facts: SelectorFacts, mode: SelectorMode, opts: FitOptions = {}): SelectorWeights {
+  return fitSelector(facts.questions.map((q) => fitQuestion(q, mode)), mode, opts);
+}

@@ -1,0 +1,265 @@
+// The selector strategy: picks one group of candidates with a conditional-logit model over
+// per-group features (what a reviewer would look at), so that a small group whose SQL the PRM and
+// the pool's clause-by-clause agreement both favour can overrule the largest one.
+//
+// Groups
+//   exec mode (a database is available): candidates whose execution succeeded, grouped by the
+//     result-equivalence key (rows as a multiset, columns in any order). Failed candidates never
+//     form a group; if every candidate failed, the selector falls back to the PRM order.
+//   sql mode (no database): candidates grouped by canonical SQL (selector-canon.ts).
+//
+// Model
+//   For the groups g of one question, P(g) = softmax_g(w . x_g). Features that are the same for
+//   every group of a question cancel, so only differences between groups matter; there is no
+//   intercept. Fitted by fitSelector (penalized maximum likelihood of "a correct group wins").
+//
+// Within the winning group, members are ordered by how many members share their exact row order
+// (row order decides EX only when the reference has ORDER BY, and the majority's order is the
+// safer guess), then by PRM score, then by caller order. Every other group follows in model
+// order, and failed candidates come last by PRM.
+//
+// Ties (equal model scores): the group whose earliest member comes first in the caller's list,
+// the same tie break as Majority Vote; it is a tie breaker only, never a feature.
+import type { ClauseKind } from '../clauses/types.js';
+import { canonicalize } from './selector-canon.js';
+
+export type ExecShape =
+  | { ok: true; key: string; orderedKey: string; rows: number; cols: number; allNull: boolean }
+  | { ok: false; code: string };
+
+export interface SelectorCandidate {
+  sql: string;
+  /** Top-level clause units with their PRM clause-prefix scores (NaN when unscored). */
+  units: { kind: ClauseKind; text: string; score: number }[];
+  /** Execution outcome; absent (for every candidate) in sql mode. */
+  exec?: ExecShape;
+}
+
+export type SelectorMode = 'exec' | 'sql';
+
+/** Feature names per mode, in vector order. Documented in docs/SELECTOR.md. */
+export const FEATURES: Record<SelectorMode, readonly string[]> = {
+  exec: [
+    'share', 'top', 'margin',
+    'prm_max', 'prm_mean', 'prm_min', 'prm_gap', 'last_mean', 'clause_mean',
+    'agree_mean', 'agree_min', 'sql_agree',
+    'empty', 'all_null', 'one_row', 'log_rows', 'cols_modal', 'order_split',
+  ],
+  sql: [
+    'share', 'top', 'margin',
+    'prm_max', 'prm_mean', 'prm_min', 'prm_gap', 'last_mean', 'clause_mean',
+    'agree_mean', 'agree_min',
+  ],
+};
+
+export interface SelectorWeights {
+  mode: SelectorMode;
+  features: string[];
+  /** Per feature, in raw feature units. */
+  weights: number[];
+}
+
+export interface SelectorGroup {
+  /** Caller indexes: the chosen member first. */
+  members: number[];
+  /** Feature vector in FEATURES[mode] order. */
+  x: number[];
+  /** Named values kept for the explanation. */
+  info: GroupInfo;
+}
+
+export interface GroupInfo {
+  size: number;
+  share: number;
+  prm: number;
+  prmMean: number;
+  agreement: number;
+  sqlAgreement: number;
+  shape?: { rows: number; cols: number; empty: boolean; all_null: boolean };
+}
+
+const fin = (x: number) => (Number.isFinite(x) ? x : 0);
+const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+
+/** PRM candidate score: the minimum clause-prefix score (CANDIDATE_SCORE_MODE 'min'); 0 unscored. */
+export function prmOf(c: SelectorCandidate): number {
+  const xs = c.units.map((u) => u.score).filter(Number.isFinite);
+  return xs.length ? Math.min(...xs) : 0;
+}
+
+interface Derived {
+  prm: number;
+  last: number;
+  clauseMean: number;
+  agreeMean: number;
+  agreeMin: number;
+  sqlAgree: number;
+  canonSql: string;
+}
+
+/** Per-candidate values that do not depend on the grouping. */
+function derive(cands: readonly SelectorCandidate[]): Derived[] {
+  const n = cands.length;
+  const canon = cands.map((c) => canonicalize(c.sql));
+  // A clause counts once per candidate even if it repeats inside it.
+  const clauseCount = new Map<string, number>();
+  const sqlCount = new Map<string, number>();
+  for (const c of canon) {
+    for (const k of new Set(c.clauses)) clauseCount.set(k, (clauseCount.get(k) ?? 0) + 1);
+    sqlCount.set(c.sql, (sqlCount.get(c.sql) ?? 0) + 1);
+  }
+  const others = Math.max(1, n - 1);
+  return cands.map((c, i) => {
+    const scores = c.units.map((u) => u.score).filter(Number.isFinite);
+    // Support of each clause among the other candidates, in [0, 1].
+    const support = canon[i]!.clauses.map((k) => ((clauseCount.get(k) ?? 1) - 1) / others);
+    return {
+      prm: prmOf(c),
+      last: scores.length ? scores[scores.length - 1]! : 0,
+      clauseMean: mean(scores),
+      agreeMean: mean(support),
+      agreeMin: support.length ? Math.min(...support) : 0,
+      sqlAgree: ((sqlCount.get(canon[i]!.sql) ?? 1) - 1) / others,
+      canonSql: canon[i]!.sql,
+    };
+  });
+}
+
+/** Groups with their feature vectors (unsorted), plus the failed candidates (exec mode). */
+export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorMode): { groups: SelectorGroup[]; failed: number[] } {
+  const n = cands.length;
+  const d = derive(cands);
+  const byKey = new Map<string, number[]>();
+  const failed: number[] = [];
+  cands.forEach((c, i) => {
+    let key: string;
+    if (mode === 'exec') {
+      if (!c.exec || !c.exec.ok) {
+        failed.push(i);
+        return;
+      }
+      key = c.exec.key;
+    } else key = d[i]!.canonSql;
+    const g = byKey.get(key);
+    if (g) g.push(i);
+    else byKey.set(key, [i]);
+  });
+  const lists = [...byKey.values()];
+  if (lists.length === 0) return { groups: [], failed };
+  const sizes = lists.map((m) => m.length);
+  const maxSize = Math.max(...sizes);
+  const prmMaxes = lists.map((m) => Math.max(...m.map((i) => d[i]!.prm)));
+  const bestPrm = Math.max(...prmMaxes);
+  // Most common column count among executed candidates: a group with another width answers a
+  // different question shape than most of the pool.
+  const colCount = new Map<number, number>();
+  if (mode === 'exec') for (const c of cands) if (c.exec?.ok) colCount.set(c.exec.cols, (colCount.get(c.exec.cols) ?? 0) + 1);
+  const modalCols = [...colCount.entries()].sort((a, b) => b[1] - a[1] || a[0] - b[0])[0]?.[0];
+
+  const groups = lists.map((members, gi) => {
+    const size = members.length;
+    const secondSize = Math.max(0, ...sizes.filter((_, j) => j !== gi));
+    const prms = members.map((i) => d[i]!.prm);
+    const base = [
+      size / n,
+      size === maxSize ? 1 : 0,
+      (size - secondSize) / n,
+      Math.max(...prms),
+      mean(prms),
+      Math.min(...prms),
+      Math.max(...prms) - bestPrm,
+      mean(members.map((i) => d[i]!.last)),
+      mean(members.map((i) => d[i]!.clauseMean)),
+      mean(members.map((i) => d[i]!.agreeMean)),
+      mean(members.map((i) => d[i]!.agreeMin)),
+    ];
+    const info: GroupInfo = {
+      size,
+      share: size / n,
+      prm: Math.max(...prms),
+      prmMean: mean(prms),
+      agreement: mean(members.map((i) => d[i]!.agreeMean)),
+      sqlAgreement: Math.max(...members.map((i) => d[i]!.sqlAgree)),
+    };
+    let ordered = members.slice();
+    if (mode === 'exec') {
+      const e = cands[members[0]!]!.exec as Extract<ExecShape, { ok: true }>;
+      const orderCount = new Map<string, number>();
+      for (const i of members) {
+        const k = (cands[i]!.exec as Extract<ExecShape, { ok: true }>).orderedKey;
+        orderCount.set(k, (orderCount.get(k) ?? 0) + 1);
+      }
+      const oc = (i: number) => orderCount.get((cands[i]!.exec as Extract<ExecShape, { ok: true }>).orderedKey)!;
+      ordered.sort((a, b) => oc(b) - oc(a) || d[b]!.prm - d[a]!.prm || a - b);
+      base.push(
+        info.sqlAgreement,
+        e.rows === 0 ? 1 : 0,
+        e.allNull ? 1 : 0,
+        e.rows === 1 ? 1 : 0,
+        Math.log1p(e.rows) / Math.log1p(100_000),
+        e.cols === modalCols ? 1 : 0,
+        orderCount.size > 1 ? 1 : 0,
+      );
+      info.shape = { rows: e.rows, cols: e.cols, empty: e.rows === 0, all_null: e.allNull };
+    } else {
+      ordered.sort((a, b) => d[b]!.prm - d[a]!.prm || a - b);
+    }
+    return { members: ordered, x: base.map(fin), info };
+  });
+  return { groups, failed };
+}
+
+/** w . x with the weights' feature names matched to this mode's vector (missing names weigh 0). */
+export function groupScore(w: SelectorWeights, x: readonly number[]): number {
+  const names = FEATURES[w.mode];
+  let s = 0;
+  w.features.forEach((f, k) => {
+    const j = names.indexOf(f);
+    if (j >= 0) s += w.weights[k]! * x[j]!;
+  });
+  return s;
+}
+
+export interface SelectorChoice {
+  /** Caller indexes in ranking order. */
+  order: number[];
+  /** Per caller index: group number in ranking order (0 = chosen), -1 for failed executions. */
+  cluster: number[];
+  clusterSize: number[];
+  /** Per caller index: softmax probability of its group (0 for failed). */
+  prob: number[];
+  groups: (SelectorGroup & { score: number; prob: number })[];
+}
+
+export function selectGroups(cands: readonly SelectorCandidate[], w: SelectorWeights): SelectorChoice {
+  const n = cands.length;
+  const { groups, failed } = buildGroups(cands, w.mode);
+  const prmOrder = (xs: number[]) => xs.slice().sort((a, b) => prmOf(cands[b]!) - prmOf(cands[a]!) || a - b);
+  const cluster = new Array<number>(n).fill(-1);
+  const clusterSize = new Array<number>(n).fill(0);
+  const prob = new Array<number>(n).fill(0);
+  if (groups.length === 0) {
+    const order = prmOrder(cands.map((_, i) => i));
+    for (const i of order) clusterSize[i] = failed.length;
+    return { order, cluster, clusterSize, prob, groups: [] };
+  }
+  const scored = groups.map((g) => ({ ...g, score: groupScore(w, g.x), prob: 0 }));
+  const mx = Math.max(...scored.map((g) => g.score));
+  const z = scored.reduce((a, g) => a + Math.exp(g.score - mx), 0);
+  for (const g of scored) g.prob = Math.exp(g.score - mx) / z;
+  scored.sort((a, b) => b.score - a.score || Math.min(...a.members) - Math.min(...b.members));
+  const order: number[] = [];
+  scored.forEach((g, gi) => {
+    for (const i of g.members) {
+      order.push(i);
+      cluster[i] = gi;
+      clusterSize[i] = g.members.length;
+      prob[i] = g.prob;
+    }
+  });
+  for (const i of prmOrder(failed)) {
+    order.push(i);
+    clusterSize[i] = failed.length;
+  }
+  return { order, cluster, clusterSize, prob, groups: scored };
+}
