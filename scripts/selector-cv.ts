@@ -14,10 +14,12 @@ const l2 = Number(flag('l2', '1'));
 const k = Number(flag('k', '5'));
 const modes = flag('mode', 'exec,sql').split(',') as SelectorMode[];
 const pools = flag('pool', 'pool8,pool16').split(',');
-const drop = flag('drop', '').split(',').filter(Boolean);
+const only = flag('only', '').split(',').filter(Boolean);
+const dropFlag = flag('drop', '').split(',').filter(Boolean);
 for (const pool of pools) {
   const facts = pool === 'pool16' ? all : subsetFacts(all, POOLS[pool]!);
   for (const mode of modes) {
+    const drop = only.length ? FEATURES[mode].filter((f) => !only.includes(f)) : dropFlag;
     const r = crossValidate(facts, mode, { l2, k, drop });
     const ms = METHODS[mode];
     console.log(`\n${pool} ${mode} l2=${l2} k=${k}${drop.length ? ' drop=' + drop : ''}`);

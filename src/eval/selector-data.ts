@@ -4,13 +4,12 @@
 //
 // Computing them (executions + one PRM pass) is the slow part, so they are cached in one JSON
 // file (runs/ is gitignored); features are derived from these facts by src/scoring/selector.ts,
-// so changing a feature never needs a recomputation. Result keys are hashed: a 100,000-row key
-// would make the cache enormous, and only equality of keys is ever used.
-import { createHash } from 'node:crypto';
+// so changing a feature never needs a recomputation. Results are kept as execShape() summaries
+// (hashed keys and a row sketch), as the service keeps them.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { loadQuestions, loadPredictions, dbPath } from './spider.js';
-import type { SelectorCandidate, ExecShape } from '../scoring/selector.js';
+import { execShape, type SelectorCandidate } from '../scoring/selector.js';
 
 export interface SelectorQuestion {
   db_id: string;
@@ -28,30 +27,7 @@ export interface SelectorFacts {
   questions: SelectorQuestion[];
 }
 
-export const FACTS_VERSION = 1;
-
-const hash = (s: string) => createHash('sha1').update(s).digest('base64').slice(0, 20);
-
-/** Execution outcome -> the shape and keys the selector uses (no rows kept). */
-export async function shapeOf(r: import('../annotate/executor.js').ExecResult): Promise<ExecShape> {
-  const { resultKey } = await import('../annotate/equivalence.js');
-  if (!r.ok) return { ok: false, code: r.code };
-  const nrows = r.rows.length;
-  const ncols = r.columns.length;
-  let allNull = nrows > 0;
-  for (const row of r.rows) {
-    if (!allNull) break;
-    for (const v of row) if (v !== null && v !== undefined) { allNull = false; break; }
-  }
-  return {
-    ok: true,
-    key: hash(resultKey(r, false)),
-    orderedKey: hash(resultKey(r, true)),
-    rows: nrows,
-    cols: ncols,
-    allNull,
-  };
-}
+export const FACTS_VERSION = 2;
 
 export async function computeSelectorFacts(dataDir: string, systems: string[], modelDir: string, opts: { limit?: number; timeoutMs?: number; device?: 'auto' | 'cuda' | 'cpu' } = {}): Promise<SelectorFacts> {
   const { loadModel } = await import('../scoring/onnx.js');
@@ -92,7 +68,7 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
         scorer.score(q.question, schema, sqls),
       ]);
       const ordered = hasTopLevelOrderBy(q.query);
-      const shapes = await Promise.all(results.map((r) => shapeOf(r)));
+      const shapes = results.map((r) => execShape(r));
       out[qi] = {
         db_id: q.db_id,
         candidates: sqls.map((sql, i) => ({

@@ -21,11 +21,16 @@ export interface FitOptions {
   /** Features left out (ablation): their weight is fixed at 0. */
   drop?: readonly string[];
   iterations?: number;
+  /** Features left unpenalized (default VOTE_FEATURES): the fit shrinks toward Majority Vote. */
+  free?: readonly string[];
 }
+
+/** The vote's own evidence: left unpenalized so that l2 shrinks the model toward the vote. */
+export const VOTE_FEATURES: readonly string[] = ['share', 'top', 'margin'];
 
 export const DEFAULT_L2 = 1;
 
-function objective(qs: { z: number[][]; right: boolean[] }[], w: number[], l2: number, grad: number[] | null): number {
+function objective(qs: { z: number[][]; right: boolean[] }[], w: number[], l2: number[], grad: number[] | null): number {
   let loss = 0;
   if (grad) grad.fill(0);
   for (const q of qs) {
@@ -44,15 +49,16 @@ function objective(qs: { z: number[][]; right: boolean[] }[], w: number[], l2: n
       }
     }
   }
-  loss += (l2 / 2) * w.reduce((a, v) => a + v * v, 0);
-  if (grad) for (let k = 0; k < w.length; k++) grad[k]! += l2 * w[k]!;
+  loss += w.reduce((a, v, k) => a + (l2[k]! / 2) * v * v, 0);
+  if (grad) for (let k = 0; k < w.length; k++) grad[k]! += l2[k]! * w[k]!;
   return loss;
 }
 
 export function fitSelector(questions: readonly FitQuestion[], mode: SelectorMode, opts: FitOptions = {}): SelectorWeights {
   const names = FEATURES[mode];
   const dim = names.length;
-  const l2 = opts.l2 ?? DEFAULT_L2;
+  const free = opts.free ?? VOTE_FEATURES;
+  const l2 = names.map((f) => (free.includes(f) ? 1e-3 : (opts.l2 ?? DEFAULT_L2)));
   const active = names.map((f) => !(opts.drop ?? []).includes(f));
   const informative = questions.filter((q) => q.right.some(Boolean) && !q.right.every(Boolean));
   // Standardize over all groups of the informative questions.

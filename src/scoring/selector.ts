@@ -20,12 +20,66 @@
 //
 // Ties (equal model scores): the group whose earliest member comes first in the caller's list,
 // the same tie break as Majority Vote; it is a tie breaker only, never a feature.
+import { createHash } from 'node:crypto';
 import type { ClauseKind } from '../clauses/types.js';
+import type { ExecResult } from '../annotate/executor.js';
+import { canonValue, resultKey } from '../annotate/equivalence.js';
 import { canonicalize } from './selector-canon.js';
+import { tokenize, significant } from '../clauses/lexer.js';
 
 export type ExecShape =
-  | { ok: true; key: string; orderedKey: string; rows: number; cols: number; allNull: boolean }
+  | {
+      ok: true;
+      /** Hash of the result-equivalence key (rows as a multiset, any column order). */
+      key: string;
+      /** The same with row order kept. */
+      orderedKey: string;
+      rows: number;
+      cols: number;
+      allNull: boolean;
+      /** Distinct rows (a row's values compared as a multiset, so column order is ignored). */
+      distinct: number;
+      /** Bottom-k sketch of the distinct rows' hashes (sorted): estimates overlap between results. */
+      sketch: string[];
+    }
   | { ok: false; code: string };
+
+type OkShape = Extract<ExecShape, { ok: true }>;
+
+const SKETCH_K = 64;
+const hash = (s: string) => createHash('sha1').update(s).digest('base64').slice(0, 16);
+
+/** Execution outcome -> what the selector keeps of it (no rows). */
+export function execShape(r: ExecResult): ExecShape {
+  if (!r.ok) return { ok: false, code: r.code };
+  let allNull = r.rows.length > 0;
+  const rowHashes = new Set<string>();
+  for (const row of r.rows) {
+    if (allNull && row.some((v) => v !== null && v !== undefined)) allNull = false;
+    rowHashes.add(hash(JSON.stringify(row.map(canonValue).sort())));
+  }
+  return {
+    ok: true,
+    key: hash(resultKey(r, false)),
+    orderedKey: hash(resultKey(r, true)),
+    rows: r.rows.length,
+    cols: r.columns.length,
+    allNull,
+    distinct: rowHashes.size,
+    sketch: [...rowHashes].sort().slice(0, SKETCH_K),
+  };
+}
+
+/** Jaccard similarity of two row sets estimated from their bottom-k sketches (exact below k rows). */
+export function sketchJaccard(a: readonly string[], b: readonly string[]): number {
+  if (a.length === 0 && b.length === 0) return 1;
+  const union = [...new Set([...a, ...b])].sort().slice(0, SKETCH_K);
+  const sa = new Set(a);
+  const sb = new Set(b);
+  let both = 0;
+  for (const h of union) if (sa.has(h) && sb.has(h)) both++;
+  return union.length ? both / union.length : 0;
+}
 
 export interface SelectorCandidate {
   sql: string;
@@ -42,13 +96,16 @@ export const FEATURES: Record<SelectorMode, readonly string[]> = {
   exec: [
     'share', 'top', 'margin',
     'prm_max', 'prm_mean', 'prm_min', 'prm_gap', 'last_mean', 'clause_mean',
-    'agree_mean', 'agree_min', 'sql_agree',
-    'empty', 'all_null', 'one_row', 'log_rows', 'cols_modal', 'order_split',
+    'agree_mean', 'agree_min', 'prm_delta', 'clause_vote_delta',
+    'star', 'like', 'len_ratio', 'nest', 'joins', 'distinct_kw', 'limit_kw',
+    'sql_agree', 'empty', 'all_null', 'one_row', 'log_rows', 'cols_modal', 'order_split',
+    'dup_rows', 'dup_twin', 'soft_support',
   ],
   sql: [
     'share', 'top', 'margin',
     'prm_max', 'prm_mean', 'prm_min', 'prm_gap', 'last_mean', 'clause_mean',
-    'agree_mean', 'agree_min',
+    'agree_mean', 'agree_min', 'prm_delta', 'clause_vote_delta',
+    'star', 'like', 'len_ratio', 'nest', 'joins', 'distinct_kw', 'limit_kw',
   ],
 };
 
@@ -95,6 +152,30 @@ interface Derived {
   agreeMin: number;
   sqlAgree: number;
   canonSql: string;
+  clauses: string[];
+  support: number[];
+  scores: number[];
+  style: number[];
+}
+
+/** Surface facts of the SQL text: [star, like, tokens, nested selects, joins, distinct, limit]. */
+function styleOf(sql: string): number[] {
+  const toks = tokenize(sql).filter(significant);
+  let star = 0, like = 0, selects = 0, joins = 0, distinct = 0, limit = 0, depth = 0;
+  for (let k = 0; k < toks.length; k++) {
+    const t = toks[k]!;
+    if (t.text === '(') depth++;
+    else if (t.text === ')') depth--;
+    else if (t.type === 'word') {
+      if (t.upper === 'LIKE') like = 1;
+      else if (t.upper === 'SELECT') {
+        selects++;
+        if (depth === 0 && toks[k + 1]?.upper === 'DISTINCT') distinct = 1;
+      } else if (t.upper === 'JOIN') joins++;
+      else if (t.upper === 'LIMIT' && depth === 0) limit = 1;
+    } else if (t.text === '*' && depth === 0 && toks[k - 1]?.text !== '(') star = 1;
+  }
+  return [star, like, toks.length, Math.max(0, selects - 1), joins, distinct, limit];
 }
 
 /** Per-candidate values that do not depend on the grouping. */
@@ -109,6 +190,10 @@ function derive(cands: readonly SelectorCandidate[]): Derived[] {
     sqlCount.set(c.sql, (sqlCount.get(c.sql) ?? 0) + 1);
   }
   const others = Math.max(1, n - 1);
+  const styles = cands.map((c) => styleOf(c.sql));
+  const lens = styles.map((st) => st[2]!).sort((a, b) => a - b);
+  const medianLen = Math.max(1, lens[Math.floor(lens.length / 2)] ?? 1);
+  for (const st of styles) st[2] = Math.log(Math.max(1, st[2]!) / medianLen);
   return cands.map((c, i) => {
     const scores = c.units.map((u) => u.score).filter(Number.isFinite);
     // Support of each clause among the other candidates, in [0, 1].
@@ -121,6 +206,10 @@ function derive(cands: readonly SelectorCandidate[]): Derived[] {
       agreeMin: support.length ? Math.min(...support) : 0,
       sqlAgree: ((sqlCount.get(canon[i]!.sql) ?? 1) - 1) / others,
       canonSql: canon[i]!.sql,
+      clauses: canon[i]!.clauses,
+      support,
+      scores: c.units.map((u) => (Number.isFinite(u.score) ? u.score : 0)),
+      style: styles[i]!,
     };
   });
 }
@@ -156,6 +245,20 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
   if (mode === 'exec') for (const c of cands) if (c.exec?.ok) colCount.set(c.exec.cols, (colCount.get(c.exec.cols) ?? 0) + 1);
   const modalCols = [...colCount.entries()].sort((a, b) => b[1] - a[1] || a[0] - b[0])[0]?.[0];
 
+  // The reference group is the one Majority Vote would pick (largest; ties by caller order).
+  // Contrast features compare each group with it at the first clause where their SQL differs:
+  // the clauses before it are the same, so the PRM's prefix score there and the pool's support
+  // for that clause judge exactly the point of disagreement.
+  const refGroup = lists.reduce((best, m) => (m.length > best.length || (m.length === best.length && Math.min(...m) < Math.min(...best)) ? m : best));
+  const contrast = (i: number, r: number): [number, number] => {
+    const a = d[i]!;
+    const b = d[r]!;
+    let k = 0;
+    while (k < a.clauses.length && k < b.clauses.length && a.clauses[k] === b.clauses[k]) k++;
+    if (k >= a.clauses.length && k >= b.clauses.length) return [0, 0];
+    const at = (x: Derived, j: number, xs: number[]) => (xs.length ? xs[Math.min(j, xs.length - 1)]! : 0);
+    return [at(a, k, a.scores) - at(b, k, b.scores), (k < a.support.length ? a.support[k]! : 0) - (k < b.support.length ? b.support[k]! : 0)];
+  };
   const groups = lists.map((members, gi) => {
     const size = members.length;
     const secondSize = Math.max(0, ...sizes.filter((_, j) => j !== gi));
@@ -173,6 +276,12 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
       mean(members.map((i) => d[i]!.agreeMean)),
       mean(members.map((i) => d[i]!.agreeMin)),
     ];
+    if (members === refGroup) base.push(0, 0);
+    else {
+      const cs = members.map((i) => contrast(i, refGroup[0]!));
+      base.push(mean(cs.map((c) => c[0])), mean(cs.map((c) => c[1])));
+    }
+    for (let k = 0; k < 7; k++) base.push(mean(members.map((i) => d[i]!.style[k]!)));
     const info: GroupInfo = {
       size,
       share: size / n,
@@ -183,13 +292,13 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
     };
     let ordered = members.slice();
     if (mode === 'exec') {
-      const e = cands[members[0]!]!.exec as Extract<ExecShape, { ok: true }>;
+      const e = cands[members[0]!]!.exec as OkShape;
       const orderCount = new Map<string, number>();
       for (const i of members) {
-        const k = (cands[i]!.exec as Extract<ExecShape, { ok: true }>).orderedKey;
+        const k = (cands[i]!.exec as OkShape).orderedKey;
         orderCount.set(k, (orderCount.get(k) ?? 0) + 1);
       }
-      const oc = (i: number) => orderCount.get((cands[i]!.exec as Extract<ExecShape, { ok: true }>).orderedKey)!;
+      const oc = (i: number) => orderCount.get((cands[i]!.exec as OkShape).orderedKey)!;
       ordered.sort((a, b) => oc(b) - oc(a) || d[b]!.prm - d[a]!.prm || a - b);
       base.push(
         info.sqlAgreement,
@@ -200,10 +309,25 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
         e.cols === modalCols ? 1 : 0,
         orderCount.size > 1 ? 1 : 0,
       );
+      // DISTINCT contested: another group returns the same set of rows without (or with other)
+      // duplicates.
+      const dup = e.distinct < e.rows;
+      const twin = lists.some((m, j) => {
+        if (j === gi) return false;
+        const o = cands[m[0]!]!.exec as OkShape;
+        return o.distinct === e.distinct && o.cols === e.cols && sketchJaccard(o.sketch, e.sketch) === 1;
+      });
+      // Partial agreement: overlap of rows with the executed candidates outside the group.
+      let soft = 0;
+      cands.forEach((c, i) => {
+        if (c.exec?.ok && !members.includes(i)) soft += c.exec.cols === e.cols ? sketchJaccard(c.exec.sketch, e.sketch) : 0;
+      });
+      base.push(dup ? 1 : 0, dup && twin ? 1 : 0, soft / n);
       info.shape = { rows: e.rows, cols: e.cols, empty: e.rows === 0, all_null: e.allNull };
     } else {
       ordered.sort((a, b) => d[b]!.prm - d[a]!.prm || a - b);
     }
+    if (base.length !== FEATURES[mode].length) throw new Error(`selector: ${base.length} feature values for ${FEATURES[mode].length} names`);
     return { members: ordered, x: base.map(fin), info };
   });
   return { groups, failed };
