@@ -20,7 +20,9 @@ for (const pool of pools) {
   const facts = pool === 'pool16' ? all : subsetFacts(all, POOLS[pool]!);
   for (const mode of modes) {
     const drop = only.length ? FEATURES[mode].filter((f) => !only.includes(f)) : dropFlag;
-    const r = crossValidate(facts, mode, { l2, k, drop });
+    const nested = args.includes('--nested');
+    const r = crossValidate(facts, mode, { l2, k, drop, nested });
+    if (nested) console.log(`inner-CV l2 per fold: ${r.l2s.join(' ')}`);
     const ms = METHODS[mode];
     console.log(`\n${pool} ${mode} l2=${l2} k=${k}${drop.length ? ' drop=' + drop : ''}`);
     console.log(`fold | n | ${ms.join(' | ')} | dbs`);

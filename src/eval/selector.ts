@@ -82,17 +82,45 @@ export const METHODS: Record<SelectorMode, readonly string[]> = {
   sql: ['vote', 'text_vote', 'prm', 'selector', 'oracle'],
 };
 
-export function crossValidate(facts: SelectorFacts, mode: SelectorMode, opts: FitOptions & { k?: number } = {}): CvResult {
+/** The l2 strengths tried when it is chosen by inner cross-validation. */
+export const L2_GRID: readonly number[] = [1, 3, 10, 30, 100, 300];
+
+/**
+ * l2 chosen by cross-validation inside `questions` (folds by database, the same rule as the
+ * outer loop): the strength with the most right picks; ties go to the stronger penalty (closer
+ * to the vote).
+ */
+export function chooseL2(questions: readonly SelectorQuestion[], fitQs: readonly FitQuestion[], mode: SelectorMode, opts: FitOptions & { k?: number } = {}, grid: readonly number[] = L2_GRID): number {
+  const folds = foldsByDatabase(questions.map((q) => q.db_id), opts.k ?? 5);
+  let best = { l2: grid[grid.length - 1]!, right: -1 };
+  for (const l2 of [...grid].sort((a, b) => b - a)) {
+    let right = 0;
+    for (const dbs of folds) {
+      const train = fitQs.filter((_, i) => !dbs.includes(questions[i]!.db_id));
+      const w = fitSelector(train, mode, { ...opts, l2 });
+      questions.forEach((q, i) => {
+        if (dbs.includes(q.db_id) && q.correct[selectorPick(q, w)]) right++;
+      });
+    }
+    if (right > best.right) best = { l2, right };
+  }
+  return best.l2;
+}
+
+export function crossValidate(facts: SelectorFacts, mode: SelectorMode, opts: FitOptions & { k?: number; nested?: boolean } = {}): CvResult & { l2s: number[] } {
   const qs = facts.questions;
   const folds = foldsByDatabase(qs.map((q) => q.db_id), opts.k ?? 5);
   const fitQs = qs.map((q) => fitQuestion(q, mode));
+  const l2s: number[] = [];
   const methods = METHODS[mode];
   const picks = new Array<number>(qs.length).fill(0);
   const totals: Record<string, number> = Object.fromEntries(methods.map((m) => [m, 0]));
   const out: FoldResult[] = folds.map((dbs, fi) => {
     const test = qs.map((q, i) => (dbs.includes(q.db_id) ? i : -1)).filter((i) => i >= 0);
     const train = qs.map((q, i) => (dbs.includes(q.db_id) ? -1 : i)).filter((i) => i >= 0);
-    const w = fitSelector(train.map((i) => fitQs[i]!), mode, opts);
+    const l2 = opts.nested ? chooseL2(train.map((i) => qs[i]!), train.map((i) => fitQs[i]!), mode, opts) : opts.l2;
+    l2s.push(l2 ?? 0);
+    const w = fitSelector(train.map((i) => fitQs[i]!), mode, { ...opts, ...(l2 !== undefined ? { l2 } : {}) });
     const right: Record<string, number> = Object.fromEntries(methods.map((m) => [m, 0]));
     for (const i of test) {
       const q = qs[i]!;
@@ -113,7 +141,7 @@ export function crossValidate(facts: SelectorFacts, mode: SelectorMode, opts: Fi
   });
   const pooled = Object.fromEntries(methods.map((m) => [m, (100 * totals[m]!) / Math.max(1, qs.length)]));
   const foldMean = Object.fromEntries(methods.map((m) => [m, out.reduce((a, f) => a + f.ex[m]!, 0) / Math.max(1, out.length)]));
-  return { mode, folds: out, pooled, foldMean, picks };
+  return { mode, folds: out, pooled, foldMean, picks, l2s };
 }
 
 /** Fits on every question (what ships). */
