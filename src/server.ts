@@ -104,7 +104,7 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
   app.decorate('caper', state);
 
   if (state.dbs.size > 0) {
-    const { SqlExecutor } = await import('./annotate/executor.js');
+    const { SqlExecutor } = await import('./execution/executor.js');
     state.executor = new SqlExecutor({
       timeoutMs: opts.execTimeoutMs ?? 5000,
       // Results are received and compared on the event loop (~2 ms per 1,000 rows): the library's

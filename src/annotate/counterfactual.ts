@@ -31,8 +31,8 @@
 // text (no edit script; v* is reported with id -1 and the unit's span).
 import { splitSql, topUnits, walk, cloneTree, renderSql } from '../clauses/index.js';
 import type { ClauseKind, ClauseUnit, SplitResult, TreeNode } from '../clauses/types.js';
-import type { ExecResult, SqlExecutor } from './executor.js';
-import { resultsMatch, hasTopLevelOrderBy, canonValue } from './equivalence.js';
+import type { ExecResult, SqlExecutor } from '../execution/executor.js';
+import { sameResult, rowOrderMatters, canonValue } from '../execution/equivalence.js';
 import { treeEditDistance } from './ted.js';
 import { nodeRewards, clauseRewards as unitRewards, propagationParams } from './propagation.js';
 import { SchemaIndex, resolveColumn, scopeOf, enclosingSelect } from './scope.js';
@@ -452,8 +452,8 @@ export async function rootCauseDetail(pred: string, gold: string, dbPath: string
   if (typeof pred !== 'string' || typeof gold !== 'string') return null;
   const [goldResult, predResult] = await Promise.all([exec.run(dbPath, gold), exec.run(dbPath, pred)]);
   if (!goldResult.ok) return null;
-  const orderMatters = hasTopLevelOrderBy(gold);
-  if (resultsMatch(goldResult, predResult, orderMatters)) return null;
+  const orderMatters = rowOrderMatters(gold);
+  if (sameResult(goldResult, predResult, { ordered: orderMatters })) return null;
   const ps = opts?.predSplit ?? splitSql(pred);
   const gs = opts?.goldSplit ?? splitSql(gold);
   const pu = topUnits(ps);
@@ -491,8 +491,8 @@ export async function rootCauseDetail(pred: string, gold: string, dbPath: string
   }
   const repairedSql = buildRepair(pred, gold, ps, gs, hit) ?? pred;
   const repairedResult = repairedSql !== pred ? await exec.run(dbPath, repairedSql) : null;
-  const predSim = resultsMatch(goldResult, predResult, orderMatters) ? 2 : similarity(goldResult, predResult);
-  const repSim = repairedResult ? (resultsMatch(goldResult, repairedResult, orderMatters) ? 2 : similarity(goldResult, repairedResult)) : -Infinity;
+  const predSim = sameResult(goldResult, predResult, { ordered: orderMatters }) ? 2 : similarity(goldResult, predResult);
+  const repSim = repairedResult ? (sameResult(goldResult, repairedResult, { ordered: orderMatters }) ? 2 : similarity(goldResult, repairedResult)) : -Infinity;
   const repairImproves = repSim > predSim;
 
   const { alpha } = propagationParams(opts);

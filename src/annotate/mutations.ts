@@ -5,11 +5,11 @@
 // a model cannot learn "normalized text = wrong"). Every spliced text is re-parsed and must give
 // exactly the mutated tree; if not, the clause is re-rendered, then the whole query; a candidate
 // none of whose texts round-trips is dropped. A mutant is kept only if it executes and its result
-// differs from the original's (resultsMatch with the original's ORDER BY rule).
+// differs from the original's (sameResult with the original's ORDER BY rule).
 import { splitSql, renderSql, walk, cloneTree, topUnits } from '../clauses/index.js';
 import type { ClauseKind, SplitResult, TreeNode } from '../clauses/types.js';
-import type { ExecResult, SqlExecutor } from './executor.js';
-import { resultsMatch, hasTopLevelOrderBy } from './equivalence.js';
+import type { ExecResult, SqlExecutor } from '../execution/executor.js';
+import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
 import { SchemaIndex, clauseOf, enclosingSelect, resolveColumn, scopeOf, type TypeClass } from './scope.js';
 import type { Rng } from './rng.js';
 
@@ -647,7 +647,7 @@ export interface MutateStats {
 export async function makeMutants(o: MutateOptions, stats?: MutateStats): Promise<Mutant[]> {
   const tree = o.split.tree;
   if (!tree || !o.gold.ok) return [];
-  const orderMatters = hasTopLevelOrderBy(o.sql);
+  const orderMatters = rowOrderMatters(o.sql);
   const all = enumerateCandidates(o.split, o.schema, o.values).filter((c) => !o.kinds || o.kinds.includes(c.kind));
   const byKind = new Map<MutationKind, Candidate[]>();
   for (const c of all) {
@@ -692,7 +692,7 @@ export async function makeMutants(o: MutateOptions, stats?: MutateStats): Promis
     const mu = topUnits(sp.split);
     if (mu.length !== tops.length || mu.some((u, i) => u.kind !== tops[i]!.kind)) continue;
     const r = await o.exec.run(o.dbPath, sp.sql);
-    if (!r.ok || resultsMatch(o.gold, r, orderMatters)) continue;
+    if (!r.ok || sameResult(o.gold, r, { ordered: orderMatters })) continue;
     const v = origById.get(ap.vStar)!;
     const top = nodeTopUnit(o.split, v);
     if (top < 0) continue;

@@ -6,8 +6,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { splitSql, topUnits } from '../clauses/index.js';
 import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
 import type { ClauseKind } from '../clauses/types.js';
-import { SqlExecutor } from '../annotate/executor.js';
-import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
+import { SqlExecutor } from '../execution/executor.js';
+import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
 import { rootCause } from '../annotate/counterfactual.js';
 import { loadModel } from '../scoring/onnx.js';
 import type { LoadedModel } from '../scoring/onnx.js';
@@ -55,7 +55,7 @@ export async function collectFailures(
     const q = questions[i]!;
     const db = dbPath(data, q.db_id);
     const gold = await exec.run(db, q.query);
-    const ordered = hasTopLevelOrderBy(q.query);
+    const ordered = rowOrderMatters(q.query);
     const all: UnitLike[][] = [];
     await Promise.all(
       systems.map(async (s, si) => {
@@ -63,7 +63,7 @@ export async function collectFailures(
         const units = topUnits(splitSql(sql, { tree: false })).map((u) => ({ kind: u.kind, text: u.text }));
         all[si] = units;
         const r = await exec.run(db, sql);
-        if (gold.ok && resultsMatch(gold, r, ordered)) return;
+        if (gold.ok && sameResult(gold, r, { ordered })) return;
         const rc = await rootCause(sql, q.query, db, exec);
         if (!rc || rc.unitIndex < 0 || rc.unitIndex >= units.length) {
           unexplained++;

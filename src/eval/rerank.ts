@@ -2,16 +2,17 @@
 // Spider-layout directory, with majority vote, the oracle and the best single system beside it.
 //
 // The same decisions as the service: PRM scores from the same Scorer, execution on the same
-// SqlExecutor, groups by resultKey (unordered), rerank() from src/scoring/rerank.ts. EX uses the
-// data README's definition (same multiset of rows, 5 s per query), so majority vote and the best
-// single system are directly comparable with the reference figures there.
+// SqlExecutor, groups by groupKey, rerank() from src/scoring/rerank.ts. EX is the project's one
+// result-equivalence rule (src/execution/equivalence.ts: Spider test-suite semantics, 5 s per
+// query), so majority vote, the oracle and the best single system reproduce the data README's
+// reference table.
 //
 // Computing facts (executions + PRM scores) is the slow part; --facts FILE caches them so that
 // comparing strategies or --lambda values does not recompute anything.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs, flagString, flagNumber } from '../commands/args.js';
 import { loadQuestions, resolvePool, loadPredictions, dbPath } from './spider.js';
-import { rerank, STRATEGIES, HYBRID_LAMBDA, RESULT_COLUMNS, candidateScore, type Strategy, type CandidateScoreMode } from '../scoring/rerank.js';
+import { rerank, STRATEGIES, HYBRID_LAMBDA, candidateScore, type Strategy, type CandidateScoreMode } from '../scoring/rerank.js';
 
 const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid
        [--model DIR] [--device auto|cuda|cpu] [--out PICKS.jsonl] [--facts FILE] [--lambda X]
@@ -71,8 +72,8 @@ export function summarize(facts: Facts, opts: { lambda?: number; score?: Candida
 export async function computeFacts(dataDir: string, systems: string[], modelDir: string, device: 'auto' | 'cuda' | 'cpu', limit: number, timeoutMs: number): Promise<Facts> {
   const { loadModel } = await import('../scoring/onnx.js');
   const { Scorer } = await import('../scoring/scorer.js');
-  const { SqlExecutor } = await import('../annotate/executor.js');
-  const { resultKey, resultsMatch } = await import('../annotate/equivalence.js');
+  const { SqlExecutor } = await import('../execution/executor.js');
+  const { groupKey, matchesGold } = await import('../execution/equivalence.js');
   const { schemaFromSqlite, schemaText } = await import('../clauses/schema.js');
   let questions = loadQuestions(dataDir);
   const preds = loadPredictions(dataDir, systems, questions.length);
@@ -108,10 +109,11 @@ export async function computeFacts(dataDir: string, systems: string[], modelDir:
         Promise.all(sqls.map((s) => exec.run(db, s))),
         scorer.score(q.question, schema, sqls),
       ]);
+      const correct = matchesGold(gold, q.query);
       out[qi] = {
         db_id: q.db_id,
-        keys: results.map((r) => (r.ok ? resultKey(r, false, { columns: RESULT_COLUMNS }) : null)),
-        correct: results.map((r) => resultsMatch(gold, r, false, { columns: RESULT_COLUMNS })),
+        keys: results.map(groupKey),
+        correct: results.map(correct),
         clauseScores: scored.candidates.map((c) => c.units.map((u) => u.score)),
       };
       done++;

@@ -7,7 +7,7 @@ import { Registry, Counter, Histogram, Gauge, collectDefaultMetrics } from 'prom
 import type { LoadedModel } from '../scoring/onnx.js';
 import type { Scorer } from '../scoring/scorer.js';
 import type { Batcher } from '../scoring/batcher.js';
-import type { SqlExecutor } from '../annotate/executor.js';
+import type { SqlExecutor } from '../execution/executor.js';
 
 /** Every non-2xx answer is this JSON body. */
 export interface ErrorBody {

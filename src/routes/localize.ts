@@ -5,8 +5,7 @@ import * as S from './schemas.js';
 import { HttpError } from './context.js';
 import { requireScorer, resolveContext, checkExecQueue, num, timingBody } from './service.js';
 import { warningOf } from './rerank.js';
-import { RESULT_COLUMNS } from '../scoring/rerank.js';
-import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
+import { sameResult } from '../execution/equivalence.js';
 import { rootCause } from '../annotate/counterfactual.js';
 
 interface LocalizeBody {
@@ -149,7 +148,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         const ex = app.caper.executor;
         const [pr, gr] = await Promise.all([ex.run(ctx.dbPath, b.sql), ex.run(ctx.dbPath, b.gold)]);
         if (!gr.ok) throw new HttpError(422, 'invalid_value', `gold does not run: ${gr.code}: ${gr.error}`, 'gold');
-        out.gold_match = resultsMatch(gr, pr, hasTopLevelOrderBy(b.gold), { columns: RESULT_COLUMNS });
+        out.gold_match = sameResult(gr, pr, b.gold);
         if (Math.max(b.sql.length, b.gold.length) > ROOT_CAUSE_MAX_CHARS) {
           out.root_cause = null;
           out.root_cause_error = `counterfactual analysis skipped: sql or gold longer than ${ROOT_CAUSE_MAX_CHARS} characters`;

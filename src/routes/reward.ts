@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { HttpError } from './context.js';
 import { requireScorer, resolveContext, executeAll, num, timingBody, yieldIfLarge } from './service.js';
-import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
+import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
 import { groupRewards, EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
 
 interface RewardBody {
@@ -110,7 +110,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
       if (e.value) {
         const [gold, ...preds] = e.value.results;
         if (!gold!.ok) throw new HttpError(422, 'invalid_value', `gold does not run: ${gold!.code}: ${gold!.error}`, 'gold');
-        const ordered = hasTopLevelOrderBy(b.gold!);
+        const ordered = rowOrderMatters(b.gold!);
         execution = [];
         for (const [i, r] of preds.entries()) {
           if (!r.ok) {
@@ -120,7 +120,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
           }
           // Comparing large results is main-thread work: let other requests in between samples.
           await yieldIfLarge(r);
-          execution.push(resultsMatch(gold!, r, ordered) ? 1 : 0);
+          execution.push(sameResult(gold!, r, { ordered }) ? 1 : 0);
         }
       }
       // A sample the PRM cannot score (e.g. longer than the model's context) keeps its clauses with

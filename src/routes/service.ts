@@ -3,10 +3,10 @@
 import type { FastifyInstance } from 'fastify';
 import { HttpError } from './context.js';
 import type { Scorer, ScoredCandidate } from '../scoring/scorer.js';
-import { rerank, RESULT_COLUMNS, type Strategy, type RerankOutput } from '../scoring/rerank.js';
+import { rerank, type Strategy, type RerankOutput } from '../scoring/rerank.js';
 import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
-import type { ExecResult } from '../annotate/executor.js';
-import { resultKey } from '../annotate/equivalence.js';
+import type { ExecResult } from '../execution/executor.js';
+import { groupKey } from '../execution/equivalence.js';
 
 export function requireScorer(app: FastifyInstance): Scorer {
   const s = app.caper.scorer;
@@ -141,7 +141,7 @@ async function resultKeys(exec: readonly ExecResult[]): Promise<(string | null)[
   const keys: (string | null)[] = [];
   for (const r of exec) {
     await yieldIfLarge(r);
-    keys.push(r.ok ? resultKey(r, false, { columns: RESULT_COLUMNS }) : null);
+    keys.push(groupKey(r));
   }
   return keys;
 }
