@@ -95,8 +95,20 @@ export function resultKey(r: ExecResult, ordered: boolean): string {
   if (!r || typeof r !== 'object') return 'err:invalid';
   if (!r.ok) return `err:${r.code}:${r.error}`;
   if (r.rows.length === 0) return 'ok:empty';
+  // Results are immutable once returned (the executor's cache shares them), so a result's key is
+  // computed once per row-order flag however many comparisons it takes part in.
+  let memo = keyMemo.get(r);
+  if (!memo) keyMemo.set(r, (memo = {}));
+  const slot = ordered ? 'o' : 'u';
+  return (memo[slot] ??= computeKey(r, ordered));
+}
+
+const keyMemo = new WeakMap<object, { o?: string; u?: string }>();
+
+function computeKey(r: ExecResult & { ok: true }, ordered: boolean): string {
   const ncol = r.columns.length;
   const canon = r.rows.map((row) => Array.from({ length: ncol }, (_, j) => canonValue(row[j])));
+  if (ncol === 1) return `ok:1:${ordered ? 'o' : 'u'}:${rowsSerialized(canon, [0], ordered)}`;
   const sigs = Array.from({ length: ncol }, (_, j) => ({ j, sig: JSON.stringify(canon.map((row) => row[j]!).sort()) }));
   sigs.sort((a, b) => (a.sig < b.sig ? -1 : a.sig > b.sig ? 1 : a.j - b.j));
   const groups: number[][] = [];
