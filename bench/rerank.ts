@@ -131,7 +131,8 @@ ${rows.join('\n')}
   of the best group first. Ties: highest single PRM score, then pool order. See src/scoring/rerank.ts.
 
 With lambda up to 3 the PRM changes the winner only where groups tie in size or nearly so: the
-hybrid's gain over majority vote comes from those ties, which is where a vote has nothing to go on.
+hybrid differs from majority vote only at those ties, which is where a vote has nothing to go on
+(the vote breaks them by pool order, the hybrid by the PRM).
 
 ## Choosing the formula (dev-open pool8, this model)
 Hybrid EX for lambda in {${lambdas.join(', ')}} and each candidate-score fold. lambda < 1 lets the PRM only break
