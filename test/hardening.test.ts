@@ -502,7 +502,7 @@ test('full queues answer 429 queue_full with Retry-After on every scoring route;
 });
 
 test('maxCharsPerToken: a safe bound only where one token cannot cover unboundedly many characters', async () => {
-  const { maxCharsPerToken } = await import('../src/scoring/scorer.js');
+  const { maxCharsPerToken } = await import('../src/scoring/tokenizer.js');
   const bpe = { model: { type: 'BPE', vocab: { a: 0, abc: 1, 'Ġselect': 2 } } };
   assert.equal(maxCharsPerToken(JSON.stringify(bpe)), 7);
   assert.equal(maxCharsPerToken(JSON.stringify({ ...bpe, normalizer: { type: 'NFKC' } })), 14);
@@ -516,6 +516,7 @@ test('maxCharsPerToken: a safe bound only where one token cannot cover unbounded
   const L = maxCharsPerToken(tj);
   assert.ok(L > 0);
   const tok = srv.app.caper.model!.tokenizer;
+  assert.equal(tok.maxCharsPerToken, L, 'the loaded tokenizer works the bound out from its own parse');
   for (const s of [GOOD, 'SELECT capacity, location FROM stadiums', ' concerts concerts concerts', 'é'.repeat(50), '😀 x'.repeat(20), '   ', 'a+'.repeat(300)]) {
     assert.ok(tok.encode(s).length >= Math.ceil(s.length / L), s);
   }

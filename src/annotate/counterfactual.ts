@@ -29,14 +29,13 @@
 // 6. Clause rewards: propagation.ts from v* over the prediction's tree, min per depth-0 unit.
 // Predictions that do not parse into a tree still get a root cause by comparing units' token
 // text (no edit script; v* is reported with id -1 and the unit's span).
-import { splitSql, topUnits, walk, cloneTree, renderSql } from '../clauses/index.js';
+import { splitSql, topUnits, walk, cloneTree, renderSql, nodeTopUnit } from '../clauses/index.js';
 import type { ClauseKind, ClauseUnit, SplitResult, TreeNode } from '../clauses/types.js';
 import type { ExecResult } from '../execution/executor.js';
 import { sameResult, rowOrderMatters, canonValue } from '../execution/equivalence.js';
 import { treeEditDistance } from './ted.js';
 import { nodeRewards, clauseRewards as unitRewards, propagationParams } from './propagation.js';
 import { SchemaIndex, resolveColumn, scopeOf, enclosingSelect } from './scope.js';
-import { nodeTopUnit } from './mutations.js';
 import { schemaFromSqlite } from '../clauses/schema.js';
 
 export interface RootCause {

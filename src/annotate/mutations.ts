@@ -6,7 +6,7 @@
 // exactly the mutated tree; if not, the clause is re-rendered, then the whole query; a candidate
 // none of whose texts round-trips is dropped. A mutant is kept only if it executes and its result
 // differs from the original's (sameResult with the original's ORDER BY rule).
-import { splitSql, renderSql, walk, cloneTree, topUnits } from '../clauses/index.js';
+import { splitSql, renderSql, walk, cloneTree, topUnits, nodeTopUnit } from '../clauses/index.js';
 import type { ClauseKind, SplitResult, TreeNode } from '../clauses/types.js';
 import type { ExecResult, SqlExecutor } from '../execution/executor.js';
 import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
@@ -599,23 +599,6 @@ export function spliceMutant(sql: string, original: TreeNode, clone: TreeNode, a
     if (s.ok && s.tree && shape(s.tree) === want) return { sql: text, split: s };
   }
   return null;
-}
-
-export function topUnitIndex(split: SplitResult, unit: number): number {
-  let u = unit;
-  while (u >= 0 && split.units[u]!.parent >= 0) u = split.units[u]!.parent;
-  if (u < 0) return -1;
-  let k = 0;
-  for (let i = 0; i < u; i++) if (split.units[i]!.depth === 0) k++;
-  return k;
-}
-
-/** Depth-0 unit a node belongs to (climbing to the nearest ancestor with a unit if needed). */
-export function nodeTopUnit(split: SplitResult, n: TreeNode): number {
-  for (let p: TreeNode | null = n; p; p = p.parent) {
-    if (p.unit >= 0) return topUnitIndex(split, p.unit);
-  }
-  return -1;
 }
 
 export interface MutateOptions {

@@ -9,7 +9,7 @@
 // right (one row more) gets ~alpha/2; one that returns nothing in common, or an error, gets alpha.
 import { readFileSync, existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { splitSql, topUnits } from '../clauses/index.js';
+import { splitSql, topUnits, nodeTopUnit } from '../clauses/index.js';
 import type { ClauseKind, SplitResult } from '../clauses/types.js';
 import { CLAUSE_KINDS } from '../clauses/types.js';
 import { schemaFromSqlite, schemaFromSpiderTables, schemaText, type SchemaInfo } from '../clauses/schema.js';
@@ -19,7 +19,6 @@ import { SchemaIndex } from './scope.js';
 import { makeMutants, literalColumns, fetchValues, MUTATION_KINDS, type MutationKind, type MutateStats, type ValueTable, type Mutant } from './mutations.js';
 import { rootCauseDetail, similarity } from './counterfactual.js';
 import { nodeRewards, clauseRewards, propagationParams } from './propagation.js';
-import { nodeTopUnit } from './mutations.js';
 import { walk } from '../clauses/index.js';
 import { seededFor } from './rng.js';
 

@@ -345,10 +345,12 @@ export class Verifier {
         if (Math.max(req.sql.length, gold!.length) > ROOT_CAUSE_MAX_CHARS) {
           out.gold.rootCauseError = `counterfactual analysis skipped: sql or gold longer than ${ROOT_CAUSE_MAX_CHARS} characters`;
         } else {
-          // The executions above are handed in: the analysis runs only the repaired query.
+          // The executions and the prediction's tree above are handed in: the analysis parses
+          // only gold and runs only the repaired query.
           const rc = await rootCause(req.sql, gold!, ctx.dbPath!, this.runner(), {
             goldResult,
             predResult,
+            predSplit: candidate.split,
             schema: this.schemaOf(req.db_id!).index,
           });
           out.gold.rootCause = rc;

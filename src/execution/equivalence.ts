@@ -33,12 +33,12 @@
 // key, i.e. candidates that return the same multiset of rows vote together; this is the grouping
 // behind the data README's Majority Vote figures.
 import type { ExecResult } from './executor.js';
-import { hasTopLevelOrderBySql } from '../clauses/sqlscan.js';
+import { hasTopLevelOrderBy } from '../clauses/lexer.js';
 
 /** Whether row order counts when `goldSql` is the reference: it has a top-level ORDER BY. */
 export function rowOrderMatters(goldSql: string): boolean {
   if (typeof goldSql !== 'string') return false;
-  return hasTopLevelOrderBySql(goldSql);
+  return hasTopLevelOrderBy(goldSql);
 }
 
 /** Canonical, type-tagged text of one value; equal strings <=> values equal under the rule. */

@@ -13,7 +13,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { scanSql } from '../clauses/sqlscan.js';
+import { scanSql } from '../clauses/lexer.js';
 
 export type ExecResult =
   | { ok: true; columns: string[]; rows: unknown[][]; truncated: boolean; ms: number }
