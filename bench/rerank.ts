@@ -111,9 +111,10 @@ async function main(): Promise<void> {
   const svgName = `${outBase.split('/').pop()}.svg`;
   const md = `# Reranking on dev-open: PRM, majority vote, hybrid
 
-Model \`${modelName}\` (${modelDir.replace(REPO + '/', '')}). EX = execution match with gold (same columns in order and
-same multiset of rows, 5 s limit per query), as in the data README: majority vote, best single and
-oracle reproduce its reference table. Produced by \`node dist/bench/rerank.js${process.argv.slice(2).length ? ' ' + process.argv.slice(2).join(' ') : ''}\`
+Model \`${modelName}\` (${modelDir.replace(REPO + '/', '')}). EX = execution match with gold under the project's one
+rule (src/execution/equivalence.ts, Spider test-suite semantics: a multiset of rows, column order free, row
+order only when gold has ORDER BY; 5 s limit per query): majority vote, best single and oracle reproduce the
+data README's reference table. Produced by \`node dist/bench/rerank.js${process.argv.slice(2).length ? ' ' + process.argv.slice(2).join(' ') : ''}\`
 (the same code as \`caper eval rerank\`).
 
 | pool | questions | PRM | Majority vote | Hybrid | Best single | Oracle |
@@ -124,13 +125,14 @@ ${rows.join('\n')}
 
 ## Definitions
 - PRM: candidates ordered by the PRM candidate score = ${CANDIDATE_SCORE_MODE} over the clause-prefix scores.
-- Majority vote: largest group of identical execution results wins; ties go to the group with the earliest
+- Majority vote: largest group of equal execution results (same multiset of rows, columns in any order) wins; ties go to the group with the earliest
   candidate in pool order; failed executions never win unless all fail.
 - Hybrid: groupScore = size + lambda x mean(member PRM scores), lambda = ${HYBRID_LAMBDA}; best member (by PRM)
   of the best group first. Ties: highest single PRM score, then pool order. See src/scoring/rerank.ts.
 
 With lambda up to 3 the PRM changes the winner only where groups tie in size or nearly so: the
-hybrid's gain over majority vote comes from those ties, which is where a vote has nothing to go on.
+hybrid differs from majority vote only at those ties, which is where a vote has nothing to go on
+(the vote breaks them by pool order, the hybrid by the PRM).
 
 ## Choosing the formula (dev-open pool8, this model)
 Hybrid EX for lambda in {${lambdas.join(', ')}} and each candidate-score fold. lambda < 1 lets the PRM only break

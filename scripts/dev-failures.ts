@@ -3,8 +3,8 @@
 // Usage: node dist/scripts/dev-failures.js [--data ../shared/data/spider/dev-open] [--pool a,b,...] [--workers 2]
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
-import { SqlExecutor } from '../src/annotate/executor.js';
-import { resultsMatch, hasTopLevelOrderBy } from '../src/annotate/equivalence.js';
+import { SqlExecutor } from '../src/execution/executor.js';
+import { sameResult, rowOrderMatters } from '../src/execution/equivalence.js';
 import { rootCauseDetail } from '../src/annotate/counterfactual.js';
 import { loadQuestions, loadPredictions, resolvePool, dbPath } from '../src/eval/spider.js';
 import { CLAUSE_KINDS, type ClauseKind } from '../src/clauses/types.js';
@@ -20,7 +20,7 @@ async function main(): Promise<number> {
   const byClause: Record<string, number> = {};
   const bySlot: Record<string, number> = {};
   const byNode: Record<string, number> = {};
-  const perSystem: Record<string, { ex: number; exStrict: number; failures: number; byClause: Record<string, number>; improves: number }> = {};
+  const perSystem: Record<string, { ex: number; failures: number; byClause: Record<string, number>; improves: number }> = {};
   let failures = 0;
   let rootCauses = 0;
   let improves = 0;
@@ -30,14 +30,13 @@ async function main(): Promise<number> {
   const examples: { system: string; index: number; clause: ClauseKind; pred: string; gold: string; repaired: string }[] = [];
   for (const sys of pool) {
     const lines = preds.get(sys)!;
-    const st = (perSystem[sys] = { ex: 0, exStrict: 0, failures: 0, byClause: {} as Record<string, number>, improves: 0 });
+    const st = (perSystem[sys] = { ex: 0, failures: 0, byClause: {} as Record<string, number>, improves: 0 });
     await Promise.all(qs.map(async (q, i) => {
       const db = dbPath(data, q.db_id);
       const pred = lines[i] ?? '';
       const [g, p] = await Promise.all([exec.run(db, q.query), exec.run(db, pred)]);
-      const ordered = hasTopLevelOrderBy(q.query);
-      if (resultsMatch(g, p, false, { columns: 'strict' })) st.exStrict++;
-      if (resultsMatch(g, p, ordered)) {
+      const ordered = rowOrderMatters(q.query);
+      if (sameResult(g, p, { ordered })) {
         st.ex++;
         return;
       }
@@ -89,15 +88,13 @@ repaired alone (its names are bound by FROM). By clause: ${Object.entries(scopeB
 ${kinds.map((k) => `| ${k} | ${byClause[k]} | ${pct(byClause[k]!, rootCauses)}% |`).join('\n')}
 
 ## Per system
-| system | EX (test-suite) | EX (README convention) | failures | ${kinds.join(' | ')} | repair improves |
-|---|---:|---:|---:|${kinds.map(() => '---:').join('|')}|---:|
+| system | EX (test-suite) | failures | ${kinds.join(' | ')} | repair improves |
+|---|---:|---:|${kinds.map(() => '---:').join('|')}|---:|
 ${pool.map((s) => {
   const st = perSystem[s]!;
-  return `| ${s} | ${pct(st.ex, qs.length)} | ${pct(st.exStrict, qs.length)} | ${st.failures} | ${kinds.map((k) => st.byClause[k] ?? 0).join(' | ')} | ${st.improves} |`;
+  return `| ${s} | ${pct(st.ex, qs.length)} | ${st.failures} | ${kinds.map((k) => st.byClause[k] ?? 0).join(' | ')} | ${st.improves} |`;
 }).join('\n')}
 
-README convention: columns in written order, rows always as a multiset; it reproduces the data README's
-reference figure for din-sql-gpt4 (78.8).
 
 ## How the blamed clause relates to gold
 | slot | count |

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
 import { renderSql, splitSql, topUnits, walk } from '../src/clauses/index.js';
 import type { SplitResult } from '../src/clauses/types.js';
-import { SqlExecutor, type ExecResult } from '../src/annotate/executor.js';
+import { SqlExecutor, type ExecResult } from '../src/execution/executor.js';
 
 interface Item {
   source: string;

@@ -5,9 +5,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { SqlExecutor, checkReadOnlySelect } from '../src/annotate/executor.js';
-import { resultsMatch, resultKey, hasTopLevelOrderBy } from '../src/annotate/equivalence.js';
-import type { ExecResult } from '../src/annotate/executor.js';
+import { SqlExecutor, checkReadOnlySelect } from '../src/execution/executor.js';
+import { sameResult, matchesGold, groupKey, resultKey, rowOrderMatters } from '../src/execution/equivalence.js';
+import type { ExecResult } from '../src/execution/executor.js';
 
 function fixture(): { dir: string; db: string } {
   const dir = mkdtempSync(join(tmpdir(), 'caper-exec-'));
@@ -178,29 +178,45 @@ test('too_large when a result exceeds the byte cap', async () => {
 
 const R = (columns: string[], rows: unknown[][]): ExecResult => ({ ok: true, columns, rows, truncated: false, ms: 0 });
 
-test('resultsMatch: multiset rows, column permutation, order only when asked, floats', () => {
+const O = { ordered: true };
+const U = { ordered: false };
+
+test('sameResult: multiset rows, column permutation, row order only when gold has ORDER BY, floats', () => {
   const g = R(['a', 'b'], [[1, 'x'], [2, 'y'], [2, 'y']]);
-  assert.equal(resultsMatch(g, R(['a', 'b'], [[2, 'y'], [1, 'x'], [2, 'y']]), false), true);
-  assert.equal(resultsMatch(g, R(['a', 'b'], [[2, 'y'], [1, 'x'], [2, 'y']]), true), false);
-  assert.equal(resultsMatch(g, R(['a', 'b'], [[1, 'x'], [2, 'y']]), false), false, 'multiset, not set');
-  assert.equal(resultsMatch(g, R(['b', 'a'], [['x', 1], ['y', 2], ['y', 2]]), true), true, 'column order free');
-  assert.equal(resultsMatch(g, R(['a'], [[1], [2], [2]]), false), false);
-  assert.equal(resultsMatch(R(['a'], [[1]]), R(['a'], [[1.0]]), false), true);
-  assert.equal(resultsMatch(R(['a'], [[0.1 + 0.2]]), R(['a'], [[0.3]]), false), true, 'last-bit noise');
-  assert.equal(resultsMatch(R(['a'], [[3.14159]]), R(['a'], [[3.14]]), false), false);
-  assert.equal(resultsMatch(R(['a'], [['1']]), R(['a'], [[1]]), false), false, 'text is not a number');
-  assert.equal(resultsMatch(R(['a'], [['Ann']]), R(['a'], [['ann']]), false), false);
-  assert.equal(resultsMatch(R(['a'], []), R(['a', 'b'], []), false), true, 'both empty');
+  assert.equal(sameResult(g, R(['a', 'b'], [[2, 'y'], [1, 'x'], [2, 'y']]), U), true);
+  assert.equal(sameResult(g, R(['a', 'b'], [[2, 'y'], [1, 'x'], [2, 'y']]), O), false);
+  // The gold SQL decides: a top-level ORDER BY makes row order count, one in a subquery does not.
+  assert.equal(sameResult(g, R(['a', 'b'], [[2, 'y'], [1, 'x'], [2, 'y']]), 'SELECT a, b FROM t ORDER BY a'), false);
+  assert.equal(sameResult(g, R(['a', 'b'], [[2, 'y'], [1, 'x'], [2, 'y']]), 'SELECT a, b FROM (SELECT * FROM t ORDER BY a)'), true);
+  assert.equal(sameResult(g, R(['a', 'b'], [[1, 'x'], [2, 'y']]), U), false, 'multiset, not set');
+  assert.equal(sameResult(g, R(['b', 'a'], [['x', 1], ['y', 2], ['y', 2]]), O), true, 'column order free');
+  assert.equal(sameResult(g, R(['a'], [[1], [2], [2]]), U), false);
+  assert.equal(sameResult(R(['a'], [[1]]), R(['a'], [[1.0]]), U), true);
+  assert.equal(sameResult(R(['a'], [[0.1 + 0.2]]), R(['a'], [[0.3]]), U), true, 'last-bit noise');
+  assert.equal(sameResult(R(['a'], [[3.14159]]), R(['a'], [[3.14]]), U), false);
+  assert.equal(sameResult(R(['a'], [['1']]), R(['a'], [[1]]), U), false, 'text is not a number');
+  assert.equal(sameResult(R(['a'], [['Ann']]), R(['a'], [['ann']]), U), false);
+  assert.equal(sameResult(R(['a'], [[null]]), R(['a'], [['']]), U), false, 'NULL is not empty text');
+  assert.equal(sameResult(R(['a'], []), R(['a', 'b'], []), U), true, 'both empty');
   const err: ExecResult = { ok: false, code: 'sql_error', error: 'x', ms: 0 };
-  assert.equal(resultsMatch(err, err, false), false);
+  assert.equal(sameResult(err, err, U), false);
+  assert.equal(sameResult(g, err, U), false);
   // Columns whose value multisets coincide, where only one pairing of rows matches.
-  assert.equal(resultsMatch(g, R(['b', 'a'], [['x', 1], ['y', 2], ['y', 2]]), false, { columns: 'strict' }), false);
-  assert.equal(resultsMatch(g, R(['a', 'b'], [[2, 'y'], [1, 'x'], [2, 'y']]), false, { columns: 'strict' }), true);
   const g2 = R(['a', 'b'], [[1, 2], [2, 1], [3, 3]]);
-  assert.equal(resultsMatch(g2, R(['b', 'a'], [[2, 1], [1, 2], [3, 3]]), false), true);
+  assert.equal(sameResult(g2, R(['b', 'a'], [[2, 1], [1, 2], [3, 3]]), U), true);
+  const g3 = R(['a', 'b', 'c'], [[1, 1, 2], [2, 2, 1]]);
+  assert.equal(sameResult(g3, R(['a', 'b', 'c'], [[1, 2, 1], [2, 1, 2]]), U), true, 'a permutation pairs the columns');
+  assert.equal(sameResult(R(['a', 'b'], [[1, 1], [2, 2], [3, 3]]), R(['a', 'b'], [[1, 2], [2, 3], [3, 1]]), U), false,
+    'same values per column, but no permutation pairs the rows');
+  // matchesGold is the same judge with the gold worked out once.
+  const judge = matchesGold(g, 'SELECT a, b FROM t');
+  assert.equal(judge(R(['b', 'a'], [['y', 2], ['x', 1], ['y', 2]])), true);
+  assert.equal(judge(err), false);
+  assert.equal(groupKey(err), null);
+  assert.equal(groupKey(R(['a', 'b'], [[2, 'y'], [1, 'x'], [2, 'y']])), groupKey(R(['b', 'a'], [['x', 1], ['y', 2], ['y', 2]])));
 });
 
-test('resultKey agrees with resultsMatch', () => {
+test('sameResult is an equivalence and resultKey agrees with it', () => {
   const variants: ExecResult[] = [
     R(['a', 'b'], [[1, 'x'], [2, 'y']]),
     R(['b', 'a'], [['y', 2], ['x', 1]]),
@@ -208,26 +224,50 @@ test('resultKey agrees with resultsMatch', () => {
     R(['a', 'b'], [[1, 2], [2, 1]]),
     R(['b', 'a'], [[2, 1], [1, 2]]),
     R(['a', 'b'], [[1, 1], [2, 2]]),
+    R(['a', 'b', 'c'], [[1, 1, 2], [2, 2, 1]]),
+    R(['a', 'b', 'c'], [[2, 1, 1], [1, 2, 2]]),
+    R(['a', 'b', 'c'], [[1, 2, 1], [2, 1, 2]]),
+    R(['a', 'b', 'c'], [[1, 2, 2], [2, 1, 1]]),
     R(['a'], []),
+    R(['a', 'b'], []),
     { ok: false, code: 'sql_error', error: 'no such column', ms: 1 },
   ];
   for (const ordered of [false, true]) {
+    const o = { ordered };
     for (const x of variants) {
+      if (x.ok) assert.equal(sameResult(x, x, o), true, 'reflexive');
       for (const y of variants) {
+        assert.equal(sameResult(x, y, o), sameResult(y, x, o), 'symmetric');
         if (!x.ok || !y.ok) continue;
-        assert.equal(resultKey(x, ordered) === resultKey(y, ordered), resultsMatch(x, y, ordered),
+        assert.equal(resultKey(x, ordered) === resultKey(y, ordered), sameResult(x, y, o),
           `${JSON.stringify(x)} vs ${JSON.stringify(y)} ordered=${ordered}`);
-        const st = { columns: 'strict' } as const;
-        assert.equal(resultKey(x, ordered, st) === resultKey(y, ordered, st), resultsMatch(x, y, ordered, st));
+        for (const z of variants) {
+          if (sameResult(x, y, o) && sameResult(y, z, o)) assert.equal(sameResult(x, z, o), true, 'transitive');
+        }
       }
     }
   }
 });
 
-test('hasTopLevelOrderBy ignores subqueries, windows, strings and comments', () => {
-  assert.equal(hasTopLevelOrderBy('SELECT a FROM t ORDER BY a'), true);
-  assert.equal(hasTopLevelOrderBy('SELECT a FROM t WHERE a IN (SELECT b FROM u ORDER BY b LIMIT 1)'), false);
-  assert.equal(hasTopLevelOrderBy("SELECT 'order by' FROM t -- order by\n"), false);
-  assert.equal(hasTopLevelOrderBy('SELECT rank() OVER (ORDER BY a) FROM t'), false);
-  assert.equal(hasTopLevelOrderBy('SELECT a FROM t UNION SELECT b FROM u ORDER BY 1'), true);
+test('sameResult beyond the column-ordering bound: never equal wrongly', () => {
+  // Seven columns with one multiset of values: 5040 orderings, so written order is kept.
+  const row = [1, 2, 3, 4, 5, 6, 7];
+  const cols = row.map((_, j) => `c${j}`);
+  const rows = row.map((_, i) => row.map((_, j) => row[(i + j) % 7]!));
+  const g = R(cols, rows);
+  assert.equal(sameResult(g, R(cols, rows.map((r) => r.slice())), U), true);
+  // A real column permutation is the documented miss (judged different)...
+  const swapped = rows.map((r) => [r[1]!, r[0]!, ...r.slice(2)]);
+  assert.equal(sameResult(g, R(cols, swapped), U), false);
+  // ...and a result that no permutation matches, with the same value multiset per column, is different too.
+  const broken = rows.map((r, i) => (i === 0 ? [r[1]!, r[0]!, ...r.slice(2)] : r.slice()));
+  assert.equal(sameResult(g, R(cols, broken), U), false);
+});
+
+test('rowOrderMatters ignores subqueries, windows, strings and comments', () => {
+  assert.equal(rowOrderMatters('SELECT a FROM t ORDER BY a'), true);
+  assert.equal(rowOrderMatters('SELECT a FROM t WHERE a IN (SELECT b FROM u ORDER BY b LIMIT 1)'), false);
+  assert.equal(rowOrderMatters("SELECT 'order by' FROM t -- order by\n"), false);
+  assert.equal(rowOrderMatters('SELECT rank() OVER (ORDER BY a) FROM t'), false);
+  assert.equal(rowOrderMatters('SELECT a FROM t UNION SELECT b FROM u ORDER BY 1'), true);
 });

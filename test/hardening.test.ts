@@ -9,7 +9,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, 
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeDbDir, start, TINY, serveTinyDuringTests, type Running } from './server-fixture.js';
-import { DbRegistry, DEFAULT_LIMITS as L } from '../src/routes/context.js';
+import { DEFAULT_LIMITS as L } from '../src/routes/context.js';
+import { DbRegistry } from '../src/core/databases.js';
 import { bearerToken, keyMatches, apiKeyProblem } from '../src/routes/auth.js';
 import { run as serveRun } from '../src/commands/serve.js';
 import { SERVICE_MAX_ROWS } from '../src/server.js';
@@ -436,7 +437,7 @@ test('64 parser-hostile candidates at the length limit: scored on lexer units, /
 });
 
 test('/localize with gold: the counterfactual analysis is skipped, and says so, for queries over ROOT_CAUSE_MAX_CHARS', async () => {
-  const { ROOT_CAUSE_MAX_CHARS } = await import('../src/routes/localize.js');
+  const { ROOT_CAUSE_MAX_CHARS } = await import('../src/core/verifier.js');
   const long = `SELECT count(*) FROM singer WHERE ${Array.from({ length: 200 }, (_, i) => `age = ${i}`).join(' OR ')}`;
   assert.ok(long.length > ROOT_CAUSE_MAX_CHARS);
   for (const [sql, gold] of [[long, GOOD], [GOOD, long]]) {
@@ -473,7 +474,7 @@ test('full queues answer 429 queue_full with Retry-After on every scoring route;
     await s.app.close();
   }
   // Execution queue: one worker, never-ending distinct candidates.
-  const { MAX_EXEC_QUEUE } = await import('../src/routes/service.js');
+  const { MAX_EXEC_QUEUE } = await import('../src/core/verifier.js');
   const e = await start({ modelDir: TINY, device: 'cpu', dbDir: db.dir, execWorkers: 1, execTimeoutMs: 60_000 });
   try {
     await e.app.caper.loaded;
@@ -501,7 +502,7 @@ test('full queues answer 429 queue_full with Retry-After on every scoring route;
 });
 
 test('maxCharsPerToken: a safe bound only where one token cannot cover unboundedly many characters', async () => {
-  const { maxCharsPerToken } = await import('../src/scoring/scorer.js');
+  const { maxCharsPerToken } = await import('../src/scoring/tokenizer.js');
   const bpe = { model: { type: 'BPE', vocab: { a: 0, abc: 1, 'Ġselect': 2 } } };
   assert.equal(maxCharsPerToken(JSON.stringify(bpe)), 7);
   assert.equal(maxCharsPerToken(JSON.stringify({ ...bpe, normalizer: { type: 'NFKC' } })), 14);
@@ -515,6 +516,7 @@ test('maxCharsPerToken: a safe bound only where one token cannot cover unbounded
   const L = maxCharsPerToken(tj);
   assert.ok(L > 0);
   const tok = srv.app.caper.model!.tokenizer;
+  assert.equal(tok.maxCharsPerToken, L, 'the loaded tokenizer works the bound out from its own parse');
   for (const s of [GOOD, 'SELECT capacity, location FROM stadiums', ' concerts concerts concerts', 'é'.repeat(50), '😀 x'.repeat(20), '   ', 'a+'.repeat(300)]) {
     assert.ok(tok.encode(s).length >= Math.ceil(s.length / L), s);
   }

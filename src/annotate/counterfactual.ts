@@ -29,14 +29,13 @@
 // 6. Clause rewards: propagation.ts from v* over the prediction's tree, min per depth-0 unit.
 // Predictions that do not parse into a tree still get a root cause by comparing units' token
 // text (no edit script; v* is reported with id -1 and the unit's span).
-import { splitSql, topUnits, walk, cloneTree, renderSql } from '../clauses/index.js';
+import { splitSql, topUnits, walk, cloneTree, renderSql, nodeTopUnit } from '../clauses/index.js';
 import type { ClauseKind, ClauseUnit, SplitResult, TreeNode } from '../clauses/types.js';
-import type { ExecResult, SqlExecutor } from './executor.js';
-import { resultsMatch, hasTopLevelOrderBy, canonValue } from './equivalence.js';
+import type { ExecResult } from '../execution/executor.js';
+import { sameResult, rowOrderMatters, canonValue } from '../execution/equivalence.js';
 import { treeEditDistance } from './ted.js';
 import { nodeRewards, clauseRewards as unitRewards, propagationParams } from './propagation.js';
 import { SchemaIndex, resolveColumn, scopeOf, enclosingSelect } from './scope.js';
-import { nodeTopUnit } from './mutations.js';
 import { schemaFromSqlite } from '../clauses/schema.js';
 
 export interface RootCause {
@@ -437,8 +436,27 @@ function tedLabel(n: TreeNode, ctx: CanonCtx): string {
   return `${n.kind}:${n.label}`;
 }
 
-export async function rootCause(pred: string, gold: string, dbPath: string, exec: SqlExecutor,
-  opts?: { alpha?: number; sigma?: number }): Promise<RootCause | null> {
+/** What rootCauseDetail may be handed instead of working it out again. */
+export interface RootCauseInputs {
+  alpha?: number;
+  sigma?: number;
+  /** The prediction's split with its tree (splitSql(pred)), when the caller already parsed it. */
+  predSplit?: SplitResult;
+  goldSplit?: SplitResult;
+  /** Executions the caller already has (the same executor's results for pred and gold on dbPath). */
+  predResult?: ExecResult;
+  goldResult?: ExecResult;
+  /** The database's schema index (null: none could be read); read from dbPath when absent. */
+  schema?: SchemaIndex | null;
+}
+
+/** Anything that runs SQL like SqlExecutor.run (the verifier passes one that records metrics). */
+export interface SqlRunner {
+  run(dbPath: string, sql: string): Promise<ExecResult>;
+}
+
+export async function rootCause(pred: string, gold: string, dbPath: string, exec: SqlRunner,
+  opts?: RootCauseInputs): Promise<RootCause | null> {
   try {
     return await rootCauseDetail(pred, gold, dbPath, exec, opts);
   } catch {
@@ -447,19 +465,22 @@ export async function rootCause(pred: string, gold: string, dbPath: string, exec
 }
 
 /** rootCause with the executions behind it (for annotation margins and reports). */
-export async function rootCauseDetail(pred: string, gold: string, dbPath: string, exec: SqlExecutor,
-  opts?: { alpha?: number; sigma?: number; predSplit?: SplitResult; goldSplit?: SplitResult }): Promise<RootCauseDetail | null> {
+export async function rootCauseDetail(pred: string, gold: string, dbPath: string, exec: SqlRunner,
+  opts?: RootCauseInputs): Promise<RootCauseDetail | null> {
   if (typeof pred !== 'string' || typeof gold !== 'string') return null;
-  const [goldResult, predResult] = await Promise.all([exec.run(dbPath, gold), exec.run(dbPath, pred)]);
+  const [goldResult, predResult] = await Promise.all([
+    opts?.goldResult ?? exec.run(dbPath, gold),
+    opts?.predResult ?? exec.run(dbPath, pred),
+  ]);
   if (!goldResult.ok) return null;
-  const orderMatters = hasTopLevelOrderBy(gold);
-  if (resultsMatch(goldResult, predResult, orderMatters)) return null;
+  const orderMatters = rowOrderMatters(gold);
+  if (sameResult(goldResult, predResult, { ordered: orderMatters })) return null;
   const ps = opts?.predSplit ?? splitSql(pred);
   const gs = opts?.goldSplit ?? splitSql(gold);
   const pu = topUnits(ps);
   const gu = topUnits(gs);
   if (pu.length === 0 || gu.length === 0) return null;
-  const schema = schemaFor(dbPath);
+  const schema = opts?.schema !== undefined ? opts.schema : schemaFor(dbPath);
   const ctx: CanonCtx = { schema };
   const slots = alignSlots(pu, gu);
   const bothTrees = Boolean(ps.tree && gs.tree);
@@ -491,8 +512,8 @@ export async function rootCauseDetail(pred: string, gold: string, dbPath: string
   }
   const repairedSql = buildRepair(pred, gold, ps, gs, hit) ?? pred;
   const repairedResult = repairedSql !== pred ? await exec.run(dbPath, repairedSql) : null;
-  const predSim = resultsMatch(goldResult, predResult, orderMatters) ? 2 : similarity(goldResult, predResult);
-  const repSim = repairedResult ? (resultsMatch(goldResult, repairedResult, orderMatters) ? 2 : similarity(goldResult, repairedResult)) : -Infinity;
+  const predSim = sameResult(goldResult, predResult, { ordered: orderMatters }) ? 2 : similarity(goldResult, predResult);
+  const repSim = repairedResult ? (sameResult(goldResult, repairedResult, { ordered: orderMatters }) ? 2 : similarity(goldResult, repairedResult)) : -Infinity;
   const repairImproves = repSim > predSim;
 
   const { alpha } = propagationParams(opts);

@@ -5,11 +5,11 @@
 // a model cannot learn "normalized text = wrong"). Every spliced text is re-parsed and must give
 // exactly the mutated tree; if not, the clause is re-rendered, then the whole query; a candidate
 // none of whose texts round-trips is dropped. A mutant is kept only if it executes and its result
-// differs from the original's (resultsMatch with the original's ORDER BY rule).
-import { splitSql, renderSql, walk, cloneTree, topUnits } from '../clauses/index.js';
+// differs from the original's (sameResult with the original's ORDER BY rule).
+import { splitSql, renderSql, walk, cloneTree, topUnits, nodeTopUnit } from '../clauses/index.js';
 import type { ClauseKind, SplitResult, TreeNode } from '../clauses/types.js';
-import type { ExecResult, SqlExecutor } from './executor.js';
-import { resultsMatch, hasTopLevelOrderBy } from './equivalence.js';
+import type { ExecResult, SqlExecutor } from '../execution/executor.js';
+import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
 import { SchemaIndex, clauseOf, enclosingSelect, resolveColumn, scopeOf, type TypeClass } from './scope.js';
 import type { Rng } from './rng.js';
 
@@ -143,296 +143,389 @@ function comparedColumn(lit: TreeNode): TreeNode | null {
   return c && c.kind === 'column' && c !== lit ? c : p.children[1]?.kind === 'column' ? p.children[1]! : null;
 }
 
+// ---- the mutation kinds: one small function each ----
+//
+// A mutation function looks at one node of the original tree and proposes zero or more
+// candidates: the node the mutant is about (`target`) and how to apply it to a clone (`apply`
+// gets the clone's nodes by id and the seeded Rng). MUTATIONS lists them in the order they are
+// tried on each node; together with the tree's walk order that fixes the candidate order, which
+// the seeded draw in makeMutants depends on.
+
+interface NodeContext {
+  split: SplitResult;
+  schema: SchemaIndex;
+  values: ValueTable;
+  /** The clause node the node belongs to, if any. */
+  clause: TreeNode | null;
+}
+
+interface Proposal {
+  target: TreeNode;
+  apply: Candidate['apply'];
+}
+
+type MutationFn = (n: TreeNode, c: NodeContext) => Proposal[];
+
+const one = (target: TreeNode, apply: Candidate['apply']): Proposal[] => [{ target, apply }];
+
+/** Inside a JOIN ... ON condition (join_key's territory, left alone by the others). */
+function inJoin(n: TreeNode): boolean {
+  for (let p = n.parent; p; p = p.parent) {
+    if (p.kind === 'join') return true;
+    if (p.kind === 'clause') return false;
+  }
+  return false;
+}
+
+/** A column outside join conditions, resolved through the schema, with the FROM entries in scope. */
+function resolvedColumn(n: TreeNode, c: NodeContext) {
+  if (n.kind !== 'column' || inJoin(n) || !c.clause) return null;
+  const r = resolveColumn(n, c.schema);
+  if (!r) return null;
+  const scope = scopeOf(r.select).filter((e) => e.table && c.schema.tables.has(e.table));
+  return { r, me: c.schema.column(r.table, r.column)!, scope, q: qualifierOf(n) };
+}
+
+/** group_key / order_key: another column of a FROM table in a GROUP BY / ORDER BY key. */
+function keyColumn(clauseLabel: 'GROUP BY' | 'ORDER BY'): MutationFn {
+  return (n, c) => {
+    if (c.clause?.label !== clauseLabel) return [];
+    const x = resolvedColumn(n, c);
+    if (!x) return [];
+    const { r, scope, q } = x;
+    const alts = scope.flatMap((e) => c.schema.tables.get(e.table)!.columns
+      .filter((col) => !(sameEntry(e, r.entry) && col.lc === r.column))
+      .map((col) => ({ e, c: col })));
+    if (alts.length === 0) return [];
+    return one(n, (byId, rng) => {
+      const m = byId.get(n.id)!;
+      const a = rng.pick(alts)!;
+      const qual = sameEntry(a.e, r.entry) ? q : q || scope.length > 1 ? a.e.qualifier : null;
+      setColumn(m, qual, a.c.name);
+      return { vStar: n.id, node: m, spliceId: n.id };
+    });
+  };
+}
+
+const isKeyClause = (c: NodeContext): boolean => c.clause?.label === 'GROUP BY' || c.clause?.label === 'ORDER BY';
+
+/** column_swap: another column of the same table with the same type class. */
+const columnSwap: MutationFn = (n, c) => {
+  if (isKeyClause(c)) return [];
+  const x = resolvedColumn(n, c);
+  if (!x) return [];
+  const same = c.schema.tables.get(x.r.table)!.columns.filter((col) => col.lc !== x.r.column && col.type === x.me.type);
+  if (same.length === 0) return [];
+  return one(n, (byId, rng) => {
+    const m = byId.get(n.id)!;
+    setColumn(m, x.q, rng.pick(same)!.name);
+    return { vStar: n.id, node: m, spliceId: n.id };
+  });
+};
+
+/** column_swap_join: a column of another FROM table with the same type class. */
+const columnSwapJoin: MutationFn = (n, c) => {
+  if (isKeyClause(c)) return [];
+  const x = resolvedColumn(n, c);
+  if (!x) return [];
+  const others = x.scope.filter((e) => !sameEntry(e, x.r.entry)).flatMap((e) =>
+    c.schema.tables.get(e.table)!.columns.filter((col) => col.type === x.me.type).map((col) => ({ e, c: col })));
+  if (others.length === 0) return [];
+  return one(n, (byId, rng) => {
+    const m = byId.get(n.id)!;
+    const a = rng.pick(others)!;
+    setColumn(m, a.e.qualifier, a.c.name);
+    return { vStar: n.id, node: m, spliceId: n.id };
+  });
+};
+
+/** Flips LIKE <-> NOT LIKE, or draws another comparison operator (= / != only for text). */
+function comparisonChange(n: TreeNode, c: NodeContext): Proposal[] {
+  if (n.kind !== 'comparison' || inJoin(n) || n.label === 'IN' || n.label === 'NOT IN') return [];
+  if (n.label === 'LIKE' || n.label === 'NOT LIKE') {
+    return one(n, (byId) => {
+      const m = byId.get(n.id)!;
+      m.label = n.label === 'LIKE' ? 'NOT LIKE' : 'LIKE';
+      return { vStar: n.id, node: m, spliceId: n.id };
+    });
+  }
+  const norm = n.label === '<>' ? '!=' : n.label === '==' ? '=' : n.label;
+  if (!CMP_ORDER.includes(norm) || n.children.length !== 2) return [];
+  const t0 = typeOfExpr(n.children[0]!, c.schema);
+  const t1 = typeOfExpr(n.children[1]!, c.schema);
+  const textual = t0 === 'text' || t1 === 'text';
+  const alts = (textual ? ['=', '!='] : CMP_ORDER).filter((o) => o !== norm);
+  if (alts.length === 0) return [];
+  return one(n, (byId, rng) => {
+    const m = byId.get(n.id)!;
+    m.label = rng.pick(alts)!;
+    return { vStar: n.id, node: m, spliceId: n.id };
+  });
+}
+
+/** comparison_op: a comparison outside HAVING. */
+const comparisonOp: MutationFn = (n, c) => (c.clause?.label === 'HAVING' ? [] : comparisonChange(n, c));
+
+/** having: a HAVING comparison's operator, or its numeric threshold. */
+const having: MutationFn = (n, c) => {
+  if (c.clause?.label !== 'HAVING') return [];
+  if (n.kind === 'comparison') return comparisonChange(n, c);
+  if (n.kind !== 'literal') return [];
+  const num = literalNumber(n);
+  if (num === null) return [];
+  return one(n, (byId, rng) => {
+    const m = byId.get(n.id)!;
+    const alts = Number.isInteger(num) ? [num + 1, num - 1, num * 2 + 1].filter((x) => x !== num) : [num * 2, num / 2];
+    setLiteral(m, rng.pick(alts)!);
+    return { vStar: n.id, node: m, spliceId: n.id };
+  });
+};
+
+/** in_not_in: IN <-> NOT IN. */
+const inNotIn: MutationFn = (n) => {
+  if (n.kind !== 'comparison' || inJoin(n) || (n.label !== 'IN' && n.label !== 'NOT IN')) return [];
+  return one(n, (byId) => {
+    const m = byId.get(n.id)!;
+    m.label = n.label === 'IN' ? 'NOT IN' : 'IN';
+    return { vStar: n.id, node: m, spliceId: n.id };
+  });
+};
+
+/** An aggregate over one non-star argument (what aggregate and distinct work on). */
+const aggregateOverColumn = (n: TreeNode): boolean =>
+  n.kind === 'aggregate' && AGG_NUM.includes(n.label) && n.children.length === 1 && n.children[0]!.kind !== 'star';
+
+/** aggregate: another aggregate function suited to the argument's type. */
+const aggregate: MutationFn = (n, c) => {
+  if (!aggregateOverColumn(n)) return [];
+  const t = typeOfExpr(n.children[0]!, c.schema);
+  const pool = (t === 'num' ? AGG_NUM : AGG_TEXT).filter((a) => a !== n.label);
+  return one(n, (byId, rng) => {
+    const m = byId.get(n.id)!;
+    m.label = rng.pick(pool)!;
+    if (m.attrs?.distinct && m.label !== 'COUNT' && m.label !== 'SUM' && m.label !== 'AVG') delete m.attrs.distinct;
+    return { vStar: n.id, node: m, spliceId: n.id };
+  });
+};
+
+/** distinct: toggles DISTINCT inside COUNT/SUM/AVG, or SELECT DISTINCT. */
+const distinct: MutationFn = (n, c) => {
+  if (aggregateOverColumn(n) && (n.label === 'COUNT' || n.label === 'SUM' || n.label === 'AVG')) {
+    return one(n, (byId) => {
+      const m = byId.get(n.id)!;
+      m.attrs = { ...(m.attrs ?? {}) };
+      if (m.attrs.distinct) delete m.attrs.distinct;
+      else m.attrs.distinct = true;
+      return { vStar: n.id, node: m, spliceId: n.id };
+    });
+  }
+  if (n.kind !== 'clause' || n.label !== 'SELECT' || n.unit < 0) return [];
+  const u = c.split.units[n.unit]!;
+  return one(n, (byId) => {
+    const m = byId.get(n.id)!;
+    m.attrs = { ...(m.attrs ?? {}) };
+    const on = Boolean(m.attrs.distinct);
+    if (on) delete m.attrs.distinct;
+    else m.attrs.distinct = true;
+    const head = /^SELECT(\s+DISTINCT)?\s*/i.exec(u.text);
+    if (!head) return { vStar: n.id, node: m, spliceId: n.id };
+    const replacement = styled(u.text.slice(0, 6), on ? 'SELECT ' : 'SELECT DISTINCT ');
+    return { vStar: n.id, node: m, spliceId: n.id, text: { start: u.start, end: u.start + head[0].length, replacement } };
+  });
+};
+
+/** drop_conjunct: each single conjunct of a WHERE clause's top-level AND chain, dropped. */
+const dropConjunct: MutationFn = (n) => {
+  if (n.kind !== 'clause' || n.label !== 'WHERE' || n.children[0]?.kind !== 'logical' || n.children[0].label !== 'AND') return [];
+  const out: Proposal[] = [];
+  const isAnd = (x: TreeNode): boolean => x.kind === 'logical' && x.label === 'AND' && !x.attrs?.parens;
+  const stack = [n.children[0]];
+  while (stack.length) {
+    const and = stack.pop()!;
+    const [l, r] = and.children;
+    if (!l || !r) continue;
+    for (const [drop, keep] of [[r, l], [l, r]] as const) {
+      if (isAnd(drop)) continue;
+      out.push({
+        target: and,
+        apply: (byId) => {
+          const a = byId.get(and.id)!;
+          const k = byId.get(keep.id)!;
+          const parent = a.parent!;
+          parent.children[parent.children.indexOf(a)] = k;
+          k.parent = parent;
+          if (a.attrs?.parens) k.attrs = { ...(k.attrs ?? {}), parens: true };
+          return { vStar: and.id, node: k, spliceId: and.id };
+        },
+      });
+    }
+    if (isAnd(l)) stack.push(l);
+    if (isAnd(r)) stack.push(r);
+  }
+  return out;
+};
+
+/** and_or: AND <-> OR outside join conditions. */
+const andOr: MutationFn = (n) => {
+  if (n.kind !== 'logical' || (n.label !== 'AND' && n.label !== 'OR') || inJoin(n)) return [];
+  return one(n, (byId) => {
+    const m = byId.get(n.id)!;
+    m.label = n.label === 'AND' ? 'OR' : 'AND';
+    // Flipping inside another AND/OR changes precedence; explicit parens keep the tree's meaning.
+    if (m.parent?.kind === 'logical') m.attrs = { ...(m.attrs ?? {}), parens: true };
+    return { vStar: n.id, node: m, spliceId: n.id };
+  });
+};
+
+/** literal: a compared value replaced by another value of that column in the database. */
+const literal: MutationFn = (n, c) => {
+  if (n.kind !== 'literal' || c.clause?.label === 'LIMIT') return [];
+  const num = literalNumber(n);
+  if (c.clause?.label === 'HAVING' && num !== null) return []; // having's
+  const col = comparedColumn(n);
+  if (!col) return [];
+  const r = resolveColumn(col, c.schema);
+  const pool = r ? c.values.get(`${r.table}.${r.column}`) ?? [] : [];
+  const like = n.parent?.kind === 'comparison' && /LIKE/.test(n.parent.label);
+  const current = n.attrs?.value;
+  const candidates = pool.filter((v) => v !== current && (typeof v === 'number' || typeof v === 'string'));
+  if (candidates.length === 0 && num === null) return [];
+  return one(n, (byId, rng) => {
+    const m = byId.get(n.id)!;
+    let v: unknown;
+    if (candidates.length > 0) {
+      v = rng.pick(candidates)!;
+      if (like && typeof v === 'string') v = `%${v}%`;
+      if (num !== null && typeof v !== 'number') {
+        const x = Number(v);
+        v = Number.isFinite(x) ? x : num + 1;
+      }
+      if (num === null && typeof v === 'number') v = String(v);
+    } else v = Number.isInteger(num) ? num! + 1 : num! * 2;
+    setLiteral(m, v);
+    if (m.label === n.label) return null;
+    return { vStar: n.id, node: m, spliceId: n.id };
+  });
+};
+
+/** limit: LIMIT n -> a nearby count. */
+const limit: MutationFn = (n, c) => {
+  const cl = c.clause;
+  if (n.kind !== 'literal' || cl?.label !== 'LIMIT') return [];
+  const v = literalNumber(n);
+  if (v === null || !Number.isInteger(v) || n.parent !== cl || cl.children[0] !== n) return [];
+  return one(n, (byId, rng) => {
+    const m = byId.get(n.id)!;
+    const alts = v <= 1 ? [2, 3] : [v - 1, v + 1, v * 2];
+    setLiteral(m, rng.pick(alts)!);
+    return { vStar: n.id, node: m, spliceId: n.id };
+  });
+};
+
+/** join_key: a join condition on another foreign-key pair or another key-like column. */
+const joinKey: MutationFn = (n, c) => {
+  if (n.kind !== 'join') return [];
+  const schema = c.schema;
+  const on = n.children[1];
+  if (!on || on.kind !== 'comparison' || on.label !== '=') return [];
+  const [a, b] = on.children;
+  if (!a || !b || a.kind !== 'column' || b.kind !== 'column') return [];
+  const ra = resolveColumn(a, schema);
+  const rb = resolveColumn(b, schema);
+  if (!ra || !rb) return [];
+  const fkPairs = schema.fks
+    .filter((f) => (f.from === ra.table && f.to === rb.table) || (f.from === rb.table && f.to === ra.table))
+    .map((f) => (f.from === ra.table ? { ca: f.fromCol, cb: f.toCol } : { ca: f.toCol, cb: f.fromCol }))
+    .filter((p) => !(p.ca === ra.column && p.cb === rb.column));
+  // Only key-like columns (declared keys or *id names): joining on a name or a price is not
+  // a plausible slip, and it would teach the model something no system gets wrong.
+  const keyLike = (t: string, col: { lc: string }): boolean => schema.isKey(t, col.lc) || /id$/i.test(col.lc);
+  const ta = schema.column(ra.table, ra.column)!.type;
+  const bAlts = schema.tables.get(rb.table)!.columns.filter((col) => col.lc !== rb.column && col.type === ta && keyLike(rb.table, col));
+  const aAlts = schema.tables.get(ra.table)!.columns.filter((col) => col.lc !== ra.column && col.type === schema.column(rb.table, rb.column)!.type && keyLike(ra.table, col));
+  if (fkPairs.length === 0 && bAlts.length === 0 && aAlts.length === 0) return [];
+  return one(on, (byId, rng) => {
+    const ma = byId.get(a.id)!;
+    const mb = byId.get(b.id)!;
+    const qa = qualifierOf(a);
+    const qb = qualifierOf(b);
+    const colName = (t: string, lc: string): string => schema.column(t, lc)?.name ?? lc;
+    if (fkPairs.length > 0 && rng.next() < 0.7) {
+      const p = rng.pick(fkPairs)!;
+      setColumn(ma, qa, colName(ra.table, p.ca));
+      setColumn(mb, qb, colName(rb.table, p.cb));
+    } else {
+      // Prefer key columns: a join on a non-key column is a less plausible mistake.
+      const pickFrom = (alts: typeof bAlts, t: string) => {
+        const keys = alts.filter((col) => schema.isKey(t, col.lc));
+        return rng.pick(keys.length ? keys : alts);
+      };
+      if (bAlts.length > 0 && (aAlts.length === 0 || rng.next() < 0.5)) setColumn(mb, qb, pickFrom(bAlts, rb.table)!.name);
+      else if (aAlts.length > 0) setColumn(ma, qa, pickFrom(aAlts, ra.table)!.name);
+      else return null;
+    }
+    // v* is the lowest node covering the change: the one column when only one side moved.
+    const movedA = ma.label !== a.label;
+    const movedB = mb.label !== b.label;
+    if (movedA !== movedB) {
+      const moved = movedA ? ma : mb;
+      return { vStar: moved.id, node: moved, spliceId: moved.id };
+    }
+    return { vStar: on.id, node: byId.get(on.id)!, spliceId: on.id };
+  });
+};
+
+/** order_direction: ASC <-> DESC. */
+const orderDirection: MutationFn = (n) => {
+  if (n.kind !== 'order_item') return [];
+  return one(n, (byId) => {
+    const m = byId.get(n.id)!;
+    m.label = n.label === 'DESC' ? 'ASC' : 'DESC';
+    m.attrs = { ...(m.attrs ?? {}), explicit: true };
+    return { vStar: n.id, node: m, spliceId: n.id };
+  });
+};
+
+/** set_op: another of UNION / INTERSECT / EXCEPT. */
+const setOp: MutationFn = (n, c) => {
+  if (n.kind !== 'setop') return [];
+  const base = n.label.replace(/\s+ALL$/, '');
+  const alts = SETOPS.filter((s) => s !== base);
+  return one(n, (byId, rng) => {
+    const m = byId.get(n.id)!;
+    m.label = rng.pick(alts)!;
+    const u = c.split.units[n.unit];
+    return { vStar: n.id, node: m, spliceId: n.id, text: u ? { start: u.start, end: u.end, replacement: m.label } : undefined };
+  });
+};
+
+/** Every mutation kind, in the order they are tried on each node. */
+const MUTATIONS: readonly (readonly [MutationKind, MutationFn])[] = [
+  ['group_key', keyColumn('GROUP BY')],
+  ['order_key', keyColumn('ORDER BY')],
+  ['column_swap', columnSwap],
+  ['column_swap_join', columnSwapJoin],
+  ['comparison_op', comparisonOp],
+  ['having', having],
+  ['in_not_in', inNotIn],
+  ['aggregate', aggregate],
+  ['distinct', distinct],
+  ['drop_conjunct', dropConjunct],
+  ['and_or', andOr],
+  ['literal', literal],
+  ['limit', limit],
+  ['join_key', joinKey],
+  ['order_direction', orderDirection],
+  ['set_op', setOp],
+];
+
 export function enumerateCandidates(split: SplitResult, schema: SchemaIndex, values: ValueTable): Candidate[] {
   if (!split.tree) return [];
   const out: Candidate[] = [];
-  const nodes = walk(split.tree);
-  const add = (kind: MutationKind, target: TreeNode, apply: Candidate['apply']): void => {
-    out.push({ kind, target: target.id, apply });
-  };
-  const inJoin = (n: TreeNode): boolean => {
-    for (let p = n.parent; p; p = p.parent) {
-      if (p.kind === 'join') return true;
-      if (p.kind === 'clause') return false;
-    }
-    return false;
-  };
-  for (const n of nodes) {
-    const cl = clauseOf(n);
-    const clLabel = cl?.label;
-    switch (n.kind) {
-      case 'column': {
-        if (inJoin(n) || !cl) break;
-        const r = resolveColumn(n, schema);
-        if (!r) break;
-        const me = schema.column(r.table, r.column)!;
-        const scope = scopeOf(r.select).filter((e) => e.table && schema.tables.has(e.table));
-        const q = qualifierOf(n);
-        if (clLabel === 'GROUP BY' || clLabel === 'ORDER BY') {
-          const kind: MutationKind = clLabel === 'GROUP BY' ? 'group_key' : 'order_key';
-          const alts = scope.flatMap((e) => schema.tables.get(e.table)!.columns
-            .filter((c) => !(sameEntry(e, r.entry) && c.lc === r.column))
-            .map((c) => ({ e, c })));
-          if (alts.length === 0) break;
-          add(kind, n, (byId, rng) => {
-            const m = byId.get(n.id)!;
-            const a = rng.pick(alts)!;
-            const qual = sameEntry(a.e, r.entry) ? q : q || scope.length > 1 ? a.e.qualifier : null;
-            setColumn(m, qual, a.c.name);
-            return { vStar: n.id, node: m, spliceId: n.id };
-          });
-          break;
-        }
-        const same = schema.tables.get(r.table)!.columns.filter((c) => c.lc !== r.column && c.type === me.type);
-        if (same.length > 0) {
-          add('column_swap', n, (byId, rng) => {
-            const m = byId.get(n.id)!;
-            setColumn(m, q, rng.pick(same)!.name);
-            return { vStar: n.id, node: m, spliceId: n.id };
-          });
-        }
-        const others = scope.filter((e) => !sameEntry(e, r.entry)).flatMap((e) =>
-          schema.tables.get(e.table)!.columns.filter((c) => c.type === me.type).map((c) => ({ e, c })));
-        if (others.length > 0) {
-          add('column_swap_join', n, (byId, rng) => {
-            const m = byId.get(n.id)!;
-            const a = rng.pick(others)!;
-            setColumn(m, a.e.qualifier, a.c.name);
-            return { vStar: n.id, node: m, spliceId: n.id };
-          });
-        }
-        break;
-      }
-      case 'comparison': {
-        if (inJoin(n)) break;
-        const kind: MutationKind = clLabel === 'HAVING' ? 'having' : 'comparison_op';
-        if (n.label === 'IN' || n.label === 'NOT IN') {
-          add('in_not_in', n, (byId) => {
-            const m = byId.get(n.id)!;
-            m.label = n.label === 'IN' ? 'NOT IN' : 'IN';
-            return { vStar: n.id, node: m, spliceId: n.id };
-          });
-          break;
-        }
-        if (n.label === 'LIKE' || n.label === 'NOT LIKE') {
-          add(kind, n, (byId) => {
-            const m = byId.get(n.id)!;
-            m.label = n.label === 'LIKE' ? 'NOT LIKE' : 'LIKE';
-            return { vStar: n.id, node: m, spliceId: n.id };
-          });
-          break;
-        }
-        const norm = n.label === '<>' ? '!=' : n.label === '==' ? '=' : n.label;
-        if (!CMP_ORDER.includes(norm) || n.children.length !== 2) break;
-        const t0 = typeOfExpr(n.children[0]!, schema);
-        const t1 = typeOfExpr(n.children[1]!, schema);
-        const textual = t0 === 'text' || t1 === 'text';
-        const alts = (textual ? ['=', '!='] : CMP_ORDER).filter((o) => o !== norm);
-        if (alts.length === 0) break;
-        add(kind, n, (byId, rng) => {
-          const m = byId.get(n.id)!;
-          m.label = rng.pick(alts)!;
-          return { vStar: n.id, node: m, spliceId: n.id };
-        });
-        break;
-      }
-      case 'aggregate': {
-        if (!AGG_NUM.includes(n.label) || n.children.length !== 1) break;
-        const arg = n.children[0]!;
-        if (arg.kind !== 'star') {
-          const t = typeOfExpr(arg, schema);
-          const pool = (t === 'num' ? AGG_NUM : AGG_TEXT).filter((a) => a !== n.label);
-          add('aggregate', n, (byId, rng) => {
-            const m = byId.get(n.id)!;
-            m.label = rng.pick(pool)!;
-            if (m.attrs?.distinct && m.label !== 'COUNT' && m.label !== 'SUM' && m.label !== 'AVG') delete m.attrs.distinct;
-            return { vStar: n.id, node: m, spliceId: n.id };
-          });
-          if (n.label === 'COUNT' || n.label === 'SUM' || n.label === 'AVG') {
-            add('distinct', n, (byId) => {
-              const m = byId.get(n.id)!;
-              m.attrs = { ...(m.attrs ?? {}) };
-              if (m.attrs.distinct) delete m.attrs.distinct;
-              else m.attrs.distinct = true;
-              return { vStar: n.id, node: m, spliceId: n.id };
-            });
-          }
-        }
-        break;
-      }
-      case 'clause': {
-        if (n.label === 'SELECT' && n.unit >= 0) {
-          const u = split.units[n.unit]!;
-          add('distinct', n, (byId) => {
-            const m = byId.get(n.id)!;
-            m.attrs = { ...(m.attrs ?? {}) };
-            const on = Boolean(m.attrs.distinct);
-            if (on) delete m.attrs.distinct;
-            else m.attrs.distinct = true;
-            const head = /^SELECT(\s+DISTINCT)?\s*/i.exec(u.text);
-            if (!head) return { vStar: n.id, node: m, spliceId: n.id };
-            const replacement = styled(u.text.slice(0, 6), on ? 'SELECT ' : 'SELECT DISTINCT ');
-            return { vStar: n.id, node: m, spliceId: n.id, text: { start: u.start, end: u.start + head[0].length, replacement } };
-          });
-        }
-        if (n.label === 'WHERE' && n.children[0]?.kind === 'logical' && n.children[0].label === 'AND') {
-          // Single conjuncts of the top-level AND chain.
-          const stack = [n.children[0]];
-          while (stack.length) {
-            const and = stack.pop()!;
-            const [l, r] = and.children;
-            if (!l || !r) continue;
-            const isAnd = (x: TreeNode): boolean => x.kind === 'logical' && x.label === 'AND' && !x.attrs?.parens;
-            for (const [drop, keep] of [[r, l], [l, r]] as const) {
-              if (isAnd(drop)) continue;
-              add('drop_conjunct', and, (byId) => {
-                const a = byId.get(and.id)!;
-                const k = byId.get(keep.id)!;
-                const parent = a.parent!;
-                parent.children[parent.children.indexOf(a)] = k;
-                k.parent = parent;
-                if (a.attrs?.parens) k.attrs = { ...(k.attrs ?? {}), parens: true };
-                return { vStar: and.id, node: k, spliceId: and.id };
-              });
-            }
-            if (isAnd(l)) stack.push(l);
-            if (isAnd(r)) stack.push(r);
-          }
-        }
-        break;
-      }
-      case 'logical': {
-        if (n.label !== 'AND' && n.label !== 'OR') break;
-        if (inJoin(n)) break;
-        add('and_or', n, (byId) => {
-          const m = byId.get(n.id)!;
-          m.label = n.label === 'AND' ? 'OR' : 'AND';
-          // Flipping inside another AND/OR changes precedence; explicit parens keep the tree's meaning.
-          if (m.parent?.kind === 'logical') m.attrs = { ...(m.attrs ?? {}), parens: true };
-          return { vStar: n.id, node: m, spliceId: n.id };
-        });
-        break;
-      }
-      case 'literal': {
-        if (clLabel === 'LIMIT') {
-          const v = literalNumber(n);
-          if (v === null || !Number.isInteger(v) || !cl || n.parent !== cl || cl.children[0] !== n) break;
-          add('limit', n, (byId, rng) => {
-            const m = byId.get(n.id)!;
-            const alts = v <= 1 ? [2, 3] : [v - 1, v + 1, v * 2];
-            setLiteral(m, rng.pick(alts)!);
-            return { vStar: n.id, node: m, spliceId: n.id };
-          });
-          break;
-        }
-        const col = comparedColumn(n);
-        const num = literalNumber(n);
-        if (clLabel === 'HAVING' && num !== null) {
-          add('having', n, (byId, rng) => {
-            const m = byId.get(n.id)!;
-            const alts = Number.isInteger(num) ? [num + 1, num - 1, num * 2 + 1].filter((x) => x !== num) : [num * 2, num / 2];
-            setLiteral(m, rng.pick(alts)!);
-            return { vStar: n.id, node: m, spliceId: n.id };
-          });
-          break;
-        }
-        if (!col) break;
-        const r = resolveColumn(col, schema);
-        const pool = r ? values.get(`${r.table}.${r.column}`) ?? [] : [];
-        const like = n.parent?.kind === 'comparison' && /LIKE/.test(n.parent.label);
-        const current = n.attrs?.value;
-        const candidates = pool.filter((v) => v !== current && (typeof v === 'number' || typeof v === 'string'));
-        if (candidates.length === 0 && num === null) break;
-        add('literal', n, (byId, rng) => {
-          const m = byId.get(n.id)!;
-          let v: unknown;
-          if (candidates.length > 0) {
-            v = rng.pick(candidates)!;
-            if (like && typeof v === 'string') v = `%${v}%`;
-            if (num !== null && typeof v !== 'number') {
-              const x = Number(v);
-              v = Number.isFinite(x) ? x : num + 1;
-            }
-            if (num === null && typeof v === 'number') v = String(v);
-          } else v = Number.isInteger(num) ? num! + 1 : num! * 2;
-          setLiteral(m, v);
-          if (m.label === n.label) return null;
-          return { vStar: n.id, node: m, spliceId: n.id };
-        });
-        break;
-      }
-      case 'join': {
-        const on = n.children[1];
-        if (!on || on.kind !== 'comparison' || on.label !== '=') break;
-        const [a, b] = on.children;
-        if (!a || !b || a.kind !== 'column' || b.kind !== 'column') break;
-        const ra = resolveColumn(a, schema);
-        const rb = resolveColumn(b, schema);
-        if (!ra || !rb) break;
-        const fkPairs = schema.fks
-          .filter((f) => (f.from === ra.table && f.to === rb.table) || (f.from === rb.table && f.to === ra.table))
-          .map((f) => (f.from === ra.table ? { ca: f.fromCol, cb: f.toCol } : { ca: f.toCol, cb: f.fromCol }))
-          .filter((p) => !(p.ca === ra.column && p.cb === rb.column));
-        // Only key-like columns (declared keys or *id names): joining on a name or a price is not
-        // a plausible slip, and it would teach the model something no system gets wrong.
-        const keyLike = (t: string, c: { lc: string }): boolean => schema.isKey(t, c.lc) || /id$/i.test(c.lc);
-        const ta = schema.column(ra.table, ra.column)!.type;
-        const bAlts = schema.tables.get(rb.table)!.columns.filter((c) => c.lc !== rb.column && c.type === ta && keyLike(rb.table, c));
-        const aAlts = schema.tables.get(ra.table)!.columns.filter((c) => c.lc !== ra.column && c.type === schema.column(rb.table, rb.column)!.type && keyLike(ra.table, c));
-        if (fkPairs.length === 0 && bAlts.length === 0 && aAlts.length === 0) break;
-        add('join_key', on, (byId, rng) => {
-          const ma = byId.get(a.id)!;
-          const mb = byId.get(b.id)!;
-          const qa = qualifierOf(a);
-          const qb = qualifierOf(b);
-          const colName = (t: string, lc: string): string => schema.column(t, lc)?.name ?? lc;
-          if (fkPairs.length > 0 && rng.next() < 0.7) {
-            const p = rng.pick(fkPairs)!;
-            setColumn(ma, qa, colName(ra.table, p.ca));
-            setColumn(mb, qb, colName(rb.table, p.cb));
-          } else {
-            // Prefer key columns: a join on a non-key column is a less plausible mistake.
-            const pickFrom = (alts: typeof bAlts, t: string) => {
-              const keys = alts.filter((c) => schema.isKey(t, c.lc));
-              return rng.pick(keys.length ? keys : alts);
-            };
-            if (bAlts.length > 0 && (aAlts.length === 0 || rng.next() < 0.5)) setColumn(mb, qb, pickFrom(bAlts, rb.table)!.name);
-            else if (aAlts.length > 0) setColumn(ma, qa, pickFrom(aAlts, ra.table)!.name);
-            else return null;
-          }
-          // v* is the lowest node covering the change: the one column when only one side moved.
-          const movedA = ma.label !== a.label;
-          const movedB = mb.label !== b.label;
-          if (movedA !== movedB) {
-            const one = movedA ? ma : mb;
-            return { vStar: one.id, node: one, spliceId: one.id };
-          }
-          return { vStar: on.id, node: byId.get(on.id)!, spliceId: on.id };
-        });
-        break;
-      }
-      case 'order_item': {
-        add('order_direction', n, (byId) => {
-          const m = byId.get(n.id)!;
-          m.label = n.label === 'DESC' ? 'ASC' : 'DESC';
-          m.attrs = { ...(m.attrs ?? {}), explicit: true };
-          return { vStar: n.id, node: m, spliceId: n.id };
-        });
-        break;
-      }
-      case 'setop': {
-        const base = n.label.replace(/\s+ALL$/, '');
-        const alts = SETOPS.filter((s) => s !== base);
-        add('set_op', n, (byId, rng) => {
-          const m = byId.get(n.id)!;
-          m.label = rng.pick(alts)!;
-          const u = split.units[n.unit];
-          return { vStar: n.id, node: m, spliceId: n.id, text: u ? { start: u.start, end: u.end, replacement: m.label } : undefined };
-        });
-        break;
-      }
-      default:
-        break;
+  for (const n of walk(split.tree)) {
+    const ctx: NodeContext = { split, schema, values, clause: clauseOf(n) };
+    for (const [kind, propose] of MUTATIONS) {
+      for (const p of propose(n, ctx)) out.push({ kind, target: p.target.id, apply: p.apply });
     }
   }
   return out;
@@ -601,23 +694,6 @@ export function spliceMutant(sql: string, original: TreeNode, clone: TreeNode, a
   return null;
 }
 
-export function topUnitIndex(split: SplitResult, unit: number): number {
-  let u = unit;
-  while (u >= 0 && split.units[u]!.parent >= 0) u = split.units[u]!.parent;
-  if (u < 0) return -1;
-  let k = 0;
-  for (let i = 0; i < u; i++) if (split.units[i]!.depth === 0) k++;
-  return k;
-}
-
-/** Depth-0 unit a node belongs to (climbing to the nearest ancestor with a unit if needed). */
-export function nodeTopUnit(split: SplitResult, n: TreeNode): number {
-  for (let p: TreeNode | null = n; p; p = p.parent) {
-    if (p.unit >= 0) return topUnitIndex(split, p.unit);
-  }
-  return -1;
-}
-
 export interface MutateOptions {
   sql: string;
   split: SplitResult;
@@ -647,7 +723,7 @@ export interface MutateStats {
 export async function makeMutants(o: MutateOptions, stats?: MutateStats): Promise<Mutant[]> {
   const tree = o.split.tree;
   if (!tree || !o.gold.ok) return [];
-  const orderMatters = hasTopLevelOrderBy(o.sql);
+  const orderMatters = rowOrderMatters(o.sql);
   const all = enumerateCandidates(o.split, o.schema, o.values).filter((c) => !o.kinds || o.kinds.includes(c.kind));
   const byKind = new Map<MutationKind, Candidate[]>();
   for (const c of all) {
@@ -692,7 +768,7 @@ export async function makeMutants(o: MutateOptions, stats?: MutateStats): Promis
     const mu = topUnits(sp.split);
     if (mu.length !== tops.length || mu.some((u, i) => u.kind !== tops[i]!.kind)) continue;
     const r = await o.exec.run(o.dbPath, sp.sql);
-    if (!r.ok || resultsMatch(o.gold, r, orderMatters)) continue;
+    if (!r.ok || sameResult(o.gold, r, { ordered: orderMatters })) continue;
     const v = origById.get(ap.vStar)!;
     const top = nodeTopUnit(o.split, v);
     if (top < 0) continue;

@@ -9,17 +9,16 @@
 // right (one row more) gets ~alpha/2; one that returns nothing in common, or an error, gets alpha.
 import { readFileSync, existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { splitSql, topUnits } from '../clauses/index.js';
+import { splitSql, topUnits, nodeTopUnit } from '../clauses/index.js';
 import type { ClauseKind, SplitResult } from '../clauses/types.js';
 import { CLAUSE_KINDS } from '../clauses/types.js';
 import { schemaFromSqlite, schemaFromSpiderTables, schemaText, type SchemaInfo } from '../clauses/schema.js';
-import { SqlExecutor, type ExecResult } from './executor.js';
-import { resultsMatch, hasTopLevelOrderBy } from './equivalence.js';
+import { SqlExecutor, type ExecResult } from '../execution/executor.js';
+import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
 import { SchemaIndex } from './scope.js';
 import { makeMutants, literalColumns, fetchValues, MUTATION_KINDS, type MutationKind, type MutateStats, type ValueTable, type Mutant } from './mutations.js';
 import { rootCauseDetail, similarity } from './counterfactual.js';
 import { nodeRewards, clauseRewards, propagationParams } from './propagation.js';
-import { nodeTopUnit } from './mutations.js';
 import { walk } from '../clauses/index.js';
 import { seededFor } from './rng.js';
 
@@ -256,7 +255,7 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
       const pu = topUnits(ps);
       if (!rc) {
         const pr = await exec.run(db.path, pred);
-        if (resultsMatch(gold, pr, hasTopLevelOrderBy(q.query)) && pu.length > 0) {
+        if (sameResult(gold, pr, q.query) && pu.length > 0) {
           out.push(JSON.stringify({ type: 'trajectory', ...base, units: pu.map((u) => ({ kind: u.kind, text: u.text })),
             rewards: pu.map(() => 0), correct: true, source: 'counterfactual' }));
           s.trajectories++;

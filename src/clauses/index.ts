@@ -10,7 +10,7 @@ import { buildQuery, cloneNode, finishTree, mk, renderTree, walkTree, type Build
 
 export type { ClauseKind, ClauseUnit, NodeKind, SplitResult, TreeNode } from './types.js';
 export { CLAUSE_KINDS } from './types.js';
-export { tokenize, type Token } from './lexer.js';
+export { tokenize, scanSql, hasTopLevelOrderBy, type Token, type Tok, type ScanResult } from './lexer.js';
 export { quoteIdent } from './tree.js';
 
 /**
@@ -52,6 +52,24 @@ export function splitSql(sql: string, opts?: { tree?: boolean }): SplitResult {
     // Defensive: a bug or a stack overflow on absurd nesting must not reach the caller.
     return { sql, ok: false, error: `internal error: ${e instanceof Error ? e.message : String(e)}`, units };
   }
+}
+
+/** Index among the depth-0 units of the depth-0 unit that holds unit `unit` (-1 if none). */
+export function topUnitIndex(split: SplitResult, unit: number): number {
+  let u = unit;
+  while (u >= 0 && split.units[u]!.parent >= 0) u = split.units[u]!.parent;
+  if (u < 0) return -1;
+  let k = 0;
+  for (let i = 0; i < u; i++) if (split.units[i]!.depth === 0) k++;
+  return k;
+}
+
+/** Depth-0 unit a node belongs to (climbing to the nearest ancestor with a unit if needed). */
+export function nodeTopUnit(split: SplitResult, n: TreeNode): number {
+  for (let p: TreeNode | null = n; p; p = p.parent) {
+    if (p.unit >= 0) return topUnitIndex(split, p.unit);
+  }
+  return -1;
 }
 
 /** The depth-0 units in written order (what prompts and per-clause rewards use). */

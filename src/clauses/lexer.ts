@@ -1,7 +1,18 @@
-// Lexer for SQLite SQL. It never throws: unterminated strings, quoted identifiers and block
-// comments run to the end of the input (flagged `unterminated`), and any character it does not
-// know becomes a one-character 'other' token, so the tokens always tile the input exactly.
-// That tiling is what lets clause spans be exact offsets into the caller's string.
+// The one SQL lexer of the project (SQLite's rules). It never throws: unterminated strings,
+// quoted identifiers and block comments run to the end of the input (flagged `unterminated`), and
+// any character it does not know becomes a one-character 'other' token, so the tokens always tile
+// the input exactly. That tiling is what lets clause spans be exact offsets into the caller's
+// string.
+//
+// Characters follow SQLite's tokenizer (tokenize.c), not Unicode: whitespace is only space, tab,
+// newline, form feed and carriage return; every character from U+0080 up (U+00A0 no-break space
+// and U+FEFF included) is an identifier character, so `SELECT\u00a0a` is one word, as SQLite reads
+// it ("near "SELECT a": syntax error"); a vertical tab is an unrecognized token.
+//
+// Three views of one lexing: tokenize() (every token, for clause splitting and spans), scanSql()
+// (significant tokens with parenthesis depth and a well-formedness verdict, for the read-only
+// gate) and hasTopLevelOrderBy(). Results are memoized per string, so a request's SQL is lexed
+// once however many of them ask (clause units, the execution gate, the row-order rule).
 
 export type TokenType =
   | 'ws'
@@ -42,7 +53,7 @@ function isDigit(c: number): boolean {
   return c >= 48 && c <= 57;
 }
 function isSpace(c: number): boolean {
-  return c === 32 || c === 9 || c === 10 || c === 13 || c === 12 || c === 11 || c === 0xa0 || c === 0xfeff;
+  return c === 32 || c === 9 || c === 10 || c === 13 || c === 12;
 }
 
 /** Ends a quoted run whose closing quote is escaped by doubling ('' "" ``). */
@@ -59,7 +70,46 @@ function scanQuoted(sql: string, i: number, q: string): { end: number; untermina
   }
 }
 
+/**
+ * Most recently lexed strings (tokens, and the scan view once asked for). Callers treat the
+ * arrays as read-only. Bounded by entries and by characters, so hostile 20,000-character
+ * candidates cannot pin much memory.
+ */
+interface Lexed {
+  tokens: Token[];
+  scan?: ScanResult;
+}
+const MEMO_ENTRIES = 512;
+const MEMO_CHARS = 1_000_000;
+const memo = new Map<string, Lexed>();
+let memoChars = 0;
+
+function lexed(sql: string): Lexed {
+  const hit = memo.get(sql);
+  if (hit) {
+    memo.delete(sql);
+    memo.set(sql, hit);
+    return hit;
+  }
+  const entry: Lexed = { tokens: lex(sql) };
+  if (sql.length <= MEMO_CHARS / 8) {
+    memo.set(sql, entry);
+    memoChars += sql.length;
+    while (memo.size > MEMO_ENTRIES || memoChars > MEMO_CHARS) {
+      const oldest = memo.keys().next().value as string;
+      memo.delete(oldest);
+      memoChars -= oldest.length;
+    }
+  }
+  return entry;
+}
+
+/** Every token of `sql`, tiling it exactly (see the header). Read-only: shared by all callers. */
 export function tokenize(sql: string): Token[] {
+  return lexed(sql).tokens;
+}
+
+function lex(sql: string): Token[] {
   const out: Token[] = [];
   const n = sql.length;
   let i = 0;
@@ -163,4 +213,96 @@ export function identName(t: Token): string | null {
     default:
       return null;
   }
+}
+
+// ---------- the gate's view ----------
+
+export type TokKind = 'word' | 'qident' | 'string' | 'number' | 'punct' | 'param';
+
+/** A significant token as the read-only gate and the ORDER BY check see it. */
+export interface Tok {
+  kind: TokKind;
+  /** For 'word' the upper-cased text; for 'qident' the unquoted name; otherwise the raw text. */
+  value: string;
+  start: number;
+  end: number;
+  /** Parenthesis depth at the token (the '(' itself is at the outer depth). */
+  depth: number;
+}
+
+export interface ScanResult {
+  tokens: Tok[];
+  /** Set when the input cannot be a well-formed statement (unterminated quote, unbalanced parens). */
+  error?: string;
+}
+
+/**
+ * Significant tokens with their parenthesis depth, for reasoning about SQL text without trusting a
+ * parser: the read-only gate (a parser that fails open would be a hole) and top-level ORDER BY.
+ * An unterminated string or quoted identifier, or unbalanced parentheses, set `error` (the tokens
+ * before the fault are kept); an unterminated block comment is accepted, as SQLite accepts it.
+ */
+export function scanSql(sql: string): ScanResult {
+  const entry = lexed(sql);
+  return (entry.scan ??= scanTokens(entry.tokens));
+}
+
+function scanTokens(all: readonly Token[]): ScanResult {
+  const tokens: Tok[] = [];
+  let depth = 0;
+  for (const t of all) {
+    const push = (kind: TokKind, value: string, d = depth) => tokens.push({ kind, value, start: t.start, end: t.end, depth: d });
+    switch (t.type) {
+      case 'ws':
+      case 'comment':
+        break;
+      case 'string':
+      case 'blob':
+        if (t.unterminated) return { tokens, error: 'unterminated string literal' };
+        push('string', t.text);
+        break;
+      case 'dquote':
+      case 'bquote':
+        if (t.unterminated) return { tokens, error: 'unterminated quoted identifier' };
+        push('qident', identName(t)!);
+        break;
+      case 'bracket':
+        if (t.unterminated) return { tokens, error: 'unterminated [identifier]' };
+        push('qident', identName(t)!);
+        break;
+      case 'word':
+        push('word', t.upper);
+        break;
+      case 'number':
+        push('number', t.text);
+        break;
+      case 'param':
+        push('param', t.text);
+        break;
+      default:
+        if (t.text === '(') {
+          push('punct', '(');
+          depth++;
+        } else if (t.text === ')') {
+          depth--;
+          if (depth < 0) return { tokens, error: 'unbalanced parentheses' };
+          push('punct', ')');
+        } else push('punct', t.text);
+    }
+  }
+  if (depth !== 0) return { tokens, error: 'unbalanced parentheses' };
+  return { tokens };
+}
+
+/** True when the statement ends in an ORDER BY that applies to the whole result (paren depth 0). */
+export function hasTopLevelOrderBy(sql: string): boolean {
+  const { tokens } = scanSql(sql);
+  for (let k = 0; k + 1 < tokens.length; k++) {
+    const t = tokens[k]!;
+    if (t.depth === 0 && t.kind === 'word' && t.value === 'ORDER') {
+      const nx = tokens[k + 1]!;
+      if (nx.kind === 'word' && nx.value === 'BY') return true;
+    }
+  }
+  return false;
 }

@@ -1,14 +1,13 @@
-// `caper eval <what>`: evaluations over a Spider-layout directory. Each sub-command lives in
-// src/eval/<what>.ts exporting `run(args)` and is loaded on demand.
+// `caper eval <what>`: evaluations over a Spider-layout directory. Each sub-command's flags are
+// read by src/commands/eval-<what>.ts (loaded on demand), which calls the library in src/eval.
 const SUBCOMMANDS: Record<string, string> = {
-  rerank: '../eval/rerank.js',
-  // Filled in by the localization evaluation: src/eval/localize.ts exporting run(args).
-  localize: '../eval/localize.js',
+  rerank: './eval-rerank.js',
+  localize: './eval-localize.js',
 };
 
 const USAGE = `usage: caper eval <rerank|localize> [options]
   rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid [--model DIR] [--out PICKS.jsonl]
-  localize ...   (see src/eval/localize.ts)`;
+  localize --data DIR --pool NAME [--model DIR] [--prior TRAINING.jsonl] [--blame first|drop|min] [--out FILE]`;
 
 export async function run(argv: string[]): Promise<number> {
   const [what, ...rest] = argv;

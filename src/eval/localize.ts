@@ -1,23 +1,21 @@
-// `caper eval localize`: how well each method names the root-cause clause of real failures.
+// Localization evaluation (`caper eval localize`, src/commands/eval-localize.ts): how well each method names the root-cause clause of real failures.
 // Failures are the pool systems' predictions whose execution differs from gold; the truth is the
 // counterfactual root cause (src/annotate/counterfactual.ts); methods are the Clause-PRM and the
 // prior / consensus / random baselines.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { splitSql, topUnits } from '../clauses/index.js';
 import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
 import type { ClauseKind } from '../clauses/types.js';
-import { SqlExecutor } from '../annotate/executor.js';
-import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
+import { SqlExecutor } from '../execution/executor.js';
+import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
 import { rootCause } from '../annotate/counterfactual.js';
-import { loadModel } from '../scoring/onnx.js';
 import type { LoadedModel } from '../scoring/onnx.js';
 import { Scorer } from '../scoring/scorer.js';
 import { blameOrder, BLAME_STRATEGIES, DEFAULT_BLAME } from '../scoring/blame.js';
 import type { BlameStrategy } from '../scoring/blame.js';
 import { consensusDisagreement, consensusRanking, orderByDesc, priorRanking, randomExpectation, rankOf, tally } from './baselines.js';
 import type { Tally, UnitLike } from './baselines.js';
-import { dbPath, loadPredictions, loadQuestions, resolvePool } from './spider.js';
-import { parseArgs, flagString, flagNumber } from '../commands/args.js';
+import { dbPath, loadPredictions, loadQuestions } from './spider.js';
 
 export interface Failure {
   question: number;
@@ -55,7 +53,7 @@ export async function collectFailures(
     const q = questions[i]!;
     const db = dbPath(data, q.db_id);
     const gold = await exec.run(db, q.query);
-    const ordered = hasTopLevelOrderBy(q.query);
+    const ordered = rowOrderMatters(q.query);
     const all: UnitLike[][] = [];
     await Promise.all(
       systems.map(async (s, si) => {
@@ -63,7 +61,7 @@ export async function collectFailures(
         const units = topUnits(splitSql(sql, { tree: false })).map((u) => ({ kind: u.kind, text: u.text }));
         all[si] = units;
         const r = await exec.run(db, sql);
-        if (gold.ok && resultsMatch(gold, r, ordered)) return;
+        if (gold.ok && sameResult(gold, r, { ordered })) return;
         const rc = await rootCause(sql, q.query, db, exec);
         if (!rc || rc.unitIndex < 0 || rc.unitIndex >= units.length) {
           unexplained++;
@@ -165,47 +163,5 @@ export async function evaluateLocalization(opts: {
   } finally {
     await exec.close();
   }
-}
-
-const fmt = (x: number) => x.toFixed(3);
-
-export async function run(argv: string[]): Promise<number> {
-  const a = parseArgs(argv);
-  const data = flagString(a, 'data', '../shared/data/spider/dev-open')!;
-  const modelDir = flagString(a, 'model', 'models/default')!;
-  const systems = resolvePool(data, flagString(a, 'pool', 'pool8')!);
-  const model = await loadModel(modelDir, { device: (flagString(a, 'device', 'auto') as 'auto') });
-  const priorFile = flagString(a, 'prior');
-  const manifestPrior = (model.manifest.metrics?.['clause_prior'] ?? undefined) as Partial<Record<ClauseKind, number>> | undefined;
-  const prior = priorFile ? priorFromTuples(priorFile) : manifestPrior;
-  if (!prior) throw new Error('no clause prior: pass --prior TRAINING.jsonl or use a model whose caper.json has metrics.clause_prior');
-  const blame = flagString(a, 'blame', DEFAULT_BLAME) as BlameStrategy;
-  if (!BLAME_STRATEGIES.includes(blame)) throw new Error(`--blame must be one of ${BLAME_STRATEGIES.join(', ')}`);
-  const limit = flagNumber(a, 'limit', Infinity);
-  const t0 = Date.now();
-  const report = await evaluateLocalization({
-    data, systems, model, prior, blame, limit,
-    onProgress: (d, t) => { if (process.stderr.isTTY || d === t || d % 50 === 0) process.stderr.write(`\rlocalize: ${d}/${t} questions`); },
-  });
-  process.stderr.write('\n');
-  await model.close();
-  const rows: [string, Tally][] = [
-    ...BLAME_STRATEGIES.map((b): [string, Tally] => [`model (blame ${b}${b === blame ? ', headline' : ''})`, report.modelBy[b]]),
-    ['model drop + consensus', report.combined],
-    ['prior', report.prior],
-    ['consensus', report.consensus],
-    ['random', report.random],
-  ];
-  console.log(`pool: ${systems.join(',')}`);
-  console.log(`failures with a root cause: ${report.model.n}, without: ${report.unexplained}, too long to score: ${report.unscored}, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-  console.log(`root-cause clauses: ${JSON.stringify(report.distribution)}`);
-  console.log('| method | top1 | mrr |\n|---|---|---|');
-  for (const [name, t] of rows) console.log(`| ${name} | ${fmt(t.top1)} | ${fmt(t.mrr)} |`);
-  const out = flagString(a, 'out');
-  if (out) {
-    writeFileSync(out, JSON.stringify({ systems, modelDir, blame, ...report }, null, 2) + '\n');
-  }
-  console.log(`localize: top1=${fmt(report.model.top1)} mrr=${fmt(report.model.mrr)} (n=${report.model.n})`);
-  return 0;
 }
 

@@ -6,11 +6,21 @@
 //   415 unsupported_media_type
 //   422 limit_exceeded    well-formed but over a limit (too many candidates, SQL too long, ...)
 //   422 invalid_value     well-formed but unusable (unknown db_id, strategy needs a database, ...)
-//   429 queue_full        scoring queue full; Retry-After says when to come back
+//   429 queue_full        scoring or execution queue full; Retry-After says when to come back
 //   503 not_ready         model still loading, missing or corrupt; Retry-After while loading
+//   503 shutting_down     the server is closing
+// The verifier core throws VerifierError with one of these codes and no HTTP status: this file is
+// the one place that knows which status each code gets.
 import type { FastifyInstance, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError, type ErrorBody } from './context.js';
-import { QueueFullError, BatcherClosedError } from '../scoring/batcher.js';
+import { VerifierError, type VerifierErrorCode } from '../core/errors.js';
+
+const STATUS: Record<VerifierErrorCode, number> = {
+  invalid_value: 422,
+  queue_full: 429,
+  not_ready: 503,
+  shutting_down: 503,
+};
 
 interface AjvError {
   keyword: string;
@@ -60,14 +70,10 @@ export function installErrorHandlers(app: FastifyInstance): void {
       status = err.statusCode;
       body = { error: err.code, message: err.message, ...(err.field ? { field: err.field } : {}) };
       if (err.headers) for (const [k, v] of Object.entries(err.headers)) void reply.header(k, v);
-    } else if (err instanceof QueueFullError) {
-      status = 429;
-      body = { error: 'queue_full', message: err.message };
-      void reply.header('retry-after', String(err.retryAfterS));
-    } else if (err instanceof BatcherClosedError) {
-      status = 503;
-      body = { error: 'shutting_down', message: err.message };
-      void reply.header('retry-after', '5');
+    } else if (err instanceof VerifierError) {
+      status = STATUS[err.code];
+      body = { error: err.code, message: err.message, ...(err.field ? { field: err.field } : {}) };
+      if (err.retryAfterS !== undefined) void reply.header('retry-after', String(err.retryAfterS));
     } else if ((err as { validation?: unknown }).validation) {
       ({ status, body } = fromValidation(err));
     } else if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) {

@@ -61,9 +61,10 @@ export default async function infoRoute(app: FastifyInstance): Promise<void> {
     async () => {
       const s = app.caper;
       const m = s.model;
+      const limits = app.service.limits;
       return {
         service: 'caper-verifier',
-        version: s.version,
+        version: app.service.version,
         ready: !!s.scorer,
         ...(s.notReadyReason ? { reason: s.notReadyReason } : {}),
         model: m
@@ -78,11 +79,11 @@ export default async function infoRoute(app: FastifyInstance): Promise<void> {
           : null,
         scoring: { candidate_score: CANDIDATE_SCORE_MODE, blame: DEFAULT_BLAME, hybrid_lambda: HYBRID_LAMBDA },
         limits: {
-          max_candidates: s.limits.maxCandidates,
-          max_sql_chars: s.limits.maxSqlChars,
-          max_question_chars: s.limits.maxQuestionChars,
-          max_schema_chars: s.limits.maxSchemaChars,
-          body_limit_bytes: s.limits.bodyLimitBytes,
+          max_candidates: limits.maxCandidates,
+          max_sql_chars: limits.maxSqlChars,
+          max_question_chars: limits.maxQuestionChars,
+          max_schema_chars: limits.maxSchemaChars,
+          body_limit_bytes: limits.bodyLimitBytes,
           max_batch_tokens: s.batching.maxBatchTokens,
           max_wait_ms: s.batching.maxWaitMs,
           max_batch_size: s.batching.maxBatchSize,

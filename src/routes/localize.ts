@@ -2,12 +2,8 @@
 // counterfactual root cause (which clause, which node, the edit that repairs it).
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { HttpError } from './context.js';
-import { requireScorer, resolveContext, checkExecQueue, num, timingBody } from './service.js';
-import { warningOf } from './rerank.js';
-import { RESULT_COLUMNS } from '../scoring/rerank.js';
-import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
-import { rootCause } from '../annotate/counterfactual.js';
+import { num, timingBody } from './shape.js';
+import { warningOf } from '../core/verifier.js';
 
 interface LocalizeBody {
   question: string;
@@ -82,13 +78,6 @@ const rootCauseOut = {
   },
 } as const;
 
-/**
- * The analysis parses both queries and aligns their trees on the event loop: a 16,000-character
- * query blocked every other request for ~600 ms, hostile 2,000-character ones ~400 ms, 1,000
- * ~150 ms. The longest gold query in Spider dev is 422 characters.
- */
-export const ROOT_CAUSE_MAX_CHARS = 1_000;
-
 export default async function localizeRoute(app: FastifyInstance): Promise<void> {
   app.post<{ Body: LocalizeBody }>(
     '/localize',
@@ -120,68 +109,43 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
       },
     },
     async (req) => {
-      const t0 = performance.now();
       const b = req.body;
-      const scorer = requireScorer(app);
-      const ctx = resolveContext(app, b);
-      if (b.gold !== undefined) checkExecQueue(app, 2);
-      const { candidates, timing } = await scorer.score(b.question, ctx.schema, [b.sql]);
-      const c = candidates[0]!;
+      const r = await app.caper.localize({
+        question: b.question,
+        sql: b.sql,
+        ...(b.schema !== undefined ? { schema: b.schema } : {}),
+        ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
+        ...(b.gold !== undefined ? { gold: b.gold } : {}),
+      });
+      const c = r.candidate;
       const units = c.units.map((u, index) => ({ index, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), raw: num(u.raw) }));
       const blame = c.blame.map((k) => {
         const u = c.units[k]!;
         const before = k === 0 ? c.base : c.units[k - 1]!.score;
         return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), drop: num(before - u.score) };
       });
-      const out: Record<string, unknown> = {
-        sql: b.sql,
-        parsed: c.parsed,
-        units,
-        base_score: num(c.base),
-        blame,
-        model: app.caper.model?.manifest.name ?? '',
-      };
+      const out: Record<string, unknown> = { sql: b.sql, parsed: c.parsed, units, base_score: num(c.base), blame, model: r.model };
       const w = warningOf(c);
       if (w) out.warning = w;
-      let execution_ms = 0;
-      if (b.gold !== undefined && ctx.dbPath && app.caper.executor) {
-        const t1 = performance.now();
-        const ex = app.caper.executor;
-        const [pr, gr] = await Promise.all([ex.run(ctx.dbPath, b.sql), ex.run(ctx.dbPath, b.gold)]);
-        if (!gr.ok) throw new HttpError(422, 'invalid_value', `gold does not run: ${gr.code}: ${gr.error}`, 'gold');
-        out.gold_match = resultsMatch(gr, pr, hasTopLevelOrderBy(b.gold), { columns: RESULT_COLUMNS });
-        if (Math.max(b.sql.length, b.gold.length) > ROOT_CAUSE_MAX_CHARS) {
-          out.root_cause = null;
-          out.root_cause_error = `counterfactual analysis skipped: sql or gold longer than ${ROOT_CAUSE_MAX_CHARS} characters`;
-        } else {
-          try {
-            const rc = await rootCause(b.sql, b.gold, ctx.dbPath, ex);
-            if (rc) {
-              const u = c.units[rc.unitIndex];
-              out.root_cause = {
-                unit: rc.unitIndex,
-                kind: rc.kind,
-                ...(u ? { text: u.text, start: u.start, end: u.end } : {}),
-                node: rc.node,
-                edit_script: rc.editScript,
-                clause_rewards: rc.clauseRewards,
-                repaired_sql: rc.repairedSql,
-                repair_improves: rc.repairImproves,
-              };
-            } else {
-              out.root_cause = null;
-              if (!out.gold_match) out.root_cause_error = 'no clause of the query could be aligned with the gold query';
-            }
-          } catch (e) {
-            // rootCause is specified never to throw; if it does, the PRM part is still worth returning.
-            req.log.warn({ err: e }, 'rootCause failed');
-            out.root_cause = null;
-            out.root_cause_error = `counterfactual analysis failed: ${(e as Error).message}`;
-          }
-        }
-        execution_ms = performance.now() - t1;
+      if (r.gold) {
+        out.gold_match = r.gold.match;
+        const rc = r.gold.rootCause;
+        if (rc) {
+          const u = c.units[rc.unitIndex];
+          out.root_cause = {
+            unit: rc.unitIndex,
+            kind: rc.kind,
+            ...(u ? { text: u.text, start: u.start, end: u.end } : {}),
+            node: rc.node,
+            edit_script: rc.editScript,
+            clause_rewards: rc.clauseRewards,
+            repaired_sql: rc.repairedSql,
+            repair_improves: rc.repairImproves,
+          };
+        } else out.root_cause = null;
+        if (r.gold.rootCauseError !== undefined) out.root_cause_error = r.gold.rootCauseError;
       }
-      out.timing = timingBody({ ...timing, execution_ms, total_ms: performance.now() - t0 });
+      out.timing = timingBody(r.timing);
       return out;
     },
   );

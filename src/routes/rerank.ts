@@ -3,9 +3,8 @@
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
-import { scoreAndRank, num, timingBody } from './service.js';
-import type { Strategy } from '../scoring/rerank.js';
-import type { ScoredCandidate } from '../scoring/scorer.js';
+import { num, timingBody, blameOf } from './shape.js';
+import { warningOf, type Strategy } from '../core/verifier.js';
 
 interface RerankBody {
   question: string;
@@ -74,22 +73,6 @@ const result = {
   },
 } as const;
 
-export function blameOf(c: ScoredCandidate) {
-  const k = c.blame[0];
-  if (k === undefined) return null;
-  const u = c.units[k]!;
-  return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score) };
-}
-
-export function warningOf(c: ScoredCandidate): string | undefined {
-  if (c.error) return c.error;
-  const t = c.truncated;
-  if (t && (t.schema || t.question)) {
-    return `prompt truncated to max_length (${[t.question ? 'question' : '', t.schema ? 'schema' : ''].filter(Boolean).join(' and ')} cut)`;
-  }
-  return undefined;
-}
-
 export default async function rerankRoute(app: FastifyInstance): Promise<void> {
   app.post<{ Body: RerankBody }>(
     '/rerank',
@@ -116,7 +99,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
     async (req) => {
       const b = req.body;
       const cands = b.candidates.map((c) => (typeof c === 'string' ? { sql: c } : c));
-      const r = await scoreAndRank(app, {
+      const r = await app.caper.rerank({
         question: b.question,
         ...(b.schema !== undefined ? { schema: b.schema } : {}),
         ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
@@ -125,9 +108,9 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
       });
       const withClauses = b.return_clauses !== false;
       const results = r.ranking.slice(0, b.top_n ?? r.ranking.length).map((o) => {
-        const c = r.scored[o.index]!;
+        const c = r.candidates[o.index]!;
         const cand = cands[o.index]!;
-        const ex = r.exec?.[o.index];
+        const ex = r.executions?.[o.index];
         const warning = warningOf(c);
         return {
           index: o.index,
@@ -146,7 +129,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
             ? {
                 execution: {
                   ok: ex.ok,
-                  ...(ex.ok ? {} : { error: `${ex.code}: ${ex.error}` }),
+                  ...(ex.error !== undefined ? { error: ex.error } : {}),
                   cluster: o.cluster ?? 0,
                   cluster_size: o.clusterSize ?? 1,
                 },
@@ -154,13 +137,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
             : {}),
         };
       });
-      const t = r.timing;
-      return {
-        results,
-        strategy: r.strategy,
-        model: app.caper.model?.manifest.name ?? '',
-        timing: timingBody(t),
-      };
+      return { results, strategy: r.strategy, model: r.model, timing: timingBody(r.timing) };
     },
   );
 }

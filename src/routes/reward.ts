@@ -4,10 +4,8 @@
 // the group-relative advantage at every boundary. Formulas: src/scoring/returns.ts.
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { HttpError } from './context.js';
-import { requireScorer, resolveContext, executeAll, num, timingBody, yieldIfLarge } from './service.js';
-import { resultsMatch, hasTopLevelOrderBy } from '../annotate/equivalence.js';
-import { groupRewards, EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
+import { num, timingBody } from './shape.js';
+import { EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
 
 interface RewardBody {
   question: string;
@@ -89,56 +87,32 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
       },
     },
     async (req) => {
-      const t0 = performance.now();
       const b = req.body;
-      const scorer = requireScorer(app);
-      const ctx = resolveContext(app, b);
       const opts = {
         gamma: b.gamma ?? DEFAULTS.gamma,
         clauseWeight: b.clause_weight ?? DEFAULTS.clause_weight,
         executionWeight: b.execution_weight ?? DEFAULTS.execution_weight,
       };
-      const scoring = scorer.score(b.question, ctx.schema, b.samples);
-      const executing = b.gold !== undefined && ctx.dbPath ? executeAll(app, ctx.dbPath, [b.gold, ...b.samples]) : null;
-      const [s, e] = await Promise.allSettled([scoring, executing ?? Promise.resolve(null)]);
-      if (s.status === 'rejected') throw s.reason;
-      if (e.status === 'rejected') throw e.reason;
-      const { candidates, timing } = s.value;
-
-      let execution: (number | undefined)[] = b.samples.map(() => undefined);
-      const execErrors: (string | undefined)[] = b.samples.map(() => undefined);
-      if (e.value) {
-        const [gold, ...preds] = e.value.results;
-        if (!gold!.ok) throw new HttpError(422, 'invalid_value', `gold does not run: ${gold!.code}: ${gold!.error}`, 'gold');
-        const ordered = hasTopLevelOrderBy(b.gold!);
-        execution = [];
-        for (const [i, r] of preds.entries()) {
-          if (!r.ok) {
-            execErrors[i] = `${r.code}: ${r.error}`;
-            execution.push(EXECUTION_ERROR_REWARD);
-            continue;
-          }
-          // Comparing large results is main-thread work: let other requests in between samples.
-          await yieldIfLarge(r);
-          execution.push(resultsMatch(gold!, r, ordered) ? 1 : 0);
-        }
-      }
-      // A sample the PRM cannot score (e.g. longer than the model's context) keeps its clauses with
-      // score 0, the most pessimistic value, and says why.
-      const prm = candidates.map((c) => c.units.map((u) => (Number.isFinite(u.score) ? u.score : 0)));
-      const rewards = groupRewards(prm.map((p, i) => ({ prm: p, ...(execution[i] !== undefined ? { execution: execution[i] } : {}) })), opts);
-
-      const samples = candidates.map((c, i) => {
-        const r = rewards[i]!;
+      const r = await app.caper.reward({
+        question: b.question,
+        ...(b.schema !== undefined ? { schema: b.schema } : {}),
+        ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
+        ...(b.gold !== undefined ? { gold: b.gold } : {}),
+        samples: b.samples,
+        ...opts,
+      });
+      const samples = r.samples.map((s, i) => {
+        const c = s.candidate;
+        const rw = s.rewards;
         return {
           index: i,
           clauses: c.units.map((u, k) => ({
             kind: u.kind, text: u.text, start: u.start, end: u.end,
-            score: num(u.score), reward: r.rewards[k]!, return_to_go: r.returnToGo[k]!, advantage: r.advantages[k]!,
+            score: num(u.score), reward: rw.rewards[k]!, return_to_go: rw.returnToGo[k]!, advantage: rw.advantages[k]!,
           })),
-          ...(execution[i] !== undefined ? { execution_reward: execution[i] } : {}),
-          ...(execErrors[i] ? { execution_error: execErrors[i] } : {}),
-          total: r.total,
+          ...(s.execution !== undefined ? { execution_reward: s.execution } : {}),
+          ...(s.executionError ? { execution_error: s.executionError } : {}),
+          total: rw.total,
           parsed: c.parsed,
           ...(c.error ? { error: c.error } : {}),
         };
@@ -148,8 +122,8 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
         gamma: opts.gamma,
         clause_weight: opts.clauseWeight,
         execution_weight: opts.executionWeight,
-        model: app.caper.model?.manifest.name ?? '',
-        timing: timingBody({ ...timing, execution_ms: e.value ? e.value.ms : 0, total_ms: performance.now() - t0 }),
+        model: r.model,
+        timing: timingBody(r.timing),
       };
     },
   );

@@ -5,9 +5,8 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
-import { scoreAndRank, timingBody } from './service.js';
-import { warningOf } from './rerank.js';
-import type { Strategy } from '../scoring/rerank.js';
+import { timingBody } from './shape.js';
+import { warningOf, type Strategy } from '../core/verifier.js';
 
 interface V1Body {
   query: string;
@@ -89,20 +88,15 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
     async (req) => {
       const b = req.body;
       const sqls = b.documents.map((d) => (typeof d === 'string' ? d : d.text));
-      const r = await scoreAndRank(
-        app,
-        {
-          question: b.query,
-          ...(b.schema !== undefined ? { schema: b.schema } : {}),
-          ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
-          sqls,
-          ...(b.strategy ? { strategy: b.strategy } : {}),
-        },
-        'strategy',
-      );
-      const t = r.timing;
+      const r = await app.caper.rerank({
+        question: b.query,
+        ...(b.schema !== undefined ? { schema: b.schema } : {}),
+        ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
+        sqls,
+        ...(b.strategy ? { strategy: b.strategy } : {}),
+      });
       // This shape has no per-result field for it, so unscored documents are listed in meta.
-      const warnings = r.scored.flatMap((c, index) => {
+      const warnings = r.candidates.flatMap((c, index) => {
         const warning = warningOf(c);
         return warning ? [{ index, warning }] : [];
       });
@@ -114,9 +108,9 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
           ...(b.return_documents ? { document: { text: sqls[o.index]! } } : {}),
         })),
         meta: {
-          model: app.caper.model?.manifest.name ?? '',
+          model: r.model,
           strategy: r.strategy,
-          timing: timingBody(t),
+          timing: timingBody(r.timing),
           ...(warnings.length ? { warnings } : {}),
         },
       };

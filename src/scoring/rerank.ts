@@ -7,7 +7,7 @@
 //         first.
 //
 // vote    Majority vote over execution results (the Majority Vote@k baseline). Candidates whose
-//         execution succeeded are grouped by resultKey; the group with most members wins. Ties
+//         execution succeeded are grouped by groupKey (src/execution/equivalence.ts); the group with most members wins. Ties
 //         between groups: the group whose earliest member comes first in the caller's list
 //         (callers list their strongest system first, which is how MV@k is usually run).
 //         Within a group: caller order. Failed executions never win while any candidate ran:
@@ -26,13 +26,6 @@
 
 export type Strategy = 'prm' | 'vote' | 'hybrid';
 export const STRATEGIES: readonly Strategy[] = ['prm', 'vote', 'hybrid'];
-
-/**
- * How execution results are compared, for grouping and for EX: 'strict' = same columns in the
- * same order and the same multiset of rows (the data README's definition, so vote/best-single
- * figures line up with its reference table); 'free' would also accept permuted columns.
- */
-export const RESULT_COLUMNS: 'strict' | 'free' = 'strict';
 
 /** Chosen on dev-open pool8 with `caper eval rerank` (bench/results/rerank.md). */
 export const HYBRID_LAMBDA = 1.5;
@@ -66,7 +59,7 @@ export interface RerankInput {
   /** PRM candidate score in [0, 1] (ignored by vote). */
   score: number;
   /**
-   * Execution outcome for vote/hybrid: a resultKey string when it ran, null when it failed.
+   * Execution outcome for vote/hybrid: a groupKey string when it ran, null when it failed.
    * Leave undefined for prm.
    */
   execKey?: string | null;

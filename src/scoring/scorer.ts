@@ -3,8 +3,6 @@
 // at marker k only sees the prefix up to unit k, so a single pass yields every clause-prefix
 // score (scoreByPrefixes below does it the slow way, one pass per prefix, for the benchmark and
 // the test that proves the two agree).
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { splitSql, topUnits } from '../clauses/index.js';
 import type { ClauseKind, ClauseUnit, SplitResult } from '../clauses/types.js';
 import type { CaperTokenizer } from './tokenizer.js';
@@ -24,31 +22,6 @@ export const MAX_PARSE_CHARS = 2_000;
 function lexerOnlySplit(sql: string): SplitResult {
   const r = splitSql(sql, { tree: false });
   return { ...r, ok: false, error: r.ok ? `not parsed: longer than ${MAX_PARSE_CHARS} characters (scored on lexer clause units)` : r.error };
-}
-
-/**
- * Most input characters one token of this tokenizer can cover, or 0 when there is no safe bound.
- * Lets a candidate whose SQL cannot possibly fit max_length be rejected without tokenizing it
- * (the JS tokenizer took ~30-50 ms for a 20,000-character candidate, on the event loop). A BPE or
- * WordPiece token covers at most its vocabulary string (WordPiece's [UNK] a whole word, up to
- * max_input_chars_per_word); normalizers can merge characters, hence the factor 2; a fused
- * unknown token (BPE fuse_unk, Unigram, WordLevel) covers any number, so no bound.
- */
-export function maxCharsPerToken(tokenizerJson: string): number {
-  try {
-    const t = JSON.parse(tokenizerJson) as { normalizer?: unknown; model?: { type?: string; vocab?: unknown; fuse_unk?: boolean; max_input_chars_per_word?: number } };
-    const m = t.model;
-    if (!m || (m.type !== 'BPE' && m.type !== 'WordPiece') || m.fuse_unk === true) return 0;
-    const v = m.vocab;
-    const keys = v && typeof v === 'object' && !Array.isArray(v) ? Object.keys(v) : [];
-    if (keys.length === 0) return 0;
-    let longest = 0;
-    for (const k of keys) longest = Math.max(longest, k.length);
-    if (m.type === 'WordPiece') longest = Math.max(longest, m.max_input_chars_per_word ?? 100);
-    return t.normalizer ? 2 * longest : longest;
-  } catch {
-    return 0;
-  }
 }
 
 export interface ScoredUnit {
@@ -77,6 +50,11 @@ export interface ScoredCandidate {
   /** Set when the candidate could not be scored at all (e.g. its SQL alone exceeds max_length). */
   error?: string;
   truncated?: { schema: boolean; question: boolean };
+  /**
+   * The clause split the units come from, with its tree when the SQL parsed: later steps (blame,
+   * root cause) use it instead of parsing the SQL again. Shared with the scorer's cache: read-only.
+   */
+  split: SplitResult;
 }
 
 export interface ScoreTiming {
@@ -87,6 +65,7 @@ export interface ScoreTiming {
 
 interface Prepared {
   sql: string;
+  split: SplitResult;
   parsed: boolean;
   parseError?: string;
   units: ClauseUnit[];
@@ -153,8 +132,8 @@ export class Scorer {
   private readonly onCandidate?: (parsed: boolean) => void;
   private readonly sqlId: number;
   private readonly tok: CaperTokenizer;
-  /** Parsing with node-sql-parser costs milliseconds; identical candidates are common. */
-  private readonly splits = new Lru<SplitResult>(4096);
+  /** Parsing costs milliseconds and identical candidates are common; trees are kept for later steps. */
+  private readonly splits = new Lru<SplitResult>(1024);
   private readonly charsPerToken: number;
 
   /** Without a batcher every call runs its own onnxruntime batch. */
@@ -165,28 +144,21 @@ export class Scorer {
     this.onCandidate = opts.onCandidate;
     this.sqlId = model.tokenizer.specialId('<sql>');
     this.tok = memoTokenizer(model.tokenizer, 16384);
-    let tj = '';
-    try {
-      tj = readFileSync(join(model.dir, 'tokenizer.json'), 'utf8');
-    } catch {
-      // no bound: every candidate is tokenized
-    }
-    this.charsPerToken = maxCharsPerToken(tj);
+    this.charsPerToken = model.tokenizer.maxCharsPerToken;
   }
 
   prepare(question: string, schema: string, sql: string): Prepared {
-    // The tree is built only to learn whether the SQL parses: unparsable SQL keeps its lexer units
-    // but is flagged to the caller.
+    // Parsed once: the tree says whether the SQL parses (unparsable SQL keeps its lexer units but
+    // is flagged to the caller) and travels on with the candidate to blame and root cause.
     let split = this.splits.get(sql);
     if (!split) {
-      const full = sql.length > MAX_PARSE_CHARS ? lexerOnlySplit(sql) : splitSql(sql);
-      // Only the units and the verdict are needed; the tree would just hold memory.
-      split = { sql, ok: full.ok, ...(full.error !== undefined ? { error: full.error } : {}), units: full.units };
+      split = sql.length > MAX_PARSE_CHARS ? lexerOnlySplit(sql) : splitSql(sql);
       this.splits.set(sql, split);
     }
     const units = topUnits(split);
     const base: Prepared = {
       sql,
+      split,
       parsed: split.ok,
       ...(split.ok ? {} : { parseError: split.error ?? 'unparsable SQL' }),
       units,
@@ -210,6 +182,7 @@ export class Scorer {
   private finish(p: Prepared, out: Float32Array | null): ScoredCandidate {
     const common = {
       sql: p.sql,
+      split: p.split,
       parsed: p.parsed,
       ...(p.parseError !== undefined ? { parseError: p.parseError } : {}),
       ...(p.truncated ? { truncated: p.truncated } : {}),

@@ -3,7 +3,7 @@
 // cannot be interrupted from JavaScript: Worker.terminate() never completes while native code
 // runs, and it even blocks the parent's exit. Killing a process always works.
 import Database from 'better-sqlite3';
-import { scanSql } from './sqlscan.js';
+import { scanSql } from '../clauses/lexer.js';
 
 interface Job {
   id: number;

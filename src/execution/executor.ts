@@ -13,7 +13,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { scanSql } from './sqlscan.js';
+import { scanSql } from '../clauses/lexer.js';
 
 export type ExecResult =
   | { ok: true; columns: string[]; rows: unknown[][]; truncated: boolean; ms: number }
@@ -32,6 +32,13 @@ export interface ExecutorOptions {
   cacheEntries?: number;
   /** LRU result cache size in approximate bytes (default 256 MiB). */
   cacheBytes?: number;
+  /**
+   * Cache timeouts like any other result (default false). The service turns it on: a query that
+   * ran out of time once would otherwise hold a worker for the whole limit on every request.
+   * Offline annotation leaves it off: on a loaded machine a timeout says as much about the moment
+   * as about the query.
+   */
+  cacheTimeouts?: boolean;
 }
 
 const FORBIDDEN_WORDS = new Set([
@@ -152,6 +159,7 @@ export class SqlExecutor {
   private readonly maxResultBytes: number;
   private readonly cacheEntries: number;
   private readonly cacheBytes: number;
+  private readonly cacheTimeouts: boolean;
   private readonly slots: Slot[] = [];
   private readonly queue: Pending[] = [];
   private readonly cache = new Map<string, { r: ExecResult; bytes: number }>();
@@ -172,6 +180,7 @@ export class SqlExecutor {
     this.maxResultBytes = int(opts.maxResultBytes, 32 * 1024 * 1024, 1);
     this.cacheEntries = int(opts.cacheEntries, 20_000, 0);
     this.cacheBytes = int(opts.cacheBytes, 256 * 1024 * 1024, 0);
+    this.cacheTimeouts = opts.cacheTimeouts === true;
   }
 
   run(dbPath: string, sql: string): Promise<ExecResult> {
@@ -344,8 +353,7 @@ export class SqlExecutor {
     slot.child = null; // its 'exit' is now ignored; the slot gets a fresh child on the next pump
     slot.ready = false;
     child?.kill('SIGKILL');
-    // Not cached: on a loaded machine a timeout says as much about the moment as about the query.
-    this.finish(job, { ok: false, code: 'timeout', error: `query exceeded ${this.timeoutMs} ms`, ms: performance.now() - job.started }, false);
+    this.finish(job, { ok: false, code: 'timeout', error: `query exceeded ${this.timeoutMs} ms`, ms: performance.now() - job.started }, this.cacheTimeouts);
     this.pump();
   }
 

@@ -1,0 +1,74 @@
+// `caper eval rerank`: the command-line front of src/eval/rerank.ts (flags in, table out).
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { parseArgs, flagString, flagNumber } from './args.js';
+import { loadQuestions, resolvePool, loadPredictions } from '../eval/spider.js';
+import { computeFacts, summarize, picks, type Facts } from '../eval/rerank.js';
+import { STRATEGIES, HYBRID_LAMBDA, type Strategy, type CandidateScoreMode } from '../scoring/rerank.js';
+
+const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid
+       [--model DIR] [--device auto|cuda|cpu] [--out PICKS.jsonl] [--facts FILE] [--lambda X]
+       [--score min|last|mean] [--limit N] [--timeout-ms MS]`;
+
+const fmt = (x: number) => x.toFixed(1);
+
+export async function run(argv: string[]): Promise<number> {
+  const a = parseArgs(argv, ['help']);
+  if (a.flags.has('help')) {
+    console.log(USAGE);
+    return 0;
+  }
+  const data = flagString(a, 'data');
+  const pool = flagString(a, 'pool');
+  const strategy = flagString(a, 'strategy', 'hybrid') as Strategy;
+  if (!data || !pool) {
+    console.error(`caper eval rerank: --data and --pool are required\n${USAGE}`);
+    return 2;
+  }
+  if (!STRATEGIES.includes(strategy)) {
+    console.error(`caper eval rerank: --strategy must be one of ${STRATEGIES.join(', ')}`);
+    return 2;
+  }
+  const device = flagString(a, 'device', 'auto') as 'auto' | 'cuda' | 'cpu';
+  const score = flagString(a, 'score') as CandidateScoreMode | undefined;
+  if (score !== undefined && !['min', 'last', 'mean'].includes(score)) {
+    console.error('caper eval rerank: --score must be min, last or mean');
+    return 2;
+  }
+  const lambda = a.flags.has('lambda') ? flagNumber(a, 'lambda', HYBRID_LAMBDA) : undefined;
+  const systems = resolvePool(data, pool);
+  const modelDir = flagString(a, 'model', 'models/default')!;
+  const factsPath = flagString(a, 'facts');
+  const limit = flagNumber(a, 'limit', 0);
+
+  let facts: Facts | null = null;
+  if (factsPath && existsSync(factsPath)) {
+    const f = JSON.parse(readFileSync(factsPath, 'utf8')) as Facts;
+    if (f.systems.join(',') === systems.join(',') && (limit === 0 || f.questions.length === limit)) facts = f;
+    else console.error(`eval rerank: ${factsPath} was computed for another pool; recomputing`);
+  }
+  if (!facts) {
+    facts = await computeFacts(data, systems, modelDir, device, limit, flagNumber(a, 'timeout-ms', 5000));
+    if (factsPath) writeFileSync(factsPath, JSON.stringify(facts));
+  }
+
+  const opts = { ...(lambda !== undefined ? { lambda } : {}), ...(score ? { score } : {}) };
+  const s = summarize(facts, opts);
+  console.log(`pool ${pool} (${systems.length} systems), model ${facts.model}, n=${s.n}`);
+  console.log('| system | EX |\n|---|---|');
+  for (const [sys, v] of Object.entries(s.perSystem)) console.log(`| ${sys} | ${fmt(v)} |`);
+  console.log(`| oracle | ${fmt(s.oracle)} |`);
+  for (const st of STRATEGIES) console.log(`| strategy ${st} | ${fmt(s.ex[st])} |`);
+
+  const outPath = flagString(a, 'out');
+  if (outPath) {
+    const p = picks(facts, strategy, opts);
+    const questions = loadQuestions(data);
+    const preds = loadPredictions(data, systems, questions.length);
+    const lines = p.map((i, qi) => JSON.stringify({ index: qi, sql: preds.get(systems[i]!)![qi]! }));
+    writeFileSync(outPath, lines.join('\n') + '\n');
+  }
+  console.log(
+    `rerank: strategy=${strategy} ex=${fmt(s.ex[strategy])} mv=${fmt(s.ex.vote)} oracle=${fmt(s.oracle)} best_single=${fmt(s.bestSingle.ex)} (n=${s.n})`,
+  );
+  return 0;
+}

@@ -1,0 +1,94 @@
+// The verifier's Prometheus registry: one per server, so tests and benchmarks can run several
+// servers in one process. The core records model, batch and execution figures for every route;
+// the HTTP layer adds request counts and durations to the same registry.
+import { Registry, Counter, Histogram, Gauge, collectDefaultMetrics } from 'prom-client';
+
+export interface Metrics {
+  registry: Registry;
+  requests: Counter<'route' | 'method' | 'status'>;
+  duration: Histogram<'route'>;
+  queue: Histogram;
+  batchSize: Histogram;
+  batchTokens: Histogram;
+  tokens: Counter;
+  inference: Histogram;
+  execution: Histogram;
+  candidates: Counter<'parsed'>;
+  provider: Gauge<'provider'>;
+  ready: Gauge;
+}
+
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'caper_process_' });
+  const ms = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+  return {
+    registry,
+    requests: new Counter({
+      name: 'caper_http_requests_total',
+      help: 'HTTP requests by route, method and status code',
+      labelNames: ['route', 'method', 'status'] as const,
+      registers: [registry],
+    }),
+    duration: new Histogram({
+      name: 'caper_http_request_duration_seconds',
+      help: 'HTTP request duration by route',
+      labelNames: ['route'] as const,
+      buckets: ms,
+      registers: [registry],
+    }),
+    queue: new Histogram({
+      name: 'caper_queue_seconds',
+      help: 'Time a request waited in the scoring queue before its first batch started',
+      buckets: ms,
+      registers: [registry],
+    }),
+    batchSize: new Histogram({
+      name: 'caper_batch_size',
+      help: 'Sequences per onnxruntime batch',
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+      registers: [registry],
+    }),
+    batchTokens: new Histogram({
+      name: 'caper_batch_tokens',
+      help: 'Padded tokens (rows x longest row) per onnxruntime batch',
+      buckets: [64, 256, 1024, 4096, 16384, 65536],
+      registers: [registry],
+    }),
+    tokens: new Counter({
+      name: 'caper_tokens_total',
+      help: 'Real (unpadded) tokens run through the model',
+      registers: [registry],
+    }),
+    inference: new Histogram({
+      name: 'caper_inference_seconds',
+      help: 'onnxruntime time per batch',
+      buckets: ms,
+      registers: [registry],
+    }),
+    execution: new Histogram({
+      name: 'caper_execution_seconds',
+      help: 'SQL execution time per candidate',
+      buckets: ms,
+      registers: [registry],
+    }),
+    candidates: new Counter({
+      name: 'caper_candidates_total',
+      help: 'Candidates scored, by whether the clause parser accepted them (false = lexer units)',
+      labelNames: ['parsed'] as const,
+      registers: [registry],
+    }),
+    provider: new Gauge({
+      name: 'caper_model_provider',
+      help: 'onnxruntime execution provider in use (1 on the active one)',
+      labelNames: ['provider'] as const,
+      registers: [registry],
+    }),
+    ready: new Gauge({
+      name: 'caper_model_ready',
+      help: '1 when the model is loaded and scoring routes answer',
+      registers: [registry],
+    }),
+  };
+}
+
