@@ -3,28 +3,30 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs, flagString, flagNumber } from './args.js';
 import { loadQuestions, resolvePool, loadPredictions } from '../eval/spider.js';
 import { computeFacts, summarize, picks, type Facts } from '../eval/rerank.js';
-import { STRATEGIES, HYBRID_LAMBDA, type Strategy, type CandidateScoreMode } from '../scoring/rerank.js';
+import { STRATEGIES, POOL_STRATEGIES, HYBRID_LAMBDA, type PoolStrategy, type CandidateScoreMode } from '../scoring/rerank.js';
 
-const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid
+const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid|selector
        [--model DIR] [--device auto|cuda|cpu] [--out PICKS.jsonl] [--facts FILE] [--lambda X]
-       [--score min|last|mean] [--limit N] [--timeout-ms MS]`;
+       [--score min|last|mean] [--limit N] [--timeout-ms MS]
+  --strategy selector: cross-validated per-fold figures and the EX plot (caper eval rerank --strategy selector --help)`;
 
 const fmt = (x: number) => x.toFixed(1);
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseArgs(argv, ['help']);
+  if (flagString(a, 'strategy') === 'selector') return (await import('./eval-selector.js')).run(argv);
   if (a.flags.has('help')) {
     console.log(USAGE);
     return 0;
   }
   const data = flagString(a, 'data');
   const pool = flagString(a, 'pool');
-  const strategy = flagString(a, 'strategy', 'hybrid') as Strategy;
+  const strategy = flagString(a, 'strategy', 'hybrid') as PoolStrategy;
   if (!data || !pool) {
     console.error(`caper eval rerank: --data and --pool are required\n${USAGE}`);
     return 2;
   }
-  if (!STRATEGIES.includes(strategy)) {
+  if (!POOL_STRATEGIES.includes(strategy)) {
     console.error(`caper eval rerank: --strategy must be one of ${STRATEGIES.join(', ')}`);
     return 2;
   }
@@ -57,7 +59,7 @@ export async function run(argv: string[]): Promise<number> {
   console.log('| system | EX |\n|---|---|');
   for (const [sys, v] of Object.entries(s.perSystem)) console.log(`| ${sys} | ${fmt(v)} |`);
   console.log(`| oracle | ${fmt(s.oracle)} |`);
-  for (const st of STRATEGIES) console.log(`| strategy ${st} | ${fmt(s.ex[st])} |`);
+  for (const st of POOL_STRATEGIES) console.log(`| strategy ${st} | ${fmt(s.ex[st])} |`);
 
   const outPath = flagString(a, 'out');
   if (outPath) {

@@ -12,6 +12,7 @@ import type { LoadedModel } from '../scoring/onnx.js';
 import { Scorer, type ScoredCandidate, type ScoreTiming } from '../scoring/scorer.js';
 import { Batcher, QueueFullError, BatcherClosedError } from '../scoring/batcher.js';
 import { rerank as rankCandidates, type Strategy, type RerankOutput } from '../scoring/rerank.js';
+import { execShape, explain, selectGroups, selectorModelFrom, type SelectorCandidate, type SelectorModel, type SelectorReason } from '../scoring/selector.js';
 import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../scoring/returns.js';
 import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
@@ -25,6 +26,7 @@ import { DbRegistry } from './databases.js';
 export { VerifierError } from './errors.js';
 export type { Strategy, RerankOutput } from '../scoring/rerank.js';
 export type { ScoredCandidate, ScoredUnit } from '../scoring/scorer.js';
+export type { SelectorReason } from '../scoring/selector.js';
 
 /**
  * Queries waiting for an executor worker beyond which a request that executes is refused
@@ -102,6 +104,8 @@ export interface RerankResult {
   /** Per candidate (request order), when the strategy executed them. */
   executions: ExecutionOutcome[] | null;
   strategy: Strategy;
+  /** Per candidate (request order), for the selector: why its group ranks where it does. */
+  reasons?: SelectorReason[];
   model: string;
   timing: Timing;
 }
@@ -183,6 +187,8 @@ export class Verifier {
   model: LoadedModel | null = null;
   scorer: Scorer | null = null;
   batcher: Batcher | null = null;
+  /** The selector strategy's weights (caper.json `selector`, else the vote fallback). */
+  selector: SelectorModel = selectorModelFrom(undefined);
   /** Why scoring is not available (loading, missing, corrupt); null once ready. */
   notReadyReason: string | null;
   /** Resolves when loading finished, successfully or not (after start()). */
@@ -259,6 +265,7 @@ export class Verifier {
       });
       this.model = model;
       this.batcher = batcher;
+      this.selector = selectorModelFrom(model.manifest.selector);
       const scorer = new Scorer(model, batcher, { onCandidate: (parsed) => m.candidates.inc({ parsed: String(parsed) }) });
       // The first parse pulls in node-sql-parser and the first run allocates onnxruntime's
       // buffers (~100 ms): pay that here, not in the first caller's latency.
@@ -291,8 +298,10 @@ export class Verifier {
     const t0 = performance.now();
     const scorer = this.requireScorer();
     const ctx = this.resolve(req);
-    const strategy: Strategy = req.strategy ?? (ctx.dbPath ? 'hybrid' : 'prm');
-    if (strategy !== 'prm' && !ctx.dbPath) {
+    // The selector is the default with or without a database: without one it groups candidates
+    // by canonical SQL instead of by result (src/scoring/selector.ts).
+    const strategy: Strategy = req.strategy ?? 'selector';
+    if (strategy !== 'prm' && strategy !== 'selector' && !ctx.dbPath) {
       throw new VerifierError('invalid_value', `strategy "${strategy}" executes the candidates and needs a db_id`, { field: 'strategy' });
     }
     // Scoring and execution are independent: run them side by side.
@@ -300,22 +309,47 @@ export class Verifier {
       this.score(scorer, req.question, ctx.schema, req.sqls),
       strategy !== 'prm' && ctx.dbPath ? this.executeAll(ctx.dbPath, req.sqls) : null,
     );
-    const keys: (string | null)[] = [];
-    if (exec) {
-      for (const r of exec.results) {
+    let ranking: RerankOutput[];
+    let reasons: SelectorReason[] | undefined;
+    if (strategy === 'selector') {
+      const cands: SelectorCandidate[] = [];
+      for (let i = 0; i < scored.candidates.length; i++) {
+        const c = scored.candidates[i]!;
+        const r = exec?.results[i];
         await yieldIfLarge(r);
-        keys.push(groupKey(r));
+        cands.push({ sql: c.sql, units: c.units.map((u) => ({ kind: u.kind, text: u.text, score: u.score })), ...(r ? { exec: execShape(r) } : {}) });
       }
+      const mode = exec ? 'exec' : 'sql';
+      const w = this.selector[mode];
+      const choice = selectGroups(cands, w);
+      const n = cands.length;
+      ranking = choice.order.map((index, k) => ({
+        index,
+        rank: k + 1,
+        score: choice.prob[index]!,
+        cluster: choice.cluster[index]! >= 0 ? choice.cluster[index]! : choice.groups.length,
+        clusterSize: choice.clusterSize[index]!,
+      }));
+      reasons = explain(choice, w, this.selector.source[mode], n);
+    } else {
+      const keys: (string | null)[] = [];
+      if (exec) {
+        for (const r of exec.results) {
+          await yieldIfLarge(r);
+          keys.push(groupKey(r));
+        }
+      }
+      ranking = rankCandidates(
+        scored.candidates.map((c, i) => ({ score: c.score, ...(exec ? { execKey: keys[i]! } : {}) })),
+        strategy,
+      );
     }
-    const ranking = rankCandidates(
-      scored.candidates.map((c, i) => ({ score: c.score, ...(exec ? { execKey: keys[i]! } : {}) })),
-      strategy,
-    );
     return {
       candidates: scored.candidates,
       ranking,
       executions: exec ? exec.results.map(outcome) : null,
       strategy,
+      ...(reasons ? { reasons } : {}),
       model: this.modelName,
       timing: { ...scored.timing, execution_ms: exec ? exec.ms : 0, total_ms: performance.now() - t0 },
     };

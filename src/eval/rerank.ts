@@ -11,7 +11,7 @@
 // (src/commands/eval-rerank.ts) caches them so that comparing strategies or --lambda values does
 // not recompute anything.
 import { loadQuestions, loadPredictions, dbPath } from './spider.js';
-import { rerank, STRATEGIES, candidateScore, type Strategy, type CandidateScoreMode } from '../scoring/rerank.js';
+import { rerank, POOL_STRATEGIES, candidateScore, type PoolStrategy as Strategy, type CandidateScoreMode } from '../scoring/rerank.js';
 
 
 /** Everything the strategies need about one question, independent of the strategy. */
@@ -53,7 +53,7 @@ export function summarize(facts: Facts, opts: { lambda?: number; score?: Candida
   const n = facts.questions.length;
   const pct = (k: number) => (n ? (100 * k) / n : 0);
   const ex = {} as Record<Strategy, number>;
-  for (const s of STRATEGIES) {
+  for (const s of POOL_STRATEGIES) {
     const p = picks(facts, s, opts);
     ex[s] = pct(p.filter((i, qi) => facts.questions[qi]!.correct[i]).length);
   }

@@ -32,8 +32,8 @@ export const FACTS_VERSION = 2;
 export async function computeSelectorFacts(dataDir: string, systems: string[], modelDir: string, opts: { limit?: number; timeoutMs?: number; device?: 'auto' | 'cuda' | 'cpu' } = {}): Promise<SelectorFacts> {
   const { loadModel } = await import('../scoring/onnx.js');
   const { Scorer } = await import('../scoring/scorer.js');
-  const { SqlExecutor } = await import('../annotate/executor.js');
-  const { resultsMatch, hasTopLevelOrderBy } = await import('../annotate/equivalence.js');
+  const { SqlExecutor } = await import('../execution/executor.js');
+  const { matchesGold } = await import('../execution/equivalence.js');
   const { schemaFromSqlite, schemaText } = await import('../clauses/schema.js');
   let questions = loadQuestions(dataDir);
   const preds = loadPredictions(dataDir, systems, questions.length);
@@ -67,7 +67,7 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
         Promise.all(sqls.map((s) => exec.run(db, s))),
         scorer.score(q.question, schema, sqls),
       ]);
-      const ordered = hasTopLevelOrderBy(q.query);
+      const judge = matchesGold(gold, q.query);
       const shapes = results.map((r) => execShape(r));
       out[qi] = {
         db_id: q.db_id,
@@ -76,7 +76,7 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
           units: scored.candidates[i]!.units.map((u) => ({ kind: u.kind, text: u.text, score: Number.isFinite(u.score) ? u.score : NaN })),
           exec: shapes[i]!,
         })),
-        correct: results.map((r) => resultsMatch(gold, r, ordered)),
+        correct: results.map((r) => judge(r)),
       };
       done++;
       if (done % 50 === 0) console.error(`  ${done}/${questions.length} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);

@@ -60,6 +60,7 @@ const result = {
     warning: { type: 'string', description: 'why the candidate was not (fully) scored, e.g. SQL longer than max_length' },
     clauses: { type: 'array', items: S.clauseOut },
     blame: S.blameOut,
+    reason: S.selectorReason,
     execution: {
       type: 'object',
       required: ['ok', 'cluster', 'cluster_size'],
@@ -125,6 +126,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
             ? { clauses: c.units.map((u) => ({ kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score) })) }
             : {}),
           blame: blameOf(c),
+          ...(r.reasons ? { reason: r.reasons[o.index]! } : {}),
           ...(ex
             ? {
                 execution: {

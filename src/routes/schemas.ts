@@ -16,7 +16,41 @@ export const dbId = {
   pattern: '^[A-Za-z0-9_.-]+$',
   description: 'a database registered from --db-dir; enables execution (vote, hybrid, gold)',
 } as const;
-export const strategy = { type: 'string', enum: ['prm', 'vote', 'hybrid'], description: 'default: hybrid with db_id, else prm' } as const;
+export const strategy = {
+  type: 'string',
+  enum: ['prm', 'vote', 'hybrid', 'selector'],
+  description: 'default: selector (groups by execution result with db_id, by canonical SQL without); vote and hybrid need db_id',
+} as const;
+
+export const selectorReason = {
+  type: 'object',
+  description: 'selector only: why this candidate\'s group ranks where it does',
+  required: ['mode', 'group_size', 'group_share', 'probability', 'prm', 'clause_agreement', 'vote_group_size', 'overrules_vote', 'factors', 'summary', 'weights'],
+  properties: {
+    mode: { type: 'string', enum: ['exec', 'sql'], description: 'exec: groups by execution result; sql: by canonical SQL (no database)' },
+    group_size: { type: 'integer' },
+    group_share: { type: 'number', description: 'group size / number of candidates' },
+    probability: { type: 'number', description: 'model probability that this group is the right answer' },
+    prm: { type: 'number', description: 'highest PRM candidate score in the group' },
+    prm_mean: { type: 'number' },
+    clause_agreement: { type: 'number', description: 'mean share of the other candidates containing each clause (canonical form)' },
+    sql_agreement: { type: 'number', description: 'share of the other candidates with the same canonical SQL' },
+    shape: {
+      type: 'object',
+      properties: { rows: { type: 'integer' }, cols: { type: 'integer' }, empty: { type: 'boolean' }, all_null: { type: 'boolean' } },
+    },
+    vote_group_size: { type: 'integer', description: 'size of the group Majority Vote would pick' },
+    overrules_vote: { type: 'boolean', description: 'this group ranks above the vote\'s group' },
+    factors: {
+      type: 'array',
+      description: 'largest weighted feature differences against the vote\'s group (for the vote\'s group: against the runner-up)',
+      items: { type: 'object', required: ['feature', 'contribution'], properties: { feature: { type: 'string' }, contribution: { type: 'number' } } },
+    },
+    summary: { type: 'string' },
+    execution_failed: { type: 'boolean' },
+    weights: { type: 'string', enum: ['caper.json', 'vote'], description: 'vote: the model ships no fitted selector weights, so the group share alone decides' },
+  },
+} as const;
 export const candidateId = { type: ['string', 'integer'] } as const;
 
 export const span = {

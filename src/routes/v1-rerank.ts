@@ -72,6 +72,7 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
                   model: { type: 'string' },
                   strategy: S.strategy,
                   timing: S.timingOut,
+                  reason: { ...S.selectorReason, description: 'selector only: why the first result was chosen' },
                   warnings: {
                     type: 'array',
                     description: 'documents that were not (fully) scored, e.g. SQL longer than max_length (relevance 0) or a truncated prompt',
@@ -111,6 +112,7 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
           model: r.model,
           strategy: r.strategy,
           timing: timingBody(r.timing),
+          ...(r.reasons && r.ranking[0] ? { reason: r.reasons[r.ranking[0].index]! } : {}),
           ...(warnings.length ? { warnings } : {}),
         },
       };

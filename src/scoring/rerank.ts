@@ -24,8 +24,14 @@
 //         group is first. Failed executions form one trailing group ordered by PRM; if every
 //         candidate failed, the ranking is the prm ranking.
 
-export type Strategy = 'prm' | 'vote' | 'hybrid';
-export const STRATEGIES: readonly Strategy[] = ['prm', 'vote', 'hybrid'];
+// selector  A fitted model over groups (src/scoring/selector.ts); it needs the candidates' SQL,
+//           clause scores and execution shapes, so it is run by the verifier core, not rerank().
+
+export type Strategy = 'prm' | 'vote' | 'hybrid' | 'selector';
+export const STRATEGIES: readonly Strategy[] = ['prm', 'vote', 'hybrid', 'selector'];
+/** The strategies rerank() computes from scores and execution keys alone. */
+export type PoolStrategy = Exclude<Strategy, 'selector'>;
+export const POOL_STRATEGIES: readonly PoolStrategy[] = ['prm', 'vote', 'hybrid'];
 
 /** Chosen on dev-open pool8 with `caper eval rerank` (bench/results/rerank.md). */
 export const HYBRID_LAMBDA = 1.5;
@@ -88,7 +94,7 @@ function safeScore(x: number): number {
   return Number.isFinite(x) ? x : 0;
 }
 
-export function rerank(cands: readonly RerankInput[], strategy: Strategy, opts: RerankOptions = {}): RerankOutput[] {
+export function rerank(cands: readonly RerankInput[], strategy: PoolStrategy, opts: RerankOptions = {}): RerankOutput[] {
   if (strategy === 'prm') return rankPrm(cands);
   return rankGroups(cands, strategy, opts.lambda ?? HYBRID_LAMBDA);
 }

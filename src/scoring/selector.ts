@@ -22,8 +22,8 @@
 // the same tie break as Majority Vote; it is a tie breaker only, never a feature.
 import { createHash } from 'node:crypto';
 import type { ClauseKind } from '../clauses/types.js';
-import type { ExecResult } from '../annotate/executor.js';
-import { canonValue, resultKey } from '../annotate/equivalence.js';
+import type { ExecResult } from '../execution/executor.js';
+import { canonValue, groupKey, resultKey } from '../execution/equivalence.js';
 import { canonicalize } from './selector-canon.js';
 import { tokenize, significant } from '../clauses/lexer.js';
 
@@ -60,7 +60,7 @@ export function execShape(r: ExecResult): ExecShape {
   }
   return {
     ok: true,
-    key: hash(resultKey(r, false)),
+    key: hash(groupKey(r)!),
     orderedKey: hash(resultKey(r, true)),
     rows: r.rows.length,
     cols: r.columns.length,
@@ -250,14 +250,19 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
   // the clauses before it are the same, so the PRM's prefix score there and the pool's support
   // for that clause judge exactly the point of disagreement.
   const refGroup = lists.reduce((best, m) => (m.length > best.length || (m.length === best.length && Math.min(...m) < Math.min(...best)) ? m : best));
+  const lacking = (kind: string, self: number) =>
+    d.filter((x, j) => j !== self && !x.clauses.some((c) => c.startsWith(kind + '@'))).length / Math.max(1, n - 1);
   const contrast = (i: number, r: number): [number, number] => {
     const a = d[i]!;
     const b = d[r]!;
     let k = 0;
     while (k < a.clauses.length && k < b.clauses.length && a.clauses[k] === b.clauses[k]) k++;
     if (k >= a.clauses.length && k >= b.clauses.length) return [0, 0];
-    const at = (x: Derived, j: number, xs: number[]) => (xs.length ? xs[Math.min(j, xs.length - 1)]! : 0);
-    return [at(a, k, a.scores) - at(b, k, b.scores), (k < a.support.length ? a.support[k]! : 0) - (k < b.support.length ? b.support[k]! : 0)];
+    const at = (xs: number[], j: number) => (xs.length ? xs[Math.min(j, xs.length - 1)]! : 0);
+    // A side that has no clause there is supported by the candidates that lack that kind too.
+    const kind = (a.clauses[k] ?? b.clauses[k]!).split('@')[0]!;
+    const sup = (x: Derived, self: number) => (k < x.support.length ? x.support[k]! : lacking(kind, self));
+    return [at(a.scores, k) - at(b.scores, k), sup(a, i) - sup(b, r)];
   };
   const groups = lists.map((members, gi) => {
     const size = members.length;
@@ -386,4 +391,139 @@ export function selectGroups(cands: readonly SelectorCandidate[], w: SelectorWei
     clusterSize[i] = failed.length;
   }
   return { order, cluster, clusterSize, prob, groups: scored };
+}
+
+/**
+ * Weights when the model ships none (e.g. models/tiny before `caper train` fitted them): the
+ * group's share alone, i.e. Majority Vote with the selector's within-group order.
+ */
+export function voteWeights(mode: SelectorMode): SelectorWeights {
+  return { mode, features: ['share'], weights: [1] };
+}
+
+export interface SelectorModel {
+  exec: SelectorWeights;
+  sql: SelectorWeights;
+  /** 'caper.json' when fitted weights were found there, else 'vote' (the fallback). */
+  source: { exec: 'caper.json' | 'vote'; sql: 'caper.json' | 'vote' };
+}
+
+function parseWeights(v: unknown, mode: SelectorMode): SelectorWeights | null {
+  if (!v || typeof v !== 'object') return null;
+  const o = v as { features?: unknown; weights?: unknown };
+  if (!Array.isArray(o.features) || !Array.isArray(o.weights) || o.features.length !== o.weights.length) return null;
+  if (!o.features.every((f) => typeof f === 'string' && FEATURES[mode].includes(f))) return null;
+  if (!o.weights.every((w) => typeof w === 'number' && Number.isFinite(w))) return null;
+  return { mode, features: o.features as string[], weights: o.weights as number[] };
+}
+
+/** The `selector` section of caper.json ({exec: {features, weights}, sql: {...}}); missing or invalid parts fall back to the vote. */
+export function selectorModelFrom(section: unknown): SelectorModel {
+  const s = (section && typeof section === 'object' ? section : {}) as { exec?: unknown; sql?: unknown };
+  const exec = parseWeights(s.exec, 'exec');
+  const sql = parseWeights(s.sql, 'sql');
+  return {
+    exec: exec ?? voteWeights('exec'),
+    sql: sql ?? voteWeights('sql'),
+    source: { exec: exec ? 'caper.json' : 'vote', sql: sql ? 'caper.json' : 'vote' },
+  };
+}
+
+/** Why a group ranks where it does, for a gateway operator (the /rerank `reason` field). */
+export interface SelectorReason {
+  mode: SelectorMode;
+  /** Members of the candidate's group and their share of all candidates. */
+  group_size: number;
+  group_share: number;
+  /** Model probability that this group is the right answer. */
+  probability: number;
+  /** Highest and mean PRM candidate score in the group. */
+  prm: number;
+  prm_mean: number;
+  /** Mean share of the other candidates that contain each clause (canonical form), 0..1. */
+  clause_agreement: number;
+  /** Share of the other candidates with the same canonical SQL. */
+  sql_agreement: number;
+  /** Execution result shape (exec mode). */
+  shape?: { rows: number; cols: number; empty: boolean; all_null: boolean };
+  /** Size of the group Majority Vote would pick, and whether this group is a different one that ranks above it. */
+  vote_group_size: number;
+  overrules_vote: boolean;
+  /** Largest weighted feature differences against the vote's group (or, for the vote's group, against the runner-up): what moved the decision. */
+  factors: { feature: string; contribution: number }[];
+  /** One line for logs. */
+  summary: string;
+  /** Set when the candidate's execution failed (it is ranked after every group). */
+  execution_failed?: boolean;
+  /** 'vote' when the model shipped no fitted weights. */
+  weights: 'caper.json' | 'vote';
+}
+
+const r3 = (x: number) => Math.round(x * 1000) / 1000;
+
+/** A reason per caller index for a selectGroups() choice. */
+export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'caper.json' | 'vote', n: number): SelectorReason[] {
+  const gs = choice.groups;
+  const vote = gs.length ? gs.reduce((b, g) => (g.members.length > b.members.length || (g.members.length === b.members.length && Math.min(...g.members) < Math.min(...b.members)) ? g : b)) : null;
+  const names = FEATURES[w.mode];
+  const weightOf = (f: string) => {
+    const k = w.features.indexOf(f);
+    return k >= 0 ? w.weights[k]! : 0;
+  };
+  const perGroup = gs.map((g, gi) => {
+    const other = g === vote ? gs.find((h) => h !== g) : vote;
+    const factors = other
+      ? names
+          .map((f, k) => ({ feature: f, contribution: r3(weightOf(f) * (g.x[k]! - other.x[k]!)) }))
+          .filter((c) => c.contribution !== 0)
+          .sort((a, b) => Math.abs(b.contribution) - Math.abs(a.contribution))
+          .slice(0, 3)
+      : [];
+    const overrules = vote !== null && g !== vote && gi < gs.indexOf(vote);
+    const size = g.members.length;
+    const summary =
+      `${gi === 0 ? 'chosen' : `ranked ${gi + 1}`}: group of ${size}/${n}` +
+      (overrules ? ` over the vote's group of ${vote!.members.length}` : '') +
+      `, PRM ${g.info.prm.toFixed(2)}, clause agreement ${g.info.agreement.toFixed(2)}` +
+      (g.info.shape ? `, ${g.info.shape.rows} row(s) x ${g.info.shape.cols} col(s)` : '') +
+      (factors.length ? `; ${factors.map((f) => `${f.feature} ${f.contribution >= 0 ? '+' : ''}${f.contribution}`).join(', ')}` : '');
+    const reason: SelectorReason = {
+      mode: w.mode,
+      group_size: size,
+      group_share: r3(size / n),
+      probability: r3(g.prob),
+      prm: r3(g.info.prm),
+      prm_mean: r3(g.info.prmMean),
+      clause_agreement: r3(g.info.agreement),
+      sql_agreement: r3(g.info.sqlAgreement),
+      ...(g.info.shape ? { shape: g.info.shape } : {}),
+      vote_group_size: vote ? vote.members.length : 0,
+      overrules_vote: overrules,
+      factors,
+      summary,
+      weights: source,
+    };
+    return reason;
+  });
+  const failedCount = choice.cluster.filter((c) => c < 0).length;
+  return choice.cluster.map((c) =>
+    c >= 0
+      ? perGroup[c]!
+      : {
+          mode: w.mode,
+          group_size: failedCount,
+          group_share: r3(failedCount / n),
+          probability: 0,
+          prm: 0,
+          prm_mean: 0,
+          clause_agreement: 0,
+          sql_agreement: 0,
+          vote_group_size: vote ? vote.members.length : 0,
+          overrules_vote: false,
+          factors: [],
+          summary: gs.length ? 'execution failed: ranked after every group, by PRM' : 'every execution failed: ranked by PRM',
+          execution_failed: true,
+          weights: source,
+        },
+  );
 }
