@@ -45,7 +45,7 @@ test('health, readiness, info', async () => {
 
 test('/rerank prm without a database: ranked by PRM score, clauses with spans, blame', async () => {
   const cands = [WRONG, GOOD, '  ' + GOOD2 + ' ', 'SELECT name FROM singer WHERE age >'];
-  const { status, body } = await srv.post('/rerank', { question: Q, schema: 'singer: singer_id*, name, country, age', candidates: cands });
+  const { status, body } = await srv.post('/rerank', { question: Q, schema: 'singer: singer_id*, name, country, age', strategy: 'prm', candidates: cands });
   assert.equal(status, 200, JSON.stringify(body));
   assert.equal(body.strategy, 'prm');
   assert.equal(body.model, 'tiny');
@@ -93,9 +93,10 @@ test('scores do not depend on what else is in the batch (padding is masked)', as
 
 test('/rerank hybrid with db_id: groups by result, errors trail, best member of best group first', async () => {
   const cands = [WRONG, { sql: GOOD, id: 'g1' }, { sql: GOOD2, id: 7 }, BROKEN, GOOD3, 'DROP TABLE singer'];
-  const { status, body } = await srv.post('/rerank', { question: Q, db_id: 'shop', candidates: cands });
+  const { status, body } = await srv.post('/rerank', { question: Q, db_id: 'shop', strategy: 'hybrid', candidates: cands });
   assert.equal(status, 200, JSON.stringify(body));
-  assert.equal(body.strategy, 'hybrid', 'hybrid is the default with a database');
+  assert.equal(body.strategy, 'hybrid');
+  assert.ok(body.results.every((r: any) => r.reason === undefined), 'only the selector explains itself');
   const top = body.results[0];
   assert.ok([1, 2, 4].includes(top.index), 'a member of the 3-strong group wins');
   assert.equal(top.execution.cluster, 0);
@@ -168,6 +169,7 @@ test('/v1/rerank: the Cohere/Jina shape', async () => {
     top_n: 2,
     return_documents: true,
     db_id: 'shop',
+    strategy: 'hybrid',
   });
   assert.equal(status, 200, JSON.stringify(body));
   assert.equal(typeof body.id, 'string');
@@ -180,7 +182,56 @@ test('/v1/rerank: the Cohere/Jina shape', async () => {
   const plain = await srv.post('/v1/rerank', { query: Q, documents: [GOOD] });
   assert.equal(plain.status, 200);
   assert.equal(plain.body.results[0].document, undefined);
-  assert.equal(plain.body.meta.strategy, 'prm');
+  assert.equal(plain.body.meta.strategy, 'selector', 'the selector is the default, without a database too');
+  assert.equal(plain.body.meta.reason.mode, 'sql');
+});
+
+test('/rerank selector (the default) with db_id: groups by result, a reason per result', async () => {
+  const cands = [WRONG, GOOD, GOOD2, BROKEN, GOOD3, 'DROP TABLE singer'];
+  const { status, body } = await srv.post('/rerank', { question: Q, db_id: 'shop', candidates: cands });
+  assert.equal(status, 200, JSON.stringify(body));
+  assert.equal(body.strategy, 'selector');
+  const byIndex = new Map<number, any>(body.results.map((r: any) => [r.index, r]));
+  const top = body.results[0];
+  assert.ok([1, 2, 4].includes(top.index), 'the 3-strong group of equal results wins');
+  assert.equal(top.execution.cluster, 0);
+  assert.equal(top.execution.cluster_size, 3);
+  const reason = top.reason;
+  assert.equal(reason.mode, 'exec');
+  assert.equal(reason.group_size, 3);
+  assert.equal(reason.group_share, 0.5);
+  assert.equal(reason.vote_group_size, 3);
+  assert.equal(reason.overrules_vote, false);
+  assert.deepEqual(reason.shape, { rows: 1, cols: 1, empty: false, all_null: false });
+  assert.ok(reason.probability > 0 && reason.probability <= 1);
+  assert.ok(reason.prm > 0 && reason.prm < 1);
+  assert.equal(reason.prm, Math.round(Math.max(...[1, 2, 4].map((i) => byIndex.get(i).prm_score)) * 1000) / 1000);
+  assert.ok(reason.clause_agreement > 0, 'its clauses are shared by other candidates');
+  assert.match(reason.summary, /^chosen: group of 3\/6/);
+  assert.ok(['caper.json', 'vote'].includes(reason.weights));
+  // Members of one group share their reason; failed executions trail and say so.
+  assert.deepEqual(byIndex.get(1).reason, byIndex.get(2).reason);
+  for (const i of [3, 5]) {
+    assert.equal(byIndex.get(i).execution.ok, false);
+    assert.equal(byIndex.get(i).reason.execution_failed, true);
+    assert.ok(byIndex.get(i).rank > 4);
+  }
+  // Scores are the model's group probabilities: one group's members share it, groups sum to 1.
+  const groups = new Map<number, number>(body.results.filter((r: any) => r.execution.ok).map((r: any) => [r.execution.cluster, r.score]));
+  assert.ok(Math.abs([...groups.values()].reduce((a, b) => a + b, 0) - 1) < 1e-9);
+});
+
+test('/rerank selector without a database groups by canonical SQL', async () => {
+  const cands = [WRONG, GOOD, GOOD3, 'SELECT count(*) FROM singer WHERE country = \'Chile\''];
+  const { status, body } = await srv.post('/rerank', { question: Q, schema: 'singer: singer_id*, name, country, age', candidates: cands });
+  assert.equal(status, 200, JSON.stringify(body));
+  assert.equal(body.strategy, 'selector');
+  const top = body.results[0];
+  assert.ok([1, 2].includes(top.index), 'GOOD and GOOD3 are one canonical SQL');
+  assert.equal(top.reason.mode, 'sql');
+  assert.equal(top.reason.group_size, 2);
+  assert.equal(top.reason.shape, undefined);
+  assert.equal(top.execution, undefined);
 });
 
 test('/localize: units, blame ranking; with gold the execution verdict and root cause (or why not)', async () => {

@@ -18,8 +18,9 @@
 // safer guess), then by PRM score, then by caller order. Every other group follows in model
 // order, and failed candidates come last by PRM.
 //
-// Ties (equal model scores): the group whose earliest member comes first in the caller's list,
-// the same tie break as Majority Vote; it is a tie breaker only, never a feature.
+// Ties (equal model scores, e.g. equal-size groups under the vote fallback weights): the group
+// holding the higher PRM score, then the group whose earliest member comes first in the caller's
+// list (Majority Vote's tie break; a tie breaker only, never a feature).
 import { createHash } from 'node:crypto';
 import type { ClauseKind } from '../clauses/types.js';
 import type { ExecResult } from '../execution/executor.js';
@@ -376,7 +377,7 @@ export function selectGroups(cands: readonly SelectorCandidate[], w: SelectorWei
   const mx = Math.max(...scored.map((g) => g.score));
   const z = scored.reduce((a, g) => a + Math.exp(g.score - mx), 0);
   for (const g of scored) g.prob = Math.exp(g.score - mx) / z;
-  scored.sort((a, b) => b.score - a.score || Math.min(...a.members) - Math.min(...b.members));
+  scored.sort((a, b) => b.score - a.score || b.info.prm - a.info.prm || Math.min(...a.members) - Math.min(...b.members));
   const order: number[] = [];
   scored.forEach((g, gi) => {
     for (const i of g.members) {
