@@ -12,9 +12,10 @@ import { fitSelector } from '../scoring/selector-fit.js';
 import { selectorSvg } from '../eval/selector-plot.js';
 import type { SelectorMode } from '../scoring/selector.js';
 
-const USAGE = `usage: caper eval rerank --strategy selector --data DIR [--pools pool8,pool16] [--model DIR]
+const USAGE = `usage: caper eval rerank --strategy selector --data DIR [--pools pool8+pool16] [--model DIR]
        [--facts FILE] [--folds K] [--modes exec,sql] [--l2 X] [--plot FILE.svg] [--json FILE] [--no-plot]
        [--fit-out MODEL_DIR [--fit-pool pool8]] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
+  --pools: pools separated by '+' (each as --pool takes it: a name or a comma list of systems).
   Folds group whole databases; l2 is chosen inside each training fold by inner cross-validation
   unless --l2 fixes it. --fit-out writes the weights fitted on all questions of --fit-pool into
   MODEL_DIR/caper.json ("selector"), which the service's selector strategy uses.`;
@@ -33,7 +34,7 @@ export async function run(argv: string[]): Promise<number> {
     console.error(`caper eval rerank: --data is required\n${USAGE}`);
     return 2;
   }
-  const pools = (flagString(a, 'pools') ?? flagString(a, 'pool') ?? 'pool8,pool16').split(',').map((s) => s.trim()).filter(Boolean);
+  const pools = (flagString(a, 'pools') ?? flagString(a, 'pool') ?? 'pool8+pool16').split('+').map((s) => s.trim()).filter(Boolean);
   const modes = (flagString(a, 'modes', 'exec,sql')!).split(',').map((s) => s.trim()) as SelectorMode[];
   if (!modes.every((m) => m === 'exec' || m === 'sql')) {
     console.error('caper eval rerank: --modes takes exec and/or sql');

@@ -11,12 +11,14 @@ const CLI = resolve(import.meta.dirname, '..', 'cli.js');
 
 const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--out models/NAME]
                    [--steps N | --epochs E] [--seed S] [--loss pref|pref+reg] [--max-minutes M]
-                   [--eval-data DIR] [--pool NAMES] [--no-eval]
+                   [--eval-data DIR] [--pool NAMES] [--no-eval] [--no-selector]
   --data DIR      Spider-layout training split to annotate (default ../shared/data/spider/train)
   --tuples FILE   an existing training JSONL (docs/FORMATS.md): skips annotation
   --out DIR       model directory (default models/<preset>)
   --base PATH     fine-tune a local Hugging Face checkpoint instead of training a preset
-  --eval-data DIR split for "caper eval localize" (default ../shared/data/spider/dev-open), --pool its systems (default pool8)`;
+  --eval-data DIR split for "caper eval localize" (default ../shared/data/spider/dev-open), --pool its systems (default pool8)
+  step 5 fits the selector strategy's weights on that split (folds by database, written into caper.json);
+  --no-selector (or --no-eval) skips it, and the service's selector then falls back to the vote`;
 
 function stamp(t0: number): string {
   const s = Math.round((Date.now() - t0) / 1000);
@@ -44,7 +46,7 @@ function runChild(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; 
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, ['no-eval', 'help']);
+  const a = parseArgs(argv, ['no-eval', 'no-selector', 'help']);
   if (a.flags.has('help')) {
     console.log(USAGE);
     return 0;
@@ -65,7 +67,7 @@ export async function run(argv: string[]): Promise<number> {
   const name = basename(out);
   const runDir = join(ROOT, 'runs', name);
   const t0 = Date.now();
-  const step = (n: number, what: string) => console.log(`\n[caper train ${n}/4 +${stamp(t0)}] ${what}`);
+  const step = (n: number, what: string) => console.log(`\n[caper train ${n}/5 +${stamp(t0)}] ${what}`);
 
   let tuples = flagString(a, 'tuples');
   if (tuples && !existsSync(resolve(tuples))) {
@@ -136,6 +138,28 @@ export async function run(argv: string[]): Promise<number> {
       return ev.code;
     }
     recordEvaluation(out, evalData, pool, ev.out);
+  }
+
+  // 5. selector weights: the new PRM's scores are features, so they are refit with every model.
+  if (a.flags.has('no-eval') || a.flags.has('no-selector')) {
+    step(5, `selector fit skipped (${a.flags.has('no-eval') ? '--no-eval' : '--no-selector'}): the selector strategy falls back to the vote`);
+  } else {
+    const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
+    const pool = flagString(a, 'pool', 'pool8')!;
+    const args = ['eval', 'rerank', '--strategy', 'selector', '--data', evalData, '--pools', pool, '--model', out,
+      '--facts', join(runDir, 'selector.facts.json'), '--fit-out', out, '--fit-pool', pool, '--no-plot'];
+    step(5, `caper ${args.join(' ')}`);
+    const sel = await runChild(process.execPath, [CLI, ...args], { capture: true });
+    if (sel.code !== 0) {
+      console.error(`caper train: selector fit failed (exit ${sel.code}); the model is written, the selector falls back to the vote`);
+      return sel.code;
+    }
+    try {
+      appendFileSync(join(out, 'MODEL_CARD.md'),
+        `\n## Selector (${basename(evalData)}, pool ${pool}, cross-validated by database)\n\nOutput of \`caper ${args.join(' ')}\`:\n\n\`\`\`\n${sel.out.trim()}\n\`\`\`\n`);
+    } catch (e) {
+      console.error(`caper train: could not record the selector figures in ${out}: ${(e as Error).message}`);
+    }
   }
   console.log(`\n[caper train done +${stamp(t0)}] ${out}`);
   return 0;

@@ -1,0 +1,90 @@
+// `caper eval rerank --strategy selector` through the real CLI on a Spider-layout directory built
+// here (two databases, so folds by database exist), the real models/tiny and real SQLite
+// execution: per-fold table, plot and figures files, and --fit-out into a copy of the model.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { cpSync, mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { REPO, TINY } from './server-fixture.js';
+import { FEATURES } from '../src/scoring/selector.js';
+
+const exec = promisify(execFile);
+let dir: string;
+
+const Q = [
+  { q: 'How many singers are from France?', gold: "SELECT count(*) FROM singer WHERE country = 'France'" },
+  { q: 'Names of singers older than 40', gold: 'SELECT name FROM singer WHERE age > 40' },
+  { q: 'Titles of concerts in 2015', gold: 'SELECT title FROM concert WHERE year = 2015' },
+];
+// Per question, the systems' SQL: a and b agree and are right on questions 0 and 2; on question 1
+// the majority (a, b) is wrong and c alone is right.
+const PREDS: Record<string, string[]> = {
+  a: ["SELECT count(*) FROM singer WHERE country = 'France'", 'SELECT name FROM singer WHERE age > 20', 'SELECT title FROM concert WHERE year = 2015'],
+  b: ["SELECT count(singer_id) FROM singer WHERE country = 'France'", 'SELECT name FROM singer WHERE age >= 22', "SELECT title FROM concert WHERE year = '2015' OR year = 2015"],
+  c: ['SELECT count(*) FROM singer', 'SELECT name FROM singer WHERE age > 40', 'SELECT titel FROM concert'],
+};
+
+before(() => {
+  dir = mkdtempSync(join(tmpdir(), 'caper-evalsel-'));
+  mkdirSync(join(dir, 'predictions'));
+  const questions: { db_id: string; question: string; query: string }[] = [];
+  for (const dbId of ['shop', 'mall']) {
+    mkdirSync(join(dir, 'database', dbId), { recursive: true });
+    const db = new Database(join(dir, 'database', dbId, `${dbId}.sqlite`));
+    db.exec(`
+      CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
+      CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, title TEXT, singer_id INTEGER, year INTEGER);
+      INSERT INTO singer VALUES (1,'Ann','France',30),(2,'Bob','Spain',45),(3,'Cid','France',22),(4,'Dee','Chile',51);
+      INSERT INTO concert VALUES (1,'Spring',1,2014),(2,'Summer',2,2015),(3,'Autumn',1,2015);
+    `);
+    db.close();
+    for (const x of Q) questions.push({ db_id: dbId, question: x.q, query: x.gold });
+  }
+  writeFileSync(join(dir, 'dev.json'), JSON.stringify(questions));
+  for (const [s, lines] of Object.entries(PREDS)) writeFileSync(join(dir, 'predictions', `${s}.sql`), [...lines, ...lines].join('\n') + '\n');
+});
+
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+test('per-fold table, pooled figures, plot and figures file, weights written by --fit-out', { timeout: 120_000 }, async () => {
+  const model = join(dir, 'model');
+  cpSync(TINY, model, { recursive: true });
+  const plot = join(dir, 'out', 'selector.svg');
+  const { stdout } = await exec(process.execPath, [join(REPO, 'dist', 'src', 'cli.js'), 'eval', 'rerank', '--strategy', 'selector',
+    '--data', dir, '--pools', 'a,b,c', '--model', model, '--device', 'cpu', '--folds', '2', '--facts', join(dir, 'facts.json'),
+    '--plot', plot, '--fit-out', model, '--fit-pool', 'a,b,c'], { cwd: REPO });
+  // Two folds, one database each, three questions each.
+  const rows = stdout.split('\n').filter((l) => /^\| [01] \| (shop|mall) \| 3 \|/.test(l));
+  assert.equal(rows.length, 4, stdout);
+  // Majority vote is right on questions 0 and 2 of each database: 66.7 everywhere; the oracle 100.
+  const exec1 = stdout.split('\n').find((l) => l.startsWith('selector: pool=a,b,c mode=exec'))!;
+  assert.match(exec1, / mv=66\.7 oracle=100\.0 .*\(n=6\)$/);
+  const sql1 = stdout.split('\n').find((l) => l.startsWith('selector: pool=a,b,c mode=sql'))!;
+  assert.match(sql1, / mv=66\.7 oracle=100\.0 /);
+  const svg = readFileSync(plot, 'utf8');
+  assert.match(svg, /^<svg/);
+  for (const label of ['Majority vote', 'Hybrid', 'Selector', 'Oracle']) assert.ok(svg.includes(label), label);
+  const figures = JSON.parse(readFileSync(join(dir, 'out', 'selector.json'), 'utf8'));
+  assert.equal(figures.results.length, 2);
+  assert.equal(figures.results[0].folds.length, 2);
+  assert.equal(figures.results[0].pooled.vote, 66.7);
+  const m = JSON.parse(readFileSync(join(model, 'caper.json'), 'utf8'));
+  assert.deepEqual(m.selector.exec.features, [...FEATURES.exec]);
+  assert.equal(m.selector.exec.weights.length, FEATURES.exec.length);
+  assert.ok(m.selector.exec.weights.every((w: number) => Number.isFinite(w)));
+  assert.deepEqual(m.selector.sql.features, [...FEATURES.sql]);
+  assert.equal(m.selector.exec.fitted_on.questions, 6);
+  assert.equal(m.name, 'tiny', 'the rest of caper.json is kept');
+});
+
+test('bad flags are refused with a usage message', async () => {
+  const cli = (args: string[]) => exec(process.execPath, [join(REPO, 'dist', 'src', 'cli.js'), 'eval', 'rerank', '--strategy', 'selector', ...args], { cwd: REPO });
+  await assert.rejects(cli([]), (e: any) => e.code === 2 && /--data is required/.test(e.stderr));
+  await assert.rejects(cli(['--data', dir, '--modes', 'fast']), (e: any) => e.code === 2 && /--modes/.test(e.stderr));
+  await assert.rejects(cli(['--data', dir, '--folds', '1']), (e: any) => e.code === 2 && /--folds/.test(e.stderr));
+  await assert.rejects(cli(['--data', dir, '--pools', 'nosuch']), (e: any) => e.code === 2 && /nosuch/.test(e.stderr));
+});
