@@ -1,15 +1,14 @@
 // Exploration driver for the selector: cross-validated EX per fold, and a leave-one-feature-out
 // ablation. node dist/scripts/selector-cv.js [FACTS] [--ablate] [--l2 X] [--mode exec|sql] [--pool pool8|pool16]
-import { readFileSync } from 'node:fs';
-import { POOLS } from '../src/eval/spider.js';
-import { subsetFacts, type SelectorFacts } from '../src/eval/selector-data.js';
+import { POOLS, resolvePool } from '../src/eval/spider.js';
+import { subsetFacts, loadOrComputeFacts } from '../src/eval/selector-data.js';
 import { crossValidate, fitAll, METHODS } from '../src/eval/selector.js';
 import { FEATURES, type SelectorMode } from '../src/scoring/selector.js';
 
 const args = process.argv.slice(2);
 const flag = (n: string, d: string) => { const i = args.indexOf(`--${n}`); return i >= 0 ? args[i + 1]! : d; };
-const path = args[0] && !args[0].startsWith('--') ? args[0] : 'runs/selector/dev-open.facts.json';
-const all = JSON.parse(readFileSync(path, 'utf8')) as SelectorFacts;
+const path = args[0] && !args[0].startsWith('--') ? args[0] : 'runs/selector/dev-open.default.facts.json';
+const all = await loadOrComputeFacts(path, '../shared/data/spider/dev-open', resolvePool('../shared/data/spider/dev-open', 'pool16'), 'models/default');
 const l2 = Number(flag('l2', '1'));
 const k = Number(flag('k', '5'));
 const modes = flag('mode', 'exec,sql').split(',') as SelectorMode[];

@@ -14,6 +14,7 @@ import type { ExecResult } from '../execution/executor.js';
 
 export interface SelectorQuestion {
   db_id: string;
+  question?: string;
   /** Per system, in the order of SelectorFacts.systems. */
   candidates: SelectorCandidate[];
   /** Per system: matches gold (test-suite semantics). */
@@ -46,9 +47,9 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
   const schemas = new Map<string, string>();
   const out: SelectorQuestion[] = new Array(questions.length);
   const retry: { qi: number; sqls: string[]; units: SelectorCandidate['units'][] }[] = [];
-  const build = (db_id: string, goldSql: string, sqls: string[], units: SelectorCandidate['units'][], gold: ExecResult, results: ExecResult[]): SelectorQuestion => {
+  const build = (db_id: string, questionText: string, goldSql: string, sqls: string[], units: SelectorCandidate['units'][], gold: ExecResult, results: ExecResult[]): SelectorQuestion => {
     const judge = matchesGold(gold, goldSql);
-    return { db_id, candidates: sqls.map((sql, i) => ({ sql, units: units[i]!, exec: execShape(results[i]!) })), correct: results.map((r) => judge(r)) };
+    return { db_id, question: questionText, candidates: sqls.map((sql, i) => ({ sql, units: units[i]!, exec: execShape(results[i]!) })), correct: results.map((r) => judge(r)) };
   };
   const t0 = performance.now();
   try {
@@ -74,7 +75,7 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
         scorer.score(q.question, schema, sqls),
       ]);
       const units = scored.candidates.map((c) => c.units.map((u) => ({ kind: u.kind, text: u.text, score: Number.isFinite(u.score) ? u.score : NaN })));
-      out[qi] = build(q.db_id, q.query, sqls, units, gold, results);
+      out[qi] = build(q.db_id, q.question, q.query, sqls, units, gold, results);
       if (gold.ok === false && gold.code === 'timeout' || results.some((r) => !r.ok && r.code === 'timeout')) retry.push({ qi, sqls, units });
       done++;
       if (done % 50 === 0) console.error(`  ${done}/${questions.length} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
@@ -94,7 +95,7 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
           const gold = await solo.run(db, q.query);
           const results: ExecResult[] = [];
           for (const sql of sqls) results.push(await solo.run(db, sql));
-          out[qi] = build(q.db_id, q.query, sqls, units, gold, results);
+          out[qi] = build(q.db_id, q.question, q.query, sqls, units, gold, results);
         }
       } finally {
         await solo.close();
@@ -112,7 +113,14 @@ export async function loadOrComputeFacts(path: string | undefined, dataDir: stri
   if (path && existsSync(path)) {
     const f = JSON.parse(readFileSync(path, 'utf8')) as SelectorFacts;
     const idx = systems.map((s) => f.systems.indexOf(s));
-    if (f.version === FACTS_VERSION && idx.every((i) => i >= 0) && (!opts.limit || f.questions.length === opts.limit)) return subsetFacts(f, systems);
+    if (f.version === FACTS_VERSION && idx.every((i) => i >= 0) && (!opts.limit || f.questions.length === opts.limit)) {
+      // Caches written before the question text was kept: the facts are aligned with the questions file.
+      if (f.questions.some((q) => q.question === undefined)) {
+        const qs = loadQuestions(dataDir);
+        f.questions.forEach((q, i) => (q.question ??= qs[i]?.question));
+      }
+      return subsetFacts(f, systems);
+    }
     console.error(`selector facts: ${path} does not cover this pool or is stale; recomputing`);
   }
   const f = await computeSelectorFacts(dataDir, systems, modelDir, opts);
@@ -133,6 +141,6 @@ export function subsetFacts(f: SelectorFacts, systems: string[]): SelectorFacts 
   return {
     ...f,
     systems,
-    questions: f.questions.map((q) => ({ db_id: q.db_id, candidates: idx.map((i) => q.candidates[i]!), correct: idx.map((i) => q.correct[i]!) })),
+    questions: f.questions.map((q) => ({ db_id: q.db_id, ...(q.question !== undefined ? { question: q.question } : {}), candidates: idx.map((i) => q.candidates[i]!), correct: idx.map((i) => q.correct[i]!) })),
   };
 }

@@ -29,12 +29,12 @@ export function candidatesFor(q: SelectorQuestion, mode: SelectorMode): Selector
 }
 
 export function fitQuestion(q: SelectorQuestion, mode: SelectorMode): FitQuestion {
-  const { groups } = buildGroups(candidatesFor(q, mode), mode);
+  const { groups } = buildGroups(candidatesFor(q, mode), mode, q.question);
   return { x: groups.map((g) => g.x), right: groups.map((g) => q.correct[g.members[0]!]!) };
 }
 
 export function selectorPick(q: SelectorQuestion, w: SelectorWeights): number {
-  return selectGroups(candidatesFor(q, w.mode), w).order[0] ?? 0;
+  return selectGroups(candidatesFor(q, w.mode), w, q.question).order[0] ?? 0;
 }
 
 export function votePick(q: SelectorQuestion, strategy: 'vote' | 'hybrid' | 'prm'): number {

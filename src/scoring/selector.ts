@@ -101,6 +101,7 @@ export const FEATURES: Record<SelectorMode, readonly string[]> = {
     'star', 'like', 'len_ratio', 'nest', 'joins', 'distinct_kw', 'limit_kw',
     'sql_agree', 'empty', 'all_null', 'one_row', 'log_rows', 'cols_modal', 'order_split',
     'dup_rows', 'dup_twin', 'soft_support',
+    'count_shape', 'superlative_one_row', 'cols_excess',
   ],
   sql: [
     'share', 'top', 'margin',
@@ -216,7 +217,20 @@ function derive(cands: readonly SelectorCandidate[]): Derived[] {
 }
 
 /** Groups with their feature vectors (unsorted), plus the failed candidates (exec mode). */
-export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorMode): { groups: SelectorGroup[]; failed: number[] } {
+/**
+ * What the question asks for, from its wording alone: a count, a superlative (one row expected),
+ * and how many things it names (1 + the "and"s and commas), a rough bound on the columns.
+ */
+export function questionCues(question: string | undefined): { count: number; superlative: number; asked: number } {
+  const q = ` ${(question ?? '').toLowerCase()} `;
+  const count = /\b(how many|number of|count of|total number)\b/.test(q) ? 1 : 0;
+  const superlative = /\b(most|least|highest|lowest|largest|smallest|youngest|oldest|maximum|minimum|fewest|biggest|greatest|earliest|latest|longest|shortest|best|worst|\w{3,}est)\b/.test(q) && !/\b(all|each|every|list)\b/.test(q) ? 1 : 0;
+  const asked = 1 + (q.match(/ and |,/g)?.length ?? 0);
+  return { count, superlative, asked };
+}
+
+export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorMode, question?: string): { groups: SelectorGroup[]; failed: number[] } {
+  const cue = questionCues(question);
   const n = cands.length;
   const d = derive(cands);
   const byKey = new Map<string, number[]>();
@@ -329,6 +343,9 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
         if (c.exec?.ok && !members.includes(i)) soft += c.exec.cols === e.cols ? sketchJaccard(c.exec.sketch, e.sketch) : 0;
       });
       base.push(dup ? 1 : 0, dup && twin ? 1 : 0, soft / n);
+      // Answer type against the question's wording.
+      const single = e.rows === 1 && e.cols === 1;
+      base.push(cue.count ? (single ? 1 : -1) : 0, cue.superlative ? (e.rows === 1 ? 1 : -1) : 0, Math.max(0, e.cols - cue.asked));
       info.shape = { rows: e.rows, cols: e.cols, empty: e.rows === 0, all_null: e.allNull };
     } else {
       ordered.sort((a, b) => d[b]!.prm - d[a]!.prm || a - b);
@@ -361,9 +378,9 @@ export interface SelectorChoice {
   groups: (SelectorGroup & { score: number; prob: number })[];
 }
 
-export function selectGroups(cands: readonly SelectorCandidate[], w: SelectorWeights): SelectorChoice {
+export function selectGroups(cands: readonly SelectorCandidate[], w: SelectorWeights, question?: string): SelectorChoice {
   const n = cands.length;
-  const { groups, failed } = buildGroups(cands, w.mode);
+  const { groups, failed } = buildGroups(cands, w.mode, question);
   const prmOrder = (xs: number[]) => xs.slice().sort((a, b) => prmOf(cands[b]!) - prmOf(cands[a]!) || a - b);
   const cluster = new Array<number>(n).fill(-1);
   const clusterSize = new Array<number>(n).fill(0);
