@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { REPO, TINY } from './server-fixture.js';
-import { FEATURES } from '../src/scoring/selector.js';
+import { SELECTED } from '../src/scoring/selector.js';
 
 const exec = promisify(execFile);
 let dir: string;
@@ -73,10 +73,10 @@ test('per-fold table, pooled figures, plot and figures file, weights written by 
   assert.equal(figures.results[0].folds.length, 2);
   assert.equal(figures.results[0].pooled.vote, 66.7);
   const m = JSON.parse(readFileSync(join(model, 'caper.json'), 'utf8'));
-  assert.deepEqual(m.selector.exec.features, [...FEATURES.exec]);
-  assert.equal(m.selector.exec.weights.length, FEATURES.exec.length);
+  assert.deepEqual(m.selector.exec.features, [...SELECTED.exec]);
+  assert.equal(m.selector.exec.weights.length, SELECTED.exec.length);
   assert.ok(m.selector.exec.weights.every((w: number) => Number.isFinite(w)));
-  assert.deepEqual(m.selector.sql.features, [...FEATURES.sql]);
+  assert.deepEqual(m.selector.sql.features, [...SELECTED.sql]);
   assert.equal(m.selector.exec.fitted_on.questions, 6);
   assert.equal(m.name, 'tiny', 'the rest of caper.json is kept');
 });

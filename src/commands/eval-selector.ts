@@ -10,12 +10,13 @@ import { loadOrComputeFacts, subsetFacts, type SelectorFacts } from '../eval/sel
 import { crossValidate, chooseL2, fitQuestion, METHODS, type CvResult } from '../eval/selector.js';
 import { fitSelector } from '../scoring/selector-fit.js';
 import { selectorSvg } from '../eval/selector-plot.js';
-import type { SelectorMode } from '../scoring/selector.js';
+import { FEATURES, SELECTED, type SelectorMode } from '../scoring/selector.js';
 
 const USAGE = `usage: caper eval rerank --strategy selector --data DIR [--pools pool8+pool16] [--model DIR]
-       [--facts FILE] [--folds K] [--modes exec,sql] [--l2 X] [--plot FILE.svg] [--json FILE] [--no-plot]
+       [--facts FILE] [--folds K] [--modes exec,sql] [--l2 X] [--all-features] [--plot FILE.svg] [--json FILE] [--no-plot]
        [--fit-out MODEL_DIR [--fit-pool pool8]] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
   --pools: pools separated by '+' (each as --pool takes it: a name or a comma list of systems).
+  The shipped feature set (SELECTED in src/scoring/selector.ts) is used unless --all-features.
   Folds group whole databases; l2 is chosen inside each training fold by inner cross-validation
   unless --l2 fixes it. --fit-out writes the weights fitted on all questions of --fit-pool into
   MODEL_DIR/caper.json ("selector"), which the service's selector strategy uses.`;
@@ -24,7 +25,7 @@ const fmt = (x: number) => x.toFixed(1);
 const MODE_NAME: Record<SelectorMode, string> = { exec: 'with execution', sql: 'without a database' };
 
 export async function run(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, ['help', 'no-plot']);
+  const a = parseArgs(argv, ['help', 'no-plot', 'all-features']);
   if (a.flags.has('help')) {
     console.log(USAGE);
     return 0;
@@ -52,6 +53,7 @@ export async function run(argv: string[]): Promise<number> {
     return 2;
   }
   const fitOut = flagString(a, 'fit-out');
+  const allFeatures = a.flags.has('all-features');
   const fitPool = flagString(a, 'fit-pool', 'pool8')!;
   let poolSystems: Record<string, string[]>;
   try {
@@ -74,7 +76,7 @@ export async function run(argv: string[]): Promise<number> {
   for (const pool of pools) {
     const facts = subsetFacts(all, poolSystems[pool]!);
     for (const mode of modes) {
-      const cv = crossValidate(facts, mode, { k, ...(fixedL2 !== undefined ? { l2: fixedL2 } : { nested: true }) });
+      const cv = crossValidate(facts, mode, { k, ...(fixedL2 !== undefined ? { l2: fixedL2 } : { nested: true }), ...(allFeatures ? { only: FEATURES[mode] } : {}) });
       results.push({ pool, mode, cv });
       const ms = METHODS[mode];
       console.log(`\n${pool} (${facts.systems.length} systems), ${MODE_NAME[mode]}`);
@@ -113,7 +115,7 @@ export async function run(argv: string[]): Promise<number> {
     console.log(`\nwrote ${plot} and ${json}`);
   }
 
-  if (fitOut) writeWeights(fitOut, all, poolSystems[fitPool]!, fitPool, modes, k, fixedL2, results.filter((r) => r.pool === fitPool));
+  if (fitOut) writeWeights(fitOut, all, poolSystems[fitPool]!, fitPool, modes, k, fixedL2, results.filter((r) => r.pool === fitPool), allFeatures);
   return 0;
 }
 
@@ -122,19 +124,21 @@ function round1(o: Record<string, number>): Record<string, number> {
 }
 
 /** Fits on every question of the pool (l2 by CV over all of them) and records it in caper.json. */
-function writeWeights(modelDir: string, all: SelectorFacts, systems: string[], pool: string, modes: SelectorMode[], k: number, fixedL2: number | undefined, cvs: { mode: SelectorMode; cv: CvResult }[]): void {
+function writeWeights(modelDir: string, all: SelectorFacts, systems: string[], pool: string, modes: SelectorMode[], k: number, fixedL2: number | undefined, cvs: { mode: SelectorMode; cv: CvResult }[], allFeatures: boolean): void {
   const path = join(resolve(modelDir), 'caper.json');
   const manifest = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
   const facts = subsetFacts(all, systems);
   const section: Record<string, unknown> = { ...((manifest.selector as Record<string, unknown> | undefined) ?? {}) };
   for (const mode of modes) {
     const fitQs = facts.questions.map((q) => fitQuestion(q, mode));
-    const l2 = fixedL2 ?? chooseL2(facts.questions, fitQs, mode, { k });
-    const w = fitSelector(fitQs, mode, { l2 });
+    const only = allFeatures ? undefined : SELECTED[mode];
+    const l2 = fixedL2 ?? chooseL2(facts.questions, fitQs, mode, { k, ...(only ? { only } : {}) });
+    const w = fitSelector(fitQs, mode, { l2, ...(only ? { only } : {}) });
+    const used = w.features.map((f, i) => [f, w.weights[i]!] as const).filter(([f]) => !only || only.includes(f));
     const cv = cvs.find((c) => c.mode === mode)?.cv;
     section[mode] = {
-      features: w.features,
-      weights: w.weights.map((x) => Number(x.toPrecision(6))),
+      features: used.map(([f]) => f),
+      weights: used.map(([, x]) => Number(x.toPrecision(6))),
       l2,
       fitted_on: { data: basename(resolve(all.data)), pool, questions: facts.questions.length },
       ...(cv ? { cv: { folds: k, by: 'database', ex: round1(cv.pooled), fold_mean: round1(cv.foldMean) } } : {}),

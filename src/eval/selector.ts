@@ -1,6 +1,6 @@
 // Cross-validated evaluation of the selector on cached facts (selector-data.ts): folds group whole
 // databases, so a fold's databases contribute nothing to the weights that score it.
-import { buildGroups, selectGroups, prmOf, type SelectorMode, type SelectorWeights, type SelectorCandidate } from '../scoring/selector.js';
+import { buildGroups, selectGroups, prmOf, SELECTED, type SelectorMode, type SelectorWeights, type SelectorCandidate } from '../scoring/selector.js';
 import { fitSelector, type FitOptions, type FitQuestion } from '../scoring/selector-fit.js';
 import { rerank } from '../scoring/rerank.js';
 import type { SelectorFacts, SelectorQuestion } from './selector-data.js';
@@ -83,7 +83,7 @@ export const METHODS: Record<SelectorMode, readonly string[]> = {
 };
 
 /** The l2 strengths tried when it is chosen by inner cross-validation. */
-export const L2_GRID: readonly number[] = [1, 3, 10, 30, 100, 300];
+export const L2_GRID: readonly number[] = [1, 3, 10, 30, 100, 300, 1000];
 
 /**
  * l2 chosen by cross-validation inside `questions` (folds by database, the same rule as the
@@ -107,7 +107,13 @@ export function chooseL2(questions: readonly SelectorQuestion[], fitQs: readonly
   return best.l2;
 }
 
-export function crossValidate(facts: SelectorFacts, mode: SelectorMode, opts: FitOptions & { k?: number; nested?: boolean } = {}): CvResult & { l2s: number[] } {
+/** The shipped feature set unless the caller names features (only) or drops some (ablation). */
+function withSelected(mode: SelectorMode, opts: FitOptions): FitOptions {
+  return opts.only || opts.drop?.length ? opts : { ...opts, only: SELECTED[mode] };
+}
+
+export function crossValidate(facts: SelectorFacts, mode: SelectorMode, options: FitOptions & { k?: number; nested?: boolean } = {}): CvResult & { l2s: number[] } {
+  const opts = { ...options, ...withSelected(mode, options) };
   const qs = facts.questions;
   const folds = foldsByDatabase(qs.map((q) => q.db_id), opts.k ?? 5);
   const fitQs = qs.map((q) => fitQuestion(q, mode));
@@ -146,5 +152,5 @@ export function crossValidate(facts: SelectorFacts, mode: SelectorMode, opts: Fi
 
 /** Fits on every question (what ships). */
 export function fitAll(facts: SelectorFacts, mode: SelectorMode, opts: FitOptions = {}): SelectorWeights {
-  return fitSelector(facts.questions.map((q) => fitQuestion(q, mode)), mode, opts);
+  return fitSelector(facts.questions.map((q) => fitQuestion(q, mode)), mode, withSelected(mode, opts));
 }

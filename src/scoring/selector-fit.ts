@@ -20,6 +20,8 @@ export interface FitOptions {
   l2?: number;
   /** Features left out (ablation): their weight is fixed at 0. */
   drop?: readonly string[];
+  /** When given, only these features are used (others weigh 0). */
+  only?: readonly string[];
   iterations?: number;
   /** Features left unpenalized (default VOTE_FEATURES): the fit shrinks toward Majority Vote. */
   free?: readonly string[];
@@ -59,7 +61,7 @@ export function fitSelector(questions: readonly FitQuestion[], mode: SelectorMod
   const dim = names.length;
   const free = opts.free ?? VOTE_FEATURES;
   const l2 = names.map((f) => (free.includes(f) ? 1e-3 : (opts.l2 ?? DEFAULT_L2)));
-  const active = names.map((f) => !(opts.drop ?? []).includes(f));
+  const active = names.map((f) => !(opts.drop ?? []).includes(f) && (!opts.only || opts.only.includes(f)));
   const informative = questions.filter((q) => q.right.some(Boolean) && !q.right.every(Boolean));
   // Standardize over all groups of the informative questions.
   const all = informative.flatMap((q) => q.x);

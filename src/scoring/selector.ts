@@ -111,6 +111,18 @@ export const FEATURES: Record<SelectorMode, readonly string[]> = {
   ],
 };
 
+/**
+ * The features the shipped weights use: chosen by backward elimination over database-grouped
+ * cross-validation on dev-open pool8 (scripts/selector-ablate.ts; docs/SELECTOR.md has the
+ * figures): starting from all of FEATURES, a feature was dropped while pooled EX did not fall;
+ * removing any one kept feature lowers it and raises no fold. The other features are computed
+ * (and explain nothing) so that experiments can bring them back.
+ */
+export const SELECTED: Record<SelectorMode, readonly string[]> = {
+  exec: ['share', 'top', 'margin', 'prm_min', 'prm_gap', 'last_mean', 'clause_mean', 'prm_delta', 'like', 'joins', 'sql_agree', 'log_rows', 'dup_twin', 'cols_excess'],
+  sql: FEATURES.sql,
+};
+
 export interface SelectorWeights {
   mode: SelectorMode;
   features: string[];
