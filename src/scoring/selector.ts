@@ -120,7 +120,7 @@ export const FEATURES: Record<SelectorMode, readonly string[]> = {
  */
 export const SELECTED: Record<SelectorMode, readonly string[]> = {
   exec: ['share', 'top', 'margin', 'prm_min', 'prm_gap', 'last_mean', 'clause_mean', 'prm_delta', 'like', 'joins', 'sql_agree', 'log_rows', 'dup_twin', 'cols_excess'],
-  sql: FEATURES.sql,
+  sql: ['share', 'top', 'margin', 'last_mean', 'clause_mean', 'star', 'like', 'len_ratio', 'nest'],
 };
 
 export interface SelectorWeights {
