@@ -1,0 +1,212 @@
+// The text of one query arm as handed to node-sql-parser: subqueries become placeholders,
+// comments spaces, [bracket] identifiers `backtick` ones, and what the parser cannot read
+// (backslashes in strings, FILTER/OVER suffixes, NULLS FIRST/LAST) is set aside in an ArmSide and
+// put back by the tree builder.
+import type { ClauseUnit } from './types.js';
+import { identName, significant, type Token } from './lexer.js';
+import type { ArmInfo } from './segment.js';
+import { KEYWORDS, VALUE_KEYWORDS } from './render.js';
+
+/** Index of the first token that ends after `offset` (tokens tile the input in order). */
+export function tokenAt(toks: Token[], offset: number): number {
+  let lo = 0;
+  let hi = toks.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (toks[mid]!.end <= offset) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** Arm text handed to the parser: subqueries become placeholders, comments become spaces and
+ * [bracket] identifiers become `backtick` ones (node-sql-parser's sqlite grammar lacks them). */
+export interface ArmSide {
+  /** Original text of string literals the parser sees as '__caper_sN' (backslashes confuse it). */
+  strings: string[];
+  /** Verbatim (whitespace-normalized) FILTER (...) / OVER ... suffixes of calls renamed
+   * __caper_wN_name; star: the call's only argument was '*'. */
+  windows: { suffix: string; star: boolean }[];
+  /** NULLS FIRST/LAST per ORDER BY item index. */
+  nulls: string[];
+}
+
+/** Significant tokens of [from, to] joined by single spaces: safe to splice into one line. */
+function normalizedText(toks: Token[], from: number, to: number): string {
+  const parts: string[] = [];
+  for (let j = from; j <= to; j++) {
+    const t = toks[j]!;
+    if (!significant(t)) continue;
+    const prev = parts.length ? parts[parts.length - 1]! : '';
+    if (t.text === ')' || t.text === ',' || t.text === '.' || prev.endsWith('(') || prev.endsWith('.')) parts[parts.length - 1] = prev + t.text;
+    else parts.push(t.text);
+  }
+  return parts.join(' ');
+}
+
+/** Window / FILTER suffixes in the arm: the function-name token index -> [first, last] suffix tokens. */
+function findWindowSuffixes(toks: Token[], arm: ArmInfo, stars: Set<number>): Map<number, [number, number]> {
+  const out = new Map<number, [number, number]>();
+  const first = tokenAt(toks, arm.start);
+  const nextSigIdx = (j: number): number => {
+    for (; j < toks.length && toks[j]!.start < arm.end; j++) if (significant(toks[j]!)) return j;
+    return -1;
+  };
+  const prevSigIdx = (j: number): number => {
+    for (; j >= first; j--) if (significant(toks[j]!)) return j;
+    return -1;
+  };
+  const closeOf = (open: number): number => {
+    let depth = 0;
+    for (let j = open; j < toks.length && toks[j]!.start < arm.end; j++) {
+      const t = toks[j]!;
+      if (t.type !== 'punct') continue;
+      if (t.text === '(') depth++;
+      else if (t.text === ')' && --depth === 0) return j;
+    }
+    return -1;
+  };
+  for (let k = first; k < toks.length && toks[k]!.start < arm.end; k++) {
+    const t = toks[k]!;
+    if (t.type !== 'word' || (t.upper !== 'OVER' && t.upper !== 'FILTER')) continue;
+    const rp = prevSigIdx(k - 1);
+    if (rp < 0 || toks[rp]!.text !== ')') continue;
+    // Matching '(' of the call, then its name.
+    let depth = 0;
+    let lp = -1;
+    for (let j = rp; j >= first; j--) {
+      const x = toks[j]!;
+      if (x.type !== 'punct') continue;
+      if (x.text === ')') depth++;
+      else if (x.text === '(' && --depth === 0) { lp = j; break; }
+    }
+    const nameIdx = lp < 0 ? -1 : prevSigIdx(lp - 1);
+    if (nameIdx < 0 || toks[nameIdx]!.type !== 'word') continue;
+    let end = k;
+    let cur = k;
+    for (;;) {
+      const w = toks[cur]!.upper;
+      const nx = nextSigIdx(cur + 1);
+      if (nx < 0) break;
+      if (toks[nx]!.text === '(') {
+        const c = closeOf(nx);
+        if (c < 0) break;
+        end = c;
+      } else if (w === 'OVER' && toks[nx]!.type === 'word') end = nx;
+      else break;
+      const after = nextSigIdx(end + 1);
+      if (after >= 0 && toks[after]!.type === 'word' && toks[after]!.upper === 'OVER' && w === 'FILTER') cur = after;
+      else break;
+    }
+    if (end === k) continue;
+    const prevEntry = out.get(nameIdx);
+    out.set(nameIdx, [prevEntry ? prevEntry[0] : k, end]);
+    // count(*) would not parse once renamed: the '*' is dropped and restored in the tree.
+    const inner = nextSigIdx(lp + 1);
+    if (inner >= 0 && toks[inner]!.text === '*' && nextSigIdx(inner + 1) === rp) stars.add(inner);
+    k = end;
+  }
+  return out;
+}
+
+export function armText(ctx: { sql: string; toks: Token[]; units?: ClauseUnit[] }, arm: ArmInfo, side: ArmSide = { strings: [], windows: [], nulls: [] }): string {
+  const { toks } = ctx;
+  let out = '';
+  let si = 0;
+  const subs = [...arm.subqueries].sort((a, b) => a.open - b.open);
+  const stars = new Set<number>();
+  const windows = findWindowSuffixes(toks, arm, stars);
+  const orderUnit = arm.units.map((u) => ctx.units?.[u]).find((u) => u?.kind === 'ORDER BY');
+  let level = 0;
+  let orderItem = 0;
+  const skipTo = new Map<number, number>();
+  for (const [, [a, b]] of windows) skipTo.set(a, b);
+  for (let k = tokenAt(toks, arm.start); k < toks.length; k++) {
+    const t = toks[k]!;
+    if (t.start >= arm.end) break;
+    const sigIdx = (from: number, step: number): number => {
+      for (let j = from; j >= 0 && j < toks.length && toks[j]!.start < arm.end && toks[j]!.end > arm.start; j += step) {
+        if (significant(toks[j]!)) return j;
+      }
+      return -1;
+    };
+    const sig = (from: number, step: number): Token | undefined => toks[sigIdx(from, step)];
+    const prev2 = (): Token | undefined => {
+      const p = sigIdx(k - 1, -1);
+      return p < 0 ? undefined : sig(p - 1, -1);
+    };
+    const w = windows.get(k);
+    if (w) {
+      out += `__caper_w${side.windows.length}_${t.text}`;
+      let star = false;
+      for (const st of stars) if (st > k && st < w[0]) star = true;
+      side.windows.push({ suffix: normalizedText(toks, w[0], w[1]), star });
+      continue;
+    }
+    if (stars.has(k)) continue;
+    const skip = skipTo.get(k);
+    if (skip !== undefined) {
+      out += ' ';
+      k = skip;
+      // Subqueries inside a verbatim suffix travel inside it.
+      while (subs[si] && subs[si]!.open < toks[skip]!.end) si++;
+      continue;
+    }
+    // ORDER BY items: count them so that NULLS FIRST/LAST (unknown to the parser) can be cut
+    // out here and put back on the right order_item.
+    if (orderUnit && t.start >= orderUnit.start && t.end <= orderUnit.end) {
+      if (t.type === 'punct' && t.text === '(') level++;
+      else if (t.type === 'punct' && t.text === ')') level--;
+      else if (t.type === 'punct' && t.text === ',' && level === 0) orderItem++;
+      else if (t.type === 'word' && t.upper === 'NULLS' && level === 0) {
+        const nx = sig(k + 1, 1);
+        if (nx && (nx.upper === 'FIRST' || nx.upper === 'LAST')) {
+          side.nulls[orderItem] = nx.upper;
+          out += ' ';
+          while (k + 1 < toks.length && toks[k + 1]!.start <= nx.start) k++;
+          continue;
+        }
+      }
+    }
+    if (t.type === 'string' && t.text.includes('\\')) {
+      out += `'__caper_s${side.strings.length}'`;
+      side.strings.push(t.text);
+      continue;
+    }
+    const sub = subs[si];
+    if (sub && t.start === sub.open) {
+      out += `(SELECT __caper_sq${subs.indexOf(sub)})`;
+      si++;
+      while (k + 1 < toks.length && toks[k + 1]!.start <= sub.close) k++;
+      continue;
+    }
+    // Spellings SQLite accepts but node-sql-parser does not, rewritten to exact equivalents.
+    // Only the parser's input changes; spans always come from the caller's tokens.
+    if (t.type === 'comment') out += ' ';
+    else if (t.type === 'bracket') out += '`' + (identName(t) ?? '').replace(/`/g, '``') + '`';
+    else if (t.type === 'number' && t.text.startsWith('.')) out += '0' + t.text;
+    else if (t.type === 'number' && /^\d+\.(?:[eE]|$)/.test(t.text)) out += t.text.replace('.', '.0');
+    else if (t.type === 'word' && t.upper === 'ISNULL') out += 'IS NULL';
+    else if (t.type === 'word' && t.upper === 'NOTNULL') out += 'IS NOT NULL';
+    else if (t.type === 'word' && t.upper === 'NOT' && sig(k + 1, 1)?.upper === 'NULL' && isOperandEnd(sig(k - 1, -1))) {
+      out += 'IS NOT';
+    } else if (t.type === 'word' && t.upper === 'DISTINCT' && sig(k + 1, 1)?.upper === 'FROM' &&
+      (sig(k - 1, -1)?.upper === 'IS' || (sig(k - 1, -1)?.upper === 'NOT' && prev2()?.upper === 'IS'))) {
+      // a IS DISTINCT FROM b == a IS NOT b;  a IS NOT DISTINCT FROM b == a IS b.
+      const negated = sig(k - 1, -1)?.upper === 'NOT';
+      out = out.replace(negated ? /NOT\s*$/i : /\s*$/, negated ? '' : ' NOT');
+      const from = sig(k + 1, 1)!;
+      while (k + 1 < toks.length && toks[k + 1]!.start <= from.start) k++;
+    } else out += t.text;
+  }
+  return out;
+}
+
+/** True when a token can end an operand (so a following NOT NULL is the postfix test). */
+function isOperandEnd(t: Token | undefined): boolean {
+  if (!t) return false;
+  if (t.type === 'punct') return t.text === ')';
+  if (t.type === 'word') return !KEYWORDS.has(t.upper) || VALUE_KEYWORDS.has(t.upper);
+  return t.type !== 'op';
+}
+
