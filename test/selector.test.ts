@@ -150,6 +150,31 @@ test('selection: vote weights pick the largest group; fitted weights can overrul
   assert.equal(reasons[0]!.overrules_vote, false);
 });
 
+test('a candidate the PRM could not score joins no group and ranks last, with a reason that says so', async () => {
+  const cands = await Promise.all([cand('SELECT country FROM singer'), cand('SELECT country FROM singer AS s'), cand('SELECT name FROM singer')]);
+  cands[0] = { ...cands[0]!, unscored: true };
+  const sel = selectGroups(cands, voteWeights('exec'));
+  assert.equal(sel.order[sel.order.length - 1], 0);
+  assert.equal(sel.cluster[0], -1);
+  assert.equal(sel.prob[0], 0);
+  assert.equal(sel.groups.length, 2, 'the remaining two candidates form two groups of one');
+  const reasons = explain(sel, voteWeights('exec'), 'vote', 3, cands);
+  assert.match(reasons[0]!.summary, /not scored/);
+  assert.equal(reasons[0]!.execution_failed, undefined);
+  // Without a database too.
+  const noDb = cands.map(({ exec: _e, ...c }) => c);
+  assert.equal(selectGroups(noDb, voteWeights('sql')).order[2], 0);
+});
+
+test('very long SQL gets a cheap canonical form', () => {
+  const long = `SELECT ${'a+'.repeat(5_000)}1 FROM t`;
+  const t0 = performance.now();
+  const c = canonicalize(long);
+  assert.ok(performance.now() - t0 < 200);
+  assert.equal(c.clauses.length, 1);
+  assert.ok(c.clauses[0]!.startsWith('?: '));
+});
+
 test('without a database: groups by canonical SQL', async () => {
   const sqls = ['SELECT name FROM singer WHERE age > 40', 'select T1.name from singer T1 where T1.age > 40', 'SELECT name FROM singer'];
   const cands: SelectorCandidate[] = sqls.map((sql) => ({ sql, units: [{ kind: 'SELECT', text: sql, score: 0.5 }] }));

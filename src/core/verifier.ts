@@ -317,7 +317,12 @@ export class Verifier {
         const c = scored.candidates[i]!;
         const r = exec?.results[i];
         await yieldIfLarge(r);
-        cands.push({ sql: c.sql, units: c.units.map((u) => ({ kind: u.kind, text: u.text, score: u.score })), ...(r ? { exec: execShape(r) } : {}) });
+        cands.push({
+          sql: c.sql,
+          units: c.units.map((u) => ({ kind: u.kind, text: u.text, score: u.score })),
+          ...(r ? { exec: execShape(r) } : {}),
+          ...(c.error ? { unscored: true } : {}),
+        });
       }
       const mode = exec ? 'exec' : 'sql';
       const w = this.selector[mode];
@@ -330,7 +335,7 @@ export class Verifier {
         cluster: choice.cluster[index]! >= 0 ? choice.cluster[index]! : choice.groups.length,
         clusterSize: choice.clusterSize[index]!,
       }));
-      reasons = explain(choice, w, this.selector.source[mode], n);
+      reasons = explain(choice, w, this.selector.source[mode], n, cands);
     } else {
       const keys: (string | null)[] = [];
       if (exec) {

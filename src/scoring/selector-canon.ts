@@ -196,7 +196,17 @@ export interface CanonicalSql {
 }
 
 /** Canonical clauses of a candidate. Never throws. */
+/**
+ * Longer SQL is only whitespace- and case-normalized: canonical clauses cost time on the event
+ * loop, and a candidate that long (the scorer's MAX_PARSE_CHARS) agrees with nobody anyway.
+ */
+export const MAX_CANON_CHARS = 2_000;
+
 export function canonicalize(sql: string): CanonicalSql {
+  if (sql.length > MAX_CANON_CHARS) {
+    const s = sql.replace(/\s+/g, ' ').trim().toLowerCase();
+    return { clauses: [`?: ${s}`], sql: s };
+  }
   try {
     const split = splitSql(sql, { tree: false });
     const units = topUnits(split);

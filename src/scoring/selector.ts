@@ -25,7 +25,7 @@ import { createHash } from 'node:crypto';
 import type { ClauseKind } from '../clauses/types.js';
 import type { ExecResult } from '../execution/executor.js';
 import { canonValue, groupKey, resultKey } from '../execution/equivalence.js';
-import { canonicalize } from './selector-canon.js';
+import { canonicalize, MAX_CANON_CHARS } from './selector-canon.js';
 import { tokenize, significant } from '../clauses/lexer.js';
 
 export type ExecShape =
@@ -88,6 +88,11 @@ export interface SelectorCandidate {
   units: { kind: ClauseKind; text: string; score: number }[];
   /** Execution outcome; absent (for every candidate) in sql mode. */
   exec?: ExecShape;
+  /**
+   * The PRM could not score it (e.g. its SQL alone exceeds max_length): like a failed execution
+   * it joins no group and ranks last, so the service's policy for such candidates holds here too.
+   */
+  unscored?: boolean;
 }
 
 export type SelectorMode = 'exec' | 'sql';
@@ -195,7 +200,7 @@ function styleOf(sql: string): number[] {
 /** Per-candidate values that do not depend on the grouping. */
 function derive(cands: readonly SelectorCandidate[]): Derived[] {
   const n = cands.length;
-  const canon = cands.map((c) => canonicalize(c.sql));
+  const canon = cands.map((c) => (c.unscored ? { clauses: [], sql: '' } : canonicalize(c.sql)));
   // A clause counts once per candidate even if it repeats inside it.
   const clauseCount = new Map<string, number>();
   const sqlCount = new Map<string, number>();
@@ -204,7 +209,9 @@ function derive(cands: readonly SelectorCandidate[]): Derived[] {
     sqlCount.set(c.sql, (sqlCount.get(c.sql) ?? 0) + 1);
   }
   const others = Math.max(1, n - 1);
-  const styles = cands.map((c) => styleOf(c.sql));
+  // Unscored or very long candidates are not lexed again here (event-loop time); they join no
+  // group (unscored) or agree with nobody (long), so their style hardly matters.
+  const styles = cands.map((c) => (c.unscored || c.sql.length > MAX_CANON_CHARS ? [0, 0, 1, 0, 0, 0, 0] : styleOf(c.sql)));
   const lens = styles.map((st) => st[2]!).sort((a, b) => a - b);
   const medianLen = Math.max(1, lens[Math.floor(lens.length / 2)] ?? 1);
   for (const st of styles) st[2] = Math.log(Math.max(1, st[2]!) / medianLen);
@@ -249,6 +256,10 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
   const failed: number[] = [];
   cands.forEach((c, i) => {
     let key: string;
+    if (c.unscored) {
+      failed.push(i);
+      return;
+    }
     if (mode === 'exec') {
       if (!c.exec || !c.exec.ok) {
         failed.push(i);
@@ -492,7 +503,7 @@ export interface SelectorReason {
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
 
 /** A reason per caller index for a selectGroups() choice. */
-export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'caper.json' | 'vote', n: number): SelectorReason[] {
+export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'caper.json' | 'vote', n: number, cands?: readonly SelectorCandidate[]): SelectorReason[] {
   const gs = choice.groups;
   const vote = gs.length ? gs.reduce((b, g) => (g.members.length > b.members.length || (g.members.length === b.members.length && Math.min(...g.members) < Math.min(...b.members)) ? g : b)) : null;
   const names = FEATURES[w.mode];
@@ -536,9 +547,26 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
     return reason;
   });
   const failedCount = choice.cluster.filter((c) => c < 0).length;
-  return choice.cluster.map((c) =>
+  return choice.cluster.map((c, i) =>
     c >= 0
       ? perGroup[c]!
+      : cands?.[i]?.unscored
+        ? {
+            mode: w.mode,
+            group_size: 1,
+            group_share: r3(1 / n),
+            probability: 0,
+            prm: 0,
+            prm_mean: 0,
+            clause_agreement: 0,
+            sql_agreement: 0,
+            vote_group_size: vote ? vote.members.length : 0,
+            overrules_vote: false,
+            factors: [],
+            summary: 'not scored (see its warning): joins no group, ranked last',
+            ...(cands[i]!.exec && !cands[i]!.exec!.ok ? { execution_failed: true } : {}),
+            weights: source,
+          }
       : {
           mode: w.mode,
           group_size: failedCount,
