@@ -46,10 +46,10 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
   const exec = new SqlExecutor({ timeoutMs: opts.timeoutMs ?? 5000 });
   const schemas = new Map<string, string>();
   const out: SelectorQuestion[] = new Array(questions.length);
-  const retry: { qi: number; sqls: string[]; units: SelectorCandidate['units'][] }[] = [];
-  const build = (db_id: string, questionText: string, goldSql: string, sqls: string[], units: SelectorCandidate['units'][], gold: ExecResult, results: ExecResult[]): SelectorQuestion => {
+  const retry: { qi: number; sqls: string[]; units: SelectorCandidate['units'][]; unscored: Set<number> }[] = [];
+  const build = (db_id: string, questionText: string, goldSql: string, sqls: string[], units: SelectorCandidate['units'][], unscored: Set<number>, gold: ExecResult, results: ExecResult[]): SelectorQuestion => {
     const judge = matchesGold(gold, goldSql);
-    return { db_id, question: questionText, candidates: sqls.map((sql, i) => ({ sql, units: units[i]!, exec: execShape(results[i]!) })), correct: results.map((r) => judge(r)) };
+    return { db_id, question: questionText, candidates: sqls.map((sql, i) => ({ sql, units: units[i]!, exec: execShape(results[i]!), ...(unscored.has(i) ? { unscored: true } : {}) })), correct: results.map((r) => judge(r)) };
   };
   const t0 = performance.now();
   try {
@@ -74,9 +74,12 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
         Promise.all(sqls.map((s) => exec.run(db, s))),
         scorer.score(q.question, schema, sqls),
       ]);
+      // A candidate the PRM could not score keeps NaN scores; the selector treats it as the service
+      // does (selector.ts: SelectorCandidate.unscored).
       const units = scored.candidates.map((c) => c.units.map((u) => ({ kind: u.kind, text: u.text, score: Number.isFinite(u.score) ? u.score : NaN })));
-      out[qi] = build(q.db_id, q.question, q.query, sqls, units, gold, results);
-      if (gold.ok === false && gold.code === 'timeout' || results.some((r) => !r.ok && r.code === 'timeout')) retry.push({ qi, sqls, units });
+      const unscored = new Set(scored.candidates.flatMap((c, i) => (c.error ? [i] : [])));
+      out[qi] = build(q.db_id, q.question, q.query, sqls, units, unscored, gold, results);
+      if (gold.ok === false && gold.code === 'timeout' || results.some((r) => !r.ok && r.code === 'timeout')) retry.push({ qi, sqls, units, unscored });
       done++;
       if (done % 50 === 0) console.error(`  ${done}/${questions.length} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
     };
@@ -89,13 +92,13 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
       console.error(`  ${retry.length} question(s) had a timeout; running their queries again one at a time`);
       const solo = new SqlExecutor({ timeoutMs: opts.timeoutMs ?? 5000, workers: 1, cacheEntries: 0 });
       try {
-        for (const { qi, sqls, units } of retry) {
+        for (const { qi, sqls, units, unscored } of retry) {
           const q = questions[qi]!;
           const db = dbPath(dataDir, q.db_id);
           const gold = await solo.run(db, q.query);
           const results: ExecResult[] = [];
           for (const sql of sqls) results.push(await solo.run(db, sql));
-          out[qi] = build(q.db_id, q.question, q.query, sqls, units, gold, results);
+          out[qi] = build(q.db_id, q.question, q.query, sqls, units, unscored, gold, results);
         }
       } finally {
         await solo.close();

@@ -97,6 +97,11 @@ export interface SelectorCandidate {
 
 export type SelectorMode = 'exec' | 'sql';
 
+/** Flagged by the caller, or no clause score at all (how cached facts record it). */
+export function isUnscored(c: SelectorCandidate): boolean {
+  return c.unscored === true || !c.units.some((u) => Number.isFinite(u.score));
+}
+
 /** Feature names per mode, in vector order. Documented in docs/SELECTOR.md. */
 export const FEATURES: Record<SelectorMode, readonly string[]> = {
   exec: [
@@ -200,7 +205,7 @@ function styleOf(sql: string): number[] {
 /** Per-candidate values that do not depend on the grouping. */
 function derive(cands: readonly SelectorCandidate[]): Derived[] {
   const n = cands.length;
-  const canon = cands.map((c) => (c.unscored ? { clauses: [], sql: '' } : canonicalize(c.sql)));
+  const canon = cands.map((c) => (isUnscored(c) ? { clauses: [], sql: '' } : canonicalize(c.sql)));
   // A clause counts once per candidate even if it repeats inside it.
   const clauseCount = new Map<string, number>();
   const sqlCount = new Map<string, number>();
@@ -211,7 +216,7 @@ function derive(cands: readonly SelectorCandidate[]): Derived[] {
   const others = Math.max(1, n - 1);
   // Unscored or very long candidates are not lexed again here (event-loop time); they join no
   // group (unscored) or agree with nobody (long), so their style hardly matters.
-  const styles = cands.map((c) => (c.unscored || c.sql.length > MAX_CANON_CHARS ? [0, 0, 1, 0, 0, 0, 0] : styleOf(c.sql)));
+  const styles = cands.map((c) => (isUnscored(c) || c.sql.length > MAX_CANON_CHARS ? [0, 0, 1, 0, 0, 0, 0] : styleOf(c.sql)));
   const lens = styles.map((st) => st[2]!).sort((a, b) => a - b);
   const medianLen = Math.max(1, lens[Math.floor(lens.length / 2)] ?? 1);
   for (const st of styles) st[2] = Math.log(Math.max(1, st[2]!) / medianLen);
@@ -256,7 +261,7 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
   const failed: number[] = [];
   cands.forEach((c, i) => {
     let key: string;
-    if (c.unscored) {
+    if (isUnscored(c)) {
       failed.push(i);
       return;
     }
@@ -550,7 +555,7 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
   return choice.cluster.map((c, i) =>
     c >= 0
       ? perGroup[c]!
-      : cands?.[i]?.unscored
+      : cands?.[i] && isUnscored(cands[i]!)
         ? {
             mode: w.mode,
             group_size: 1,
