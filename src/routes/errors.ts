@@ -9,6 +9,7 @@
 //   429 queue_full        scoring or execution queue full; Retry-After says when to come back
 //   503 not_ready         model still loading, missing or corrupt; Retry-After while loading
 //   503 shutting_down     the server is closing
+//   504 deadline_exceeded scoring did not finish within the request deadline (--request-timeout-ms)
 // The verifier core throws VerifierError with one of these codes and no HTTP status: this file is
 // the one place that knows which status each code gets.
 import type { FastifyInstance, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
@@ -20,6 +21,7 @@ const STATUS: Record<VerifierErrorCode, number> = {
   queue_full: 429,
   not_ready: 503,
   shutting_down: 503,
+  deadline_exceeded: 504,
 };
 
 interface AjvError {
