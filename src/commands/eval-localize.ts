@@ -1,6 +1,6 @@
 // `caper eval localize`: the command-line front of src/eval/localize.ts (flags in, table out).
 import { writeFileSync } from 'node:fs';
-import { parseArgs, flagString, flagNumber } from './args.js';
+import { parseStrict, flagString, flagNumber } from './args.js';
 import type { ClauseKind } from '../clauses/types.js';
 import { loadModel } from '../scoring/onnx.js';
 import { BLAME_STRATEGIES, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
@@ -10,8 +10,17 @@ import { resolvePool } from '../eval/spider.js';
 
 const fmt = (x: number) => x.toFixed(3);
 
+export const USAGE = `usage: caper eval localize [--data DIR] [--pool NAME] [--model DIR] [--device auto|cuda|cpu]
+       [--prior TRAINING.jsonl] [--blame first|drop|min] [--limit N] [--out FILE]
+  --data   Spider-layout split (default ../shared/data/spider/dev-open); --pool its systems (default pool8)
+  --model  model directory (default models/default); --prior adds the clause-prior baseline from training tuples`;
+
 export async function run(argv: string[]): Promise<number> {
-  const a = parseArgs(argv);
+  const a = parseStrict(argv, { values: ['data', 'model', 'pool', 'device', 'prior', 'blame', 'limit', 'out'] });
+  if (a.flags.has('help')) {
+    console.log(USAGE);
+    return 0;
+  }
   const data = flagString(a, 'data', '../shared/data/spider/dev-open')!;
   const modelDir = flagString(a, 'model', 'models/default')!;
   const systems = resolvePool(data, flagString(a, 'pool', 'pool8')!);

@@ -24,6 +24,13 @@ const body = {
     db_id: S.dbId,
     gold: { ...S.sqlString, description: 'reference SQL; with db_id enables the counterfactual root cause' },
   },
+  examples: [
+    {
+      question: 'How many singers are from France?',
+      schema: 'CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER)',
+      sql: "SELECT count(*) FROM singer WHERE country = 'Spain'",
+    },
+  ],
 } as const;
 
 const unitOut = {
@@ -45,6 +52,8 @@ const blameItem = {
     ...S.span,
     score: { type: ['number', 'null'] },
     drop: { type: ['number', 'null'], description: 'score before this clause minus score after it' },
+    source: { type: 'string', enum: ['model', 'execution'] },
+    reason: { type: 'string', description: 'with source execution: the execution error naming what the clause references' },
   },
 } as const;
 
@@ -88,12 +97,20 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         body,
         response: {
           200: {
+            description: 'clause scores, blame ranking and (with gold) the root cause',
             type: 'object',
             required: ['sql', 'parsed', 'units', 'base_score', 'blame', 'model', 'timing'],
             properties: {
               sql: { type: 'string' },
               parsed: { type: 'boolean' },
               warning: { type: 'string' },
+              warnings: S.warningsOut,
+              execution: {
+                type: 'object',
+                description: 'with db_id: how the query ran',
+                required: ['ok'],
+                properties: { ok: { type: 'boolean' }, error: { type: 'string' }, skipped: { type: 'boolean' } },
+              },
               units: { type: 'array', items: unitOut },
               base_score: { type: ['number', 'null'], description: 'score at the <sql> token, before any clause' },
               blame: { type: 'array', items: blameItem, description: 'most suspect clause first' },
@@ -119,14 +136,17 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
       });
       const c = r.candidate;
       const units = c.units.map((u, index) => ({ index, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), raw: num(u.raw) }));
-      const blame = c.blame.map((k) => {
+      const blame = c.blame.map((k, i) => {
         const u = c.units[k]!;
         const before = k === 0 ? c.base : c.units[k - 1]!.score;
-        return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), drop: num(before - u.score) };
+        const source = i === 0 && c.blameFromExecution ? { source: 'execution', reason: c.blameFromExecution } : { source: 'model' };
+        return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), drop: num(before - u.score), ...source };
       });
       const out: Record<string, unknown> = { sql: b.sql, parsed: c.parsed, units, base_score: num(c.base), blame, model: r.model };
       const w = warningOf(c);
       if (w) out.warning = w;
+      if (r.warnings.length) out.warnings = r.warnings;
+      if (r.execution) out.execution = r.execution;
       if (r.gold) {
         out.gold_match = r.gold.match;
         const rc = r.gold.rootCause;

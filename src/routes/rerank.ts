@@ -44,6 +44,13 @@ const body = {
     strategy: S.strategy,
     return_clauses: { type: 'boolean', default: true, description: 'include every clause with its score' },
   },
+  examples: [
+    {
+      question: 'How many singers are from France?',
+      schema: 'CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER)',
+      candidates: ["SELECT count(*) FROM singer WHERE country = 'France'", 'SELECT count(*) FROM singer', '```sql\nSELECT count(*) FROM singers\n```'],
+    },
+  ],
 } as const;
 
 const result = {
@@ -65,7 +72,8 @@ const result = {
       required: ['ok', 'cluster', 'cluster_size'],
       properties: {
         ok: { type: 'boolean' },
-        error: { type: 'string' },
+        error: { type: 'string', description: '"code: message", or "skipped (deadline)" when the request deadline came first' },
+        skipped: { type: 'boolean', description: 'true when the execution did not finish before the request deadline (the candidate is still scored)' },
         cluster: { type: 'integer', description: 'execution-result group, 0 = the winning group' },
         cluster_size: { type: 'integer' },
       },
@@ -80,13 +88,15 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
       schema: {
         summary: 'Rerank candidate SQL queries with per-clause scores and blame',
         tags: ['verifier'],
-        body,
+        body: S.withMaxItems(body, 'candidates', app.service.limits.maxCandidates),
         response: {
           200: {
+            description: 'candidates ranked best first',
             type: 'object',
             required: ['results', 'strategy', 'model', 'timing'],
             properties: {
               results: { type: 'array', items: result },
+              warnings: S.warningsOut,
               strategy: S.strategy,
               model: { type: 'string' },
               timing: S.timingOut,
@@ -130,6 +140,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
                 execution: {
                   ok: ex.ok,
                   ...(ex.error !== undefined ? { error: ex.error } : {}),
+                  ...(ex.skipped ? { skipped: true } : {}),
                   cluster: o.cluster ?? 0,
                   cluster_size: o.clusterSize ?? 1,
                 },
@@ -137,7 +148,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
             : {}),
         };
       });
-      return { results, strategy: r.strategy, model: r.model, timing: timingBody(r.timing) };
+      return { results, ...(r.warnings.length ? { warnings: r.warnings } : {}), strategy: r.strategy, model: r.model, timing: timingBody(r.timing) };
     },
   );
 }

@@ -1,14 +1,13 @@
 // POST /v1/rerank: the Cohere/Jina rerank shape, so an API gateway or a RAG framework that
 // already speaks "rerank" can put the verifier in front of Majority Vote without new glue.
 // Unknown fields those clients send (model, rank_fields, ...) are accepted and ignored.
-import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
 import { timingBody } from './shape.js';
-import { warningOf, type Strategy } from '../core/verifier.js';
+import { warningOf, type Strategy, type RerankResult } from '../core/verifier.js';
 
-interface V1Body {
+export interface V1Body {
   query: string;
   documents: (string | { text: string })[];
   top_n?: number;
@@ -18,7 +17,7 @@ interface V1Body {
   strategy?: Strategy;
 }
 
-const body = {
+export const compatBody = {
   type: 'object',
   required: ['query', 'documents'],
   properties: {
@@ -38,7 +37,26 @@ const body = {
     db_id: S.dbId,
     strategy: S.strategy,
   },
+  examples: [
+    {
+      query: 'How many singers are from France?',
+      documents: ["SELECT count(*) FROM singer WHERE country = 'France'", 'SELECT count(*) FROM singer'],
+      top_n: 1,
+      schema: 'CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER)',
+    },
+  ],
 } as const;
+
+/** Request-level and per-document warnings as meta.warnings strings (Cohere's ApiMeta shape). */
+export function compatWarnings(r: RerankResult): string[] {
+  return [
+    ...r.warnings,
+    ...r.candidates.flatMap((c, index) => {
+      const w = warningOf(c);
+      return w ? [`document ${index}: ${w}`] : [];
+    }),
+  ];
+}
 
 export default async function v1RerankRoute(app: FastifyInstance): Promise<void> {
   app.post<{ Body: V1Body }>(
@@ -46,10 +64,12 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
     {
       schema: {
         summary: 'Cohere/Jina-compatible rerank of candidate SQL',
+        description: 'The Cohere v1 / Jina request and response; the official Cohere SDK (`cohere.Client(base_url=...)`) works against it.',
         tags: ['compat'],
-        body,
+        body: S.withMaxItems(compatBody, 'documents', app.service.limits.maxCandidates),
         response: {
           200: {
+            description: 'documents ranked best first',
             type: 'object',
             required: ['id', 'results', 'meta'],
             properties: {
@@ -74,8 +94,8 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
                   timing: S.timingOut,
                   warnings: {
                     type: 'array',
-                    description: 'documents that were not (fully) scored, e.g. SQL longer than max_length (relevance 0) or a truncated prompt',
-                    items: { type: 'object', required: ['index', 'warning'], properties: { index: { type: 'integer' }, warning: { type: 'string' } } },
+                    description: 'request warnings (no schema) and documents that were not (fully) scored, as "document <index>: <why>" (e.g. SQL longer than max_length: relevance 0; a stripped code fence)',
+                    items: { type: 'string' },
                   },
                 },
               },
@@ -96,12 +116,9 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
         ...(b.strategy ? { strategy: b.strategy } : {}),
       });
       // This shape has no per-result field for it, so unscored documents are listed in meta.
-      const warnings = r.candidates.flatMap((c, index) => {
-        const warning = warningOf(c);
-        return warning ? [{ index, warning }] : [];
-      });
+      const warnings = compatWarnings(r);
       return {
-        id: randomUUID(),
+        id: req.id,
         results: r.ranking.slice(0, b.top_n ?? r.ranking.length).map((o) => ({
           index: o.index,
           relevance_score: o.score,
