@@ -13,7 +13,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { DEFAULT_LIMITS } from './routes/context.js';
 import { Verifier } from './core/verifier.js';
 import { VERSION } from './core/version.js';
-import { SERVE_OPTIONS } from './config.js';
+import { SERVE_OPTIONS } from './core/options.js';
 import v2RerankRoute from './routes/v2-rerank.js';
 import corsPlugin from './routes/cors.js';
 import { installErrorHandlers, errorSchema } from './routes/errors.js';

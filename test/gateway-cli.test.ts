@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO, TINY, makeDbDir } from './server-fixture.js';
 import { spawnServe } from './process-fixture.js';
-import { SERVE_OPTIONS, envName } from '../src/config.js';
+import { SERVE_OPTIONS, envName } from '../src/core/options.js';
 import { schemaFromSqlite, schemaText } from '../src/clauses/schema.js';
 
 const CLI = join(REPO, 'dist', 'src', 'cli.js');

@@ -281,3 +281,19 @@ test('CORS (--cors-origins) and base path (--base-path); without CORS, OPTIONS i
   assert.equal(plain.status, 404);
   assert.equal(plain.headers.get('access-control-allow-origin'), null);
 });
+
+test('a request whose scoring misses the deadline gets 504 deadline_exceeded with Retry-After, and the server carries on', async () => {
+  // The batcher waits 50 ms for company; the deadline is 1 ms.
+  const s = await start({ modelDir: TINY, device: 'cpu', requestTimeoutMs: 1, maxWaitMs: 50 });
+  try {
+    await s.app.caper.loaded;
+    const r = await s.post('/rerank', { question: Q, schema: SCHEMA, candidates: [GOOD] });
+    assert.equal(r.status, 504);
+    assert.equal(r.body.error, 'deadline_exceeded');
+    assert.match(r.body.message, /within the request deadline of 1 ms/);
+    assert.equal(r.headers.get('retry-after'), '1');
+    assert.equal((await s.get('/healthz')).status, 200);
+  } finally {
+    await s.app.close();
+  }
+});

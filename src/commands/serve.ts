@@ -1,7 +1,7 @@
 // `caper serve`: the verifier HTTP service (see src/server.ts). Every option is a flag and a
 // CAPER_* environment variable (src/config.ts holds the one table of them).
 import { parseStrict, UsageError } from './args.js';
-import { SERVE_OPTIONS, resolveServeOptions, serveHelp, envName } from '../config.js';
+import { SERVE_OPTIONS, resolveServeOptions, serveHelp, envName, OptionError } from '../core/options.js';
 
 export const USAGE = serveHelp();
 
@@ -14,7 +14,12 @@ export async function run(argv: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const v = resolveServeOptions(a.flags, process.env);
+  let v: ReturnType<typeof resolveServeOptions>;
+  try {
+    v = resolveServeOptions(a.flags, process.env);
+  } catch (e) {
+    throw e instanceof OptionError ? new UsageError(e.message) : e;
+  }
   const str = (k: string) => v.get(k) as string | undefined;
   const num = (k: string) => v.get(k) as number | undefined;
   // An explicit but empty or unusable key is refused rather than silently serving without auth.

@@ -2,61 +2,9 @@
 // already speaks "rerank" can put the verifier in front of Majority Vote without new glue.
 // Unknown fields those clients send (model, rank_fields, ...) are accepted and ignored.
 import type { FastifyInstance } from 'fastify';
-import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
 import { timingBody } from './shape.js';
-import { warningOf, type Strategy, type RerankResult } from '../core/verifier.js';
-
-export interface V1Body {
-  query: string;
-  documents: (string | { text: string })[];
-  top_n?: number;
-  return_documents?: boolean;
-  schema?: string;
-  db_id?: string;
-  strategy?: Strategy;
-}
-
-export const compatBody = {
-  type: 'object',
-  required: ['query', 'documents'],
-  properties: {
-    query: { ...S.question, description: 'the question' },
-    documents: {
-      type: 'array',
-      minItems: 1,
-      maxItems: L.maxCandidates,
-      description: 'candidate SQL queries',
-      items: {
-        oneOf: [S.sqlString, { type: 'object', required: ['text'], properties: { text: S.sqlString } }],
-      },
-    },
-    top_n: { type: 'integer', minimum: 1 },
-    return_documents: { type: 'boolean', default: false },
-    schema: S.schemaText,
-    db_id: S.dbId,
-    strategy: S.strategy,
-  },
-  examples: [
-    {
-      query: 'How many singers are from France?',
-      documents: ["SELECT count(*) FROM singer WHERE country = 'France'", 'SELECT count(*) FROM singer'],
-      top_n: 1,
-      schema: 'CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER)',
-    },
-  ],
-} as const;
-
-/** Request-level and per-document warnings as meta.warnings strings (Cohere's ApiMeta shape). */
-export function compatWarnings(r: RerankResult): string[] {
-  return [
-    ...r.warnings,
-    ...r.candidates.flatMap((c, index) => {
-      const w = warningOf(c);
-      return w ? [`document ${index}: ${w}`] : [];
-    }),
-  ];
-}
+import { compatBody, compatWarnings, type V1Body } from './compat.js';
 
 export default async function v1RerankRoute(app: FastifyInstance): Promise<void> {
   app.post<{ Body: V1Body }>(

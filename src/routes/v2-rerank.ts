@@ -7,7 +7,7 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { timingBody } from './shape.js';
-import { compatBody, compatWarnings, type V1Body } from './v1-rerank.js';
+import { compatBody, compatWarnings, type V1Body } from './compat.js';
 
 /** Cohere bills one search unit per query with up to 100 documents. */
 const DOCS_PER_SEARCH_UNIT = 100;

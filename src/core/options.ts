@@ -1,7 +1,8 @@
 // Every `caper serve` option in one table: its flag, its CAPER_* environment variable, its type,
 // default and meaning. `serve --help` prints the table, the CLI resolves flag > environment >
 // default from it, and /info reports the value in effect of each one (the API key only as set or
-// not). One table keeps the three from drifting apart.
+// not). One table keeps the three from drifting apart. It lives beside the verifier whose
+// defaults it lists, so both the server and the CLI can read it.
 import {
   DEFAULT_MAX_BATCH_TOKENS,
   DEFAULT_MAX_WAIT_MS,
@@ -9,8 +10,15 @@ import {
   DEFAULT_EXEC_WORKERS,
   DEFAULT_REQUEST_TIMEOUT_MS,
   MAX_EXEC_QUEUE,
-} from './core/verifier.js';
-import { UsageError } from './commands/args.js';
+} from './verifier.js';
+
+/** A flag or variable with a value the service cannot use; the CLI reports it and exits 2. */
+export class OptionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'OptionError';
+  }
+}
 
 export type OptionType = 'string' | 'int' | 'number' | 'bool' | 'device';
 
@@ -66,25 +74,25 @@ function parseValue(o: OptionSpec, raw: string | true, where: string): OptionVal
     const v = raw.toLowerCase();
     if (TRUE.has(v)) return true;
     if (FALSE.has(v)) return false;
-    throw new UsageError(`${where} must be true or false, got "${raw}"`);
+    throw new OptionError(`${where} must be true or false, got "${raw}"`);
   }
-  if (raw === true) throw new UsageError(`${where} needs a value`);
+  if (raw === true) throw new OptionError(`${where} needs a value`);
   if (o.type === 'string') return raw;
   if (o.type === 'device') {
-    if (raw !== 'auto' && raw !== 'cuda' && raw !== 'cpu') throw new UsageError(`${where} must be auto, cuda or cpu, got "${raw}"`);
+    if (raw !== 'auto' && raw !== 'cuda' && raw !== 'cpu') throw new OptionError(`${where} must be auto, cuda or cpu, got "${raw}"`);
     return raw;
   }
   const n = Number(raw);
   if (raw.trim() === '' || !Number.isFinite(n) || (o.type === 'int' && !Number.isInteger(n))) {
-    throw new UsageError(`${where} must be ${o.type === 'int' ? 'an integer' : 'a number'}, got "${raw}"`);
+    throw new OptionError(`${where} must be ${o.type === 'int' ? 'an integer' : 'a number'}, got "${raw}"`);
   }
-  if (o.min !== undefined && n < o.min) throw new UsageError(`${where} must be at least ${o.min}, got ${n}`);
+  if (o.min !== undefined && n < o.min) throw new OptionError(`${where} must be at least ${o.min}, got ${n}`);
   return n;
 }
 
 /**
  * The value of every option that is set, by flag name: the flag if given, else the environment
- * variable, else the default. Throws UsageError naming the flag or variable at fault.
+ * variable, else the default. Throws OptionError naming the flag or variable at fault.
  */
 export function resolveServeOptions(flags: ReadonlyMap<string, string | true>, env: NodeJS.ProcessEnv): Map<string, OptionValue> {
   const out = new Map<string, OptionValue>();
