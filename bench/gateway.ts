@@ -195,6 +195,7 @@ async function main(): Promise<number> {
       '|---|---|',
       `| small requests (2 candidates) | ${fair.small.length}, all 200: ${fair.small.every((s) => s.status === 200)}, all executed: ${fair.small.every((s) => s.executed)}, sent while H ran: ${fair.small.filter((s) => s.heavyStillRunning).length} |`,
       `| small latency ms: min / median / max | ${Math.min(...smallMs).toFixed(0)} / ${percentile([...smallMs].sort((x, y) => x - y), 50).toFixed(0)} / ${Math.max(...smallMs).toFixed(0)} |`,
+      `| small latency ms, in order sent | ${smallMs.map((x) => x.toFixed(0)).join(', ')} |`,
       `| H status, latency | ${fair.heavy.status}, ${(fair.heavy.ms / 1000).toFixed(2)} s (deadline ${DEADLINE_FAIR_MS / 1000} s) |`,
       `| H executions | ${Object.entries(fair.heavy.outcomes).map(([k, v]) => `${k}: ${v}`).join(', ')} (all ${fair.heavy.scored} scored) |`,
       '',

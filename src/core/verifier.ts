@@ -296,6 +296,7 @@ export class Verifier {
   start(onLoaded?: (v: Verifier) => void, onError?: (reason: string) => void): void {
     if (this.started) return;
     this.started = true;
+    this.executor?.warm();
     void this.load(onError)
       .then(() => {
         if (this.scorer) onLoaded?.(this);

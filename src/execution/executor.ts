@@ -335,6 +335,18 @@ export class SqlExecutor {
     else this.busy.set(owner, n);
   }
 
+  /**
+   * Starts every worker process now instead of on the first query, so the first request does not
+   * wait for a process to boot (hundreds of ms on a loaded machine). Idle children never keep the
+   * caller's process alive.
+   */
+  warm(): void {
+    if (this.closed) return;
+    while (this.slots.length < this.nWorkers) this.slots.push({ child: null, job: null, failures: 0, restUntil: 0, ready: false, bootTimer: null });
+    for (const slot of this.slots) if (!slot.child && !slot.job) this.spawn(slot);
+    this.updateRefs();
+  }
+
   /** Process ids of the live children (observability; tests kill one to prove crash recovery). */
   workerPids(): number[] {
     return this.slots.map((s) => s.child?.pid).filter((p): p is number => typeof p === 'number');
