@@ -16,6 +16,7 @@
 //
 // Usage: node dist/bench/gateway.js [--small 8] [--fuzz 120] [--concurrency 6] [--seed 1] [--out bench/results/gateway]
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { makeDbDir } from '../test/server-fixture.js';
 import { Rng } from '../src/annotate/rng.js';
@@ -145,6 +146,8 @@ async function fuzz(url: string, n: number, concurrency: number, seed: number) {
     }),
   );
   const ms = results.map((x) => x.ms).filter(Number.isFinite).sort((a, b) => a - b);
+  const maxByRoute: Record<string, number> = {};
+  for (const x of results) if (Number.isFinite(x.ms)) maxByRoute[x.route] = Math.max(maxByRoute[x.route] ?? 0, Math.round(x.ms));
   const status: Record<string, number> = {};
   for (const x of results) status[x.status] = (status[x.status] ?? 0) + 1;
   return {
@@ -156,6 +159,7 @@ async function fuzz(url: string, n: number, concurrency: number, seed: number) {
     p50_ms: percentile(ms, 50),
     p99_ms: percentile(ms, 99),
     max_ms: ms[ms.length - 1] ?? NaN,
+    maxByRoute,
     seconds: (performance.now() - t0) / 1000,
   };
 }
@@ -212,7 +216,10 @@ async function main(): Promise<number> {
       `| no response / 5xx | ${fz.noResponse} / ${fz.serverErrors} |`,
       `| responses later than deadline + 1 s | ${fz.overDeadline} |`,
       `| latency ms p50 / p99 / max | ${fz.p50_ms.toFixed(0)} / ${fz.p99_ms.toFixed(0)} / ${fz.max_ms.toFixed(0)} |`,
+      `| max latency ms by route | ${Object.entries(fz.maxByRoute).map(([k, v]) => `${k} ${v}`).join(', ')} |`,
       `| wall time | ${fz.seconds.toFixed(1)} s |`,
+      '',
+      `Load average during the run: ${loadavg().map((x) => x.toFixed(1)).join(' / ')} on ${cpus().length} cores (other jobs share the machine).`,
       '',
     ];
     mkdirSync(dirname(out), { recursive: true });

@@ -168,3 +168,31 @@ test('npm start forwards SIGTERM: the server drains and exits with npm', async (
   }
   assert.ok(gone, 'the server stopped with npm');
 });
+
+test('request logs carry the request id the caller sent', async () => {
+  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--device', 'cpu'], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d) => (out += String(d)));
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no ready line: ${err}`)), 60_000);
+      child.stderr!.on('data', (d) => {
+        err += String(d);
+        const m = /ready on (http:\/\/[^\s/]+?:\d+)/.exec(err);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m[1]!);
+        }
+      });
+    });
+    const r = await fetch(url + '/healthz', { headers: { 'x-request-id': 'trace-7f3a' } });
+    assert.equal(r.headers.get('x-request-id'), 'trace-7f3a');
+    for (let i = 0; i < 50 && !out.includes('request completed'); i++) await new Promise((res) => setTimeout(res, 50));
+    const lines = out.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { reqId?: string; msg?: string });
+    const mine = lines.filter((l) => l.reqId === 'trace-7f3a');
+    assert.deepEqual(mine.map((l) => l.msg), ['incoming request', 'request completed']);
+  } finally {
+    child.kill('SIGTERM');
+  }
+});

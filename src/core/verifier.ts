@@ -205,9 +205,13 @@ export function warningOf(c: VerifiedCandidate): string | undefined {
 const outcome = (r: ExecResult): ExecutionOutcome =>
   r.ok ? { ok: true } : r.code === 'skipped' ? { ok: false, error: r.error, skipped: true } : { ok: false, error: `${r.code}: ${r.error}` };
 
-/** One request's deadline: its executions are withdrawn (and scoring given up) when it fires. */
+/**
+ * One request's deadline. Its executions are withdrawn a little before it (execSignal), leaving
+ * time to rank, compare and serialize; scoring is given up at the deadline itself (signal).
+ */
 interface Deadline {
   signal: AbortSignal;
+  execSignal: AbortSignal;
   /** The executor's fairness unit: this request's queries. */
   owner: object;
   ms: number;
@@ -448,7 +452,7 @@ export class Verifier {
               predSplit: scored.candidates[0]!.split,
               schema: this.schemaOf(req.db_id!).index,
             });
-            if (dl.signal.aborted) {
+            if (dl.execSignal.aborted) {
               out.gold.rootCauseError = `counterfactual analysis skipped (deadline): not finished within ${dl.ms} ms`;
             } else {
               out.gold.rootCause = rc && shiftRootCause(rc, found.start);
@@ -582,9 +586,21 @@ export class Verifier {
   private deadline(): Deadline {
     const ms = this.execution.requestTimeoutMs;
     const c = new AbortController();
+    const e = new AbortController();
     const t = setTimeout(() => c.abort(), ms);
+    const te = setTimeout(() => e.abort(), ms - executionReserveMs(ms));
     t.unref();
-    return { signal: c.signal, owner: c, ms, clear: () => clearTimeout(t) };
+    te.unref();
+    return {
+      signal: c.signal,
+      execSignal: e.signal,
+      owner: c,
+      ms,
+      clear: () => {
+        clearTimeout(t);
+        clearTimeout(te);
+      },
+    };
   }
 
   private async score(scorer: Scorer, question: string, schema: string, sqls: readonly string[], dl: Deadline): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming }> {
@@ -620,7 +636,7 @@ export class Verifier {
     if (!ex) throw new VerifierError('not_ready', 'no SQL executor configured');
     return {
       run: async (dbPath, sql) => {
-        const r = await ex.run(dbPath, sql, { owner: dl.owner, signal: dl.signal });
+        const r = await ex.run(dbPath, sql, { owner: dl.owner, signal: dl.execSignal });
         if (!r.ok && r.code === 'skipped') return r;
         this.metrics.execution.observe(r.ms / 1000);
         return r;
@@ -635,6 +651,15 @@ export class Verifier {
     const results = await Promise.all(sqls.map((s) => run.run(dbPath, s)));
     return { results, ms: performance.now() - t0 };
   }
+}
+
+/**
+ * How long before the deadline executions are withdrawn: the work after them (grouping, ranking,
+ * serializing up to 64 results) must fit in before the deadline even on a loaded machine.
+ * 5% of the deadline, between 20 and 500 ms.
+ */
+export function executionReserveMs(deadlineMs: number): number {
+  return Math.min(500, Math.max(20, Math.round(deadlineMs * 0.05)), Math.floor(deadlineMs / 2));
 }
 
 /** Rejects with deadline_exceeded when the request's deadline fires first. */

@@ -326,7 +326,9 @@ export class SqlExecutor {
     slot.ready = false;
     child?.kill('SIGKILL');
     this.finish(job, r, false);
-    this.pump();
+    // The replacement child is forked on the next turn: a deadline withdraws many queries at
+    // once, and their callers' answers should not wait for the forks.
+    setImmediate(() => this.pump());
   }
 
   private release(owner: object): void {
