@@ -72,15 +72,18 @@ function scanQuoted(sql: string, i: number, q: string): { end: number; untermina
 
 /**
  * Most recently lexed strings (tokens, and the scan view once asked for). Callers treat the
- * arrays as read-only. Bounded by entries and by characters, so hostile 20,000-character
- * candidates cannot pin much memory.
+ * arrays as read-only. Bounded by entries and by characters, and strings over MEMO_MAX_LENGTH are
+ * not kept, so hostile 20,000-character candidates cannot pin memory (they are lexed again by the
+ * execution gate, which is cheap next to parsing).
  */
 interface Lexed {
   tokens: Token[];
   scan?: ScanResult;
 }
 const MEMO_ENTRIES = 512;
-const MEMO_CHARS = 1_000_000;
+const MEMO_CHARS = 400_000;
+/** Longer strings are not kept: a token costs ~100 bytes, and real queries are far shorter. */
+const MEMO_MAX_LENGTH = 4_000;
 const memo = new Map<string, Lexed>();
 let memoChars = 0;
 
@@ -92,7 +95,7 @@ function lexed(sql: string): Lexed {
     return hit;
   }
   const entry: Lexed = { tokens: lex(sql) };
-  if (sql.length <= MEMO_CHARS / 8) {
+  if (sql.length <= MEMO_MAX_LENGTH) {
     memo.set(sql, entry);
     memoChars += sql.length;
     while (memo.size > MEMO_ENTRIES || memoChars > MEMO_CHARS) {
