@@ -129,16 +129,17 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
   installErrorHandlers(app);
   app.addSchema(errorSchema);
 
-  app.addHook('onRequest', async (req, reply) => {
-    void reply.header('x-request-id', req.id);
-    verifier.metrics.inFlight.inc();
-    inFlight.add(req);
-  });
   // onResponse does not run for requests whose client went away first: count those down too.
   const inFlight = new Set<FastifyRequest>();
   const done = (req: FastifyRequest) => {
     if (inFlight.delete(req)) verifier.metrics.inFlight.dec();
   };
+  // First of all hooks, so that every answer (401, CORS preflight, 404) carries the request id.
+  app.addHook('onRequest', async (req, reply) => {
+    void reply.header('x-request-id', req.id);
+    verifier.metrics.inFlight.inc();
+    inFlight.add(req);
+  });
   app.addHook('onRequestAbort', async (req) => done(req));
   app.addHook('onResponse', async (req, reply) => {
     done(req);
@@ -147,7 +148,7 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
     verifier.metrics.requests.inc(labels);
     verifier.metrics.duration.observe(labels, reply.elapsedTime / 1000);
   });
-  if (opts.corsOrigins) await app.register(corsPlugin, { origins: opts.corsOrigins, basePath });
+  if (opts.corsOrigins) await app.register(corsPlugin, { origins: opts.corsOrigins });
   if (opts.apiKey !== undefined) await app.register(authPlugin, { apiKey: opts.apiKey, basePath });
 
   await app.register(swagger, {

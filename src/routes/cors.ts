@@ -6,8 +6,8 @@
 import type { FastifyInstance } from 'fastify';
 
 export interface CorsOptions {
+  /** '*' or comma-separated origins. */
   origins: string;
-  basePath?: string;
 }
 
 async function corsPlugin(app: FastifyInstance, opts: CorsOptions): Promise<void> {
