@@ -173,6 +173,8 @@ test('code fences and leading prose are stripped (with a warning), spans index t
   assert.deepEqual(extractSql(GOOD), { sql: GOOD, start: 0, end: GOOD.length });
   assert.equal(extractSql('no query here').sql, 'no query here');
   assert.equal(extractSql('```\nSELECT 1\n```').sql, 'SELECT 1');
+  assert.equal(extractSql('-- count them\nSELECT 1').note, undefined, 'a leading SQL comment is SQL, not prose');
+  assert.equal(extractSql('INSERT INTO t SELECT 1').note, undefined, 'another statement kind is not cut down to its SELECT');
 });
 
 test('a request with neither schema nor db_id gets a warning; with either it does not', async () => {
