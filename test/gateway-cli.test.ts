@@ -59,7 +59,7 @@ test('serve --help lists every option with its CAPER_* variable and default; a b
     assert.ok(line.includes(envName(o.flag)), `${o.flag}: ${envName(o.flag)}`);
     assert.match(line, /\[default: .+\]$/, `${o.flag} default`);
   }
-  assert.match(r.stdout, /--exec-timeout-ms N\s+CAPER_EXEC_TIMEOUT_MS .*\[default: 5000\]/);
+  assert.match(r.stdout, /--exec-timeout-ms MS\s+CAPER_EXEC_TIMEOUT_MS .*\[default: 5000\]/);
   const bad = caper(['serve'], { CAPER_EXEC_WORKERS: 'many' });
   assert.equal(bad.status, 2);
   assert.match(bad.stderr, /CAPER_EXEC_WORKERS must be an integer, got "many"/);

@@ -26,6 +26,8 @@ export interface OptionSpec {
   /** Flag without the dashes; the environment variable is CAPER_ + upper snake case of it. */
   flag: string;
   type: OptionType;
+  /** How --help names the value (default: N for numbers, VALUE for strings). */
+  arg?: string;
   /** Value when neither flag nor environment sets it; undefined = unset (see defaultText). */
   default?: string | number | boolean;
   /** How --help shows a default that depends on something else. */
@@ -37,11 +39,11 @@ export interface OptionSpec {
 }
 
 export const SERVE_OPTIONS: readonly OptionSpec[] = [
-  { flag: 'model', type: 'string', defaultText: 'none (scoring answers 503)', help: 'model directory (caper.json, tokenizer.json, ONNX file)' },
-  { flag: 'db-dir', type: 'string', defaultText: 'none (no execution)', help: 'databases: <db_id>/<db_id>.sqlite or <db_id>.sqlite, registered at start-up' },
-  { flag: 'host', type: 'string', default: '127.0.0.1', help: 'address to listen on (0.0.0.0 in containers)' },
+  { flag: 'model', type: 'string', arg: 'DIR', defaultText: 'none (scoring answers 503)', help: 'model directory (caper.json, tokenizer.json, ONNX file)' },
+  { flag: 'db-dir', type: 'string', arg: 'DIR', defaultText: 'none (no execution)', help: 'databases: <db_id>/<db_id>.sqlite or <db_id>.sqlite, registered at start-up' },
+  { flag: 'host', type: 'string', arg: 'ADDR', default: '127.0.0.1', help: 'address to listen on (0.0.0.0 in containers)' },
   { flag: 'port', type: 'int', default: 8080, min: 0, help: 'port to listen on (0: any free port)' },
-  { flag: 'base-path', type: 'string', default: '', help: 'serve every route under this prefix, e.g. /caper (behind a gateway that does not strip it)' },
+  { flag: 'base-path', type: 'string', arg: 'PREFIX', default: '', help: 'serve every route under this prefix, e.g. /caper (behind a gateway that does not strip it)' },
   { flag: 'device', type: 'device', default: 'auto', help: 'auto (CUDA, else CPU), cuda or cpu' },
   { flag: 'threads', type: 'int', min: 1, defaultText: "onnxruntime's (one per core)", help: 'onnxruntime intra-op threads' },
   { flag: 'quantized', type: 'bool', default: false, help: 'use the int8 model file when the manifest lists one' },
@@ -50,13 +52,13 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   { flag: 'max-batch-size', type: 'int', min: 1, default: 256, help: 'rows per batch; 1 disables batching' },
   { flag: 'max-queue-tokens', type: 'int', min: 1, defaultText: 'max(16 x max-batch-tokens, 65536)', help: 'scoring-queue tokens beyond which requests get 429 queue_full' },
   { flag: 'max-candidates', type: 'int', min: 1, default: 64, help: 'candidates (samples, documents) per request; more is 422 limit_exceeded' },
-  { flag: 'body-limit', type: 'int', min: 1024, default: 2 * 1024 * 1024, help: 'request body limit in bytes; more is 413 payload_too_large' },
+  { flag: 'body-limit', type: 'int', arg: 'BYTES', min: 1024, default: 2 * 1024 * 1024, help: 'request body limit in bytes; more is 413 payload_too_large' },
   { flag: 'exec-timeout-ms', type: 'int', min: 1, default: DEFAULT_EXEC_TIMEOUT_MS, help: "per-query execution timeout (Spider's 5 s)" },
   { flag: 'exec-workers', type: 'int', min: 1, default: DEFAULT_EXEC_WORKERS, help: 'SQL executor processes; one request holds at most exec-workers - 1 of them (at least 1)' },
   { flag: 'exec-queue', type: 'int', min: 1, default: MAX_EXEC_QUEUE, help: 'queries waiting for an executor worker beyond which requests get 429 queue_full' },
-  { flag: 'request-timeout-ms', type: 'int', min: 1, default: DEFAULT_REQUEST_TIMEOUT_MS, help: 'per-request deadline: executions not finished by then are skipped (execution error "skipped (deadline)") and the candidates still scored' },
-  { flag: 'cors-origins', type: 'string', defaultText: 'none (no CORS headers)', help: 'comma-separated origins allowed by CORS, or * for any' },
-  { flag: 'api-key', type: 'string', secret: true, defaultText: 'none (no auth)', help: 'require Authorization: Bearer KEY on every route but the probes and /docs (prefer the environment variable: flags show in ps)' },
+  { flag: 'request-timeout-ms', type: 'int', min: 1, default: DEFAULT_REQUEST_TIMEOUT_MS, help: 'per-request deadline: executions still running shortly before it are skipped (execution error "skipped (deadline)"), the candidates still scored' },
+  { flag: 'cors-origins', type: 'string', arg: 'ORIGINS', defaultText: 'none (no CORS headers)', help: 'comma-separated origins allowed by CORS, or * for any' },
+  { flag: 'api-key', type: 'string', arg: 'KEY', secret: true, defaultText: 'none (no auth)', help: 'require Authorization: Bearer KEY on every route but the probes and /docs (prefer the environment variable: flags show in ps)' },
   { flag: 'quiet', type: 'bool', default: false, help: 'no request logs' },
 ];
 
@@ -108,7 +110,7 @@ export function resolveServeOptions(flags: ReadonlyMap<string, string | true>, e
 
 export function serveHelp(): string {
   const rows = SERVE_OPTIONS.map((o) => {
-    const arg = o.type === 'bool' ? '' : o.type === 'device' ? ' auto|cuda|cpu' : o.type === 'string' ? ' VALUE' : ' N';
+    const arg = o.type === 'bool' ? '' : o.type === 'device' ? ' auto|cuda|cpu' : ` ${o.arg ?? (o.type === 'string' ? 'VALUE' : o.flag.endsWith('-ms') ? 'MS' : 'N')}`;
     const def = o.defaultText ?? (o.default === '' ? '""' : String(o.default));
     return [`--${o.flag}${arg}`, envName(o.flag), o.help, def] as const;
   });
@@ -121,6 +123,6 @@ export function serveHelp(): string {
     'Boolean variables take 1/true/yes/on or 0/false/no/off.',
     '',
     ...lines,
-    '  --help                                    print this and exit',
+    `  ${'--help'.padEnd(w0)}  ${''.padEnd(w1)}  print this and exit`,
   ].join('\n');
 }
