@@ -196,3 +196,27 @@ test('request logs carry the request id the caller sent', async () => {
     child.kill('SIGTERM');
   }
 });
+
+test('the Dockerfiles\' HEALTHCHECK probes readiness: healthy when the model is loaded, unhealthy when it failed to load', async () => {
+  const probes = ['Dockerfile', 'Dockerfile.cpu'].map((f) => {
+    const m = /HEALTHCHECK[^\n]*\\\n\s*CMD (\[.*\])/.exec(readFileSync(join(REPO, f), 'utf8'));
+    assert.ok(m, `${f} has a HEALTHCHECK CMD`);
+    return JSON.parse(m[1]!) as string[];
+  });
+  assert.deepEqual(probes[0], probes[1]);
+  const [cmd, ...args] = probes[0]!;
+  const probe = (port: string, env: Record<string, string> = {}) =>
+    spawnSync(cmd === 'node' ? process.execPath : cmd!, args, { env: { ...process.env, CAPER_PORT: port, ...env }, timeout: 30_000 }).status;
+  const ready = await spawnServe(['--model', TINY, '--device', 'cpu', '--base-path', '/caper']);
+  const broken = await spawnServe(['--model', '/nonexistent/model']);
+  try {
+    const port = (u: string) => new URL(u).port;
+    assert.equal(probe(port(ready.url), { CAPER_BASE_PATH: '/caper' }), 0);
+    assert.equal(probe(port(broken.url)), 1, 'alive (healthz 200) but not ready: unhealthy');
+    assert.equal((await fetch(broken.url + '/healthz')).status, 200);
+  } finally {
+    ready.child.kill('SIGTERM');
+    broken.child.kill('SIGTERM');
+    await Promise.all([ready.exited, broken.exited]);
+  }
+});
