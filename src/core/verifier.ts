@@ -16,7 +16,8 @@ import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../sco
 import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
-import { rootCause, type RootCause } from '../annotate/rootcause.js';
+import { rootCause, consensusRootCause, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
+import { splitSql } from '../clauses/index.js';
 import { SchemaIndex } from '../annotate/scope.js';
 import { VerifierError } from './errors.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -39,6 +40,11 @@ export const MAX_EXEC_QUEUE = 1024;
  * ~400 ms, 1,000 ~150 ms. The longest gold query in Spider dev is 422 characters.
  */
 export const ROOT_CAUSE_MAX_CHARS = 1_000;
+/** Most other candidates /localize takes for a consensus root cause. */
+export const MAX_CONSENSUS_CANDIDATES = 64;
+/** References that vote in a consensus root cause (best-ranked first): /localize, /rerank. */
+const LOCALIZE_VOTERS = 16;
+const RERANK_VOTERS = 4;
 
 /** Execution caps of the service (the executor's own defaults suit offline annotation). */
 export const SERVICE_MAX_ROWS = 5_000;
@@ -94,10 +100,16 @@ export interface Context {
 export interface RerankRequest extends Context {
   sqls: string[];
   strategy?: Strategy;
+  /** Compute a consensus root cause for the candidates outside the winning group (needs execution). */
+  consensus?: boolean;
 }
 
 export interface RerankResult {
   candidates: ScoredCandidate[];
+  /** Per candidate (request order), when the candidates were executed: the consensus root cause
+   * of every candidate outside the winning execution group (the other candidates standing in for
+   * gold), null for the winning group's members. */
+  consensus: (ConsensusOutcome | null)[] | null;
   ranking: RerankOutput[];
   /** Per candidate (request order), when the strategy executed them. */
   executions: ExecutionOutcome[] | null;
@@ -109,6 +121,8 @@ export interface RerankResult {
 export interface LocalizeRequest extends Context {
   sql: string;
   gold?: string;
+  /** Other samples for the same question (needs db_id): a consensus root cause without gold. */
+  candidates?: string[];
 }
 
 export interface LocalizeResult {
@@ -121,6 +135,8 @@ export interface LocalizeResult {
     /** Why there is no root cause although the results differ. */
     rootCauseError?: string;
   };
+  /** Present when candidates were given. */
+  consensus?: ConsensusOutcome;
   timing: Timing;
 }
 
@@ -311,8 +327,29 @@ export class Verifier {
       scored.candidates.map((c, i) => ({ score: c.score, ...(exec ? { execKey: keys[i]! } : {}) })),
       strategy,
     );
+    let consensus: (ConsensusOutcome | null)[] | null = null;
+    if (exec && req.consensus && ranking.length > 0) {
+      // The winning group is the top-ranked candidate's execution result; everyone else gets a
+      // root cause against the other candidates (their own group cannot serve as a reference).
+      const winKey = keys[ranking[0]!.index] ?? null;
+      const schema = this.schemaOf(req.db_id!).index;
+      consensus = await Promise.all(req.sqls.map(async (sql, i) => {
+        if (winKey !== null && keys[i] === winKey) return null;
+        if (sql.length > ROOT_CAUSE_MAX_CHARS) return { rootCause: null, reason: `root-cause analysis skipped: sql longer than ${ROOT_CAUSE_MAX_CHARS} characters` };
+        const refsOk = req.sqls.map((x, j) => (j !== i && x.length <= ROOT_CAUSE_MAX_CHARS ? x : ''));
+        try {
+          return await consensusRootCause(sql, refsOk, ctx.dbPath!, this.runner(), {
+            ownResult: exec.results[i], results: exec.results.map((r, j) => (refsOk[j] ? r : { ok: false as const, code: 'refused' as const, error: 'not a reference', ms: 0 })),
+            predSplit: scored.candidates[i]!.split, schema, maxVoters: RERANK_VOTERS,
+          });
+        } catch (e) {
+          return { rootCause: null, reason: `root-cause analysis failed: ${e instanceof Error ? e.message : String(e)}` };
+        }
+      }));
+    }
     return {
       candidates: scored.candidates,
+      consensus,
       ranking,
       executions: exec ? exec.results.map(outcome) : null,
       strategy,
@@ -326,14 +363,44 @@ export class Verifier {
     const scorer = this.requireScorer();
     const ctx = this.resolve(req);
     const gold = req.gold;
+    const cands = req.candidates;
+    if (cands !== undefined) {
+      if (!ctx.dbPath || !this.executor) throw new VerifierError('invalid_value', 'candidates are executed for a consensus root cause and need a db_id', { field: 'candidates' });
+      if (cands.length > MAX_CONSENSUS_CANDIDATES) throw new VerifierError('invalid_value', `at most ${MAX_CONSENSUS_CANDIDATES} candidates`, { field: 'candidates' });
+    }
+    if (gold !== undefined && ctx.dbPath && !splitSql(gold, { tree: gold.length <= ROOT_CAUSE_MAX_CHARS }).ok) {
+      throw new VerifierError('invalid_value', 'gold does not parse as SQL', { field: 'gold' });
+    }
     const withGold = gold !== undefined && ctx.dbPath !== null && this.executor !== null;
     if (withGold) this.checkExecQueue(2);
-    const [scored, exec] = await this.both(
-      this.score(scorer, req.question, ctx.schema, [req.sql]),
-      withGold ? this.executeAll(ctx.dbPath!, [gold!, req.sql]) : null,
-    );
+    const [scored, exec, candExec] = await Promise.all([
+      this.both(
+        this.score(scorer, req.question, ctx.schema, [req.sql]),
+        withGold ? this.executeAll(ctx.dbPath!, [gold!, req.sql]) : null,
+      ),
+      cands !== undefined && cands.length > 0 ? this.executeAll(ctx.dbPath!, [req.sql, ...cands]) : null,
+    ]).then(([[a, b], c]) => [a, b, c] as const);
     const candidate = scored.candidates[0]!;
     const out: LocalizeResult = { candidate, model: this.modelName, timing: { ...scored.timing, execution_ms: 0, total_ms: 0 } };
+    if (cands !== undefined) {
+      const t1 = performance.now();
+      if (!candExec) out.consensus = { rootCause: null, reason: 'no candidates given' };
+      else if (req.sql.length > ROOT_CAUSE_MAX_CHARS) out.consensus = { rootCause: null, reason: `root-cause analysis skipped: sql longer than ${ROOT_CAUSE_MAX_CHARS} characters` };
+      else {
+        const [own, ...results] = candExec.results;
+        // A candidate too long to analyse cannot be a reference either.
+        const usable = results.map((r, j) => (cands[j]!.length <= ROOT_CAUSE_MAX_CHARS ? r : { ok: false as const, code: 'refused' as const, error: 'too long to analyse', ms: 0 }));
+        try {
+          out.consensus = await consensusRootCause(req.sql, cands, ctx.dbPath!, this.runner(), {
+            ownResult: own, results: usable, predSplit: candidate.split, schema: this.schemaOf(req.db_id!).index, maxVoters: LOCALIZE_VOTERS,
+          });
+        } catch (e) {
+          out.consensus = { rootCause: null, reason: `root-cause analysis failed: ${e instanceof Error ? e.message : String(e)}` };
+        }
+      }
+      out.timing.execution_ms += candExec ? candExec.ms : 0;
+      out.timing.execution_ms += performance.now() - t1;
+    }
     if (exec) {
       const t1 = performance.now();
       const [goldResult, predResult] = exec.results as [ExecResult, ExecResult];
@@ -357,7 +424,7 @@ export class Verifier {
           if (!rc) out.gold.rootCauseError = 'the results differ, but no clause of the query differs in meaning from the gold query';
         }
       }
-      out.timing.execution_ms = exec.ms + (performance.now() - t1);
+      out.timing.execution_ms += exec.ms + (performance.now() - t1);
     }
     out.timing.total_ms = performance.now() - t0;
     return out;

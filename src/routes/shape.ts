@@ -1,5 +1,6 @@
 // Shape mapping shared by the scoring routes: the verifier core's results -> JSON fields.
 import type { ScoredCandidate, Timing } from '../core/verifier.js';
+import type { RootCause, ConsensusRootCause } from '../annotate/rootcause.js';
 
 /** JSON has no NaN: unscored values go out as null. */
 export function num(x: number): number | null {
@@ -27,4 +28,22 @@ export function blameOf(c: ScoredCandidate) {
   if (k === undefined) return null;
   const u = c.units[k]!;
   return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score) };
+}
+
+/** A root cause as JSON (schemas.rootCauseOut); the blamed unit's text and span from the scored candidate. */
+export function rootCauseBody(rc: RootCause | ConsensusRootCause, c: ScoredCandidate) {
+  const u = c.units[rc.unitIndex];
+  return {
+    unit: rc.unitIndex,
+    kind: rc.kind,
+    clause: rc.clause,
+    ...(rc.ranking ? { ranking: rc.ranking } : {}),
+    ...(u ? { text: u.text, start: u.start, end: u.end } : {}),
+    node: rc.node,
+    edit_script: rc.editScript,
+    clause_rewards: rc.clauseRewards,
+    repaired_sql: rc.repairedSql,
+    repair_improves: rc.repairImproves,
+    ...('reference' in rc ? { reference: rc.reference, voters: rc.voters } : {}),
+  };
 }
