@@ -20,7 +20,7 @@
 import { splitSql, topUnits, walk, cloneTree, makeNode } from '../clauses/index.js';
 import type { ClauseKind, SplitResult, TreeNode } from '../clauses/types.js';
 import type { ExecResult } from '../execution/executor.js';
-import { sameResult, rowOrderMatters, groupKey } from '../execution/equivalence.js';
+import { sameResult, matchesGold, rowOrderMatters, groupKey } from '../execution/equivalence.js';
 import {
   alignSlots, buildRepair, canon, clauseNodeFor, explainSlot, schemaFor, similarity, tokenText,
   type CanonCtx, type RootCause, type RootCauseDetail, type RootCauseInputs, type Slot, type SqlRunner,
@@ -164,7 +164,7 @@ export async function gatherEvidence(pred: string, gold: string, dbPath: string,
   const gsN = normalizedSplit(gs);
   const slots = alignSlots(pu, gu);
   const predSim = similarity(goldResult, predResult);
-  const matchGold = (r: ExecResult) => sameResult(goldResult, r, { ordered });
+  const matchGold = matchesGold(goldResult, { ordered });
   const ev: SlotEvidence[] = [];
   let differing = slots.filter((s) => slotDiffers(psN, gsN, s, ctx));
   // The normalisation can hide the one real difference (count(col) over a column with NULLs).

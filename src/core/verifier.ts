@@ -44,6 +44,13 @@ export const ROOT_CAUSE_MAX_CHARS = 1_000;
 export const MAX_CONSENSUS_CANDIDATES = 64;
 /** References that vote in a consensus root cause (best-ranked first): /localize, /rerank. */
 const LOCALIZE_VOTERS = 16;
+/** Root-cause analysis compares whole results on the main thread and re-executes repaired
+ * queries: above this many rows on either side it is skipped (with a reason), so that one request
+ * cannot stall the event loop. Nearly all Spider answers stay below it; a result the service
+ * truncated (SERVICE_MAX_ROWS) is never analysed. */
+export const ROOT_CAUSE_MAX_ROWS = 1_000;
+const tooBig = (r: ExecResult | undefined): boolean => Boolean(r && r.ok && (r.truncated || r.rows.length > ROOT_CAUSE_MAX_ROWS));
+const NOT_A_REFERENCE = (error: string): ExecResult => ({ ok: false, code: 'refused', error, ms: 0 });
 const RERANK_VOTERS = 4;
 
 /** Execution caps of the service (the executor's own defaults suit offline annotation). */
@@ -336,10 +343,11 @@ export class Verifier {
       consensus = await Promise.all(req.sqls.map(async (sql, i) => {
         if (winKey !== null && keys[i] === winKey) return null;
         if (sql.length > ROOT_CAUSE_MAX_CHARS) return { rootCause: null, reason: `root-cause analysis skipped: sql longer than ${ROOT_CAUSE_MAX_CHARS} characters` };
-        const refsOk = req.sqls.map((x, j) => (j !== i && x.length <= ROOT_CAUSE_MAX_CHARS ? x : ''));
+        if (tooBig(exec.results[i])) return { rootCause: null, reason: `root-cause analysis skipped: result larger than ${ROOT_CAUSE_MAX_ROWS} rows` };
+        const refsOk = req.sqls.map((x, j) => (j !== i && x.length <= ROOT_CAUSE_MAX_CHARS && !tooBig(exec.results[j]) ? x : ''));
         try {
           return await consensusRootCause(sql, refsOk, ctx.dbPath!, this.runner(), {
-            ownResult: exec.results[i], results: exec.results.map((r, j) => (refsOk[j] ? r : { ok: false as const, code: 'refused' as const, error: 'not a reference', ms: 0 })),
+            ownResult: exec.results[i], results: exec.results.map((r, j) => (refsOk[j] ? r : NOT_A_REFERENCE('too long or too large to analyse'))),
             predSplit: scored.candidates[i]!.split, schema, maxVoters: RERANK_VOTERS,
           });
         } catch (e) {
@@ -368,9 +376,6 @@ export class Verifier {
       if (!ctx.dbPath || !this.executor) throw new VerifierError('invalid_value', 'candidates are executed for a consensus root cause and need a db_id', { field: 'candidates' });
       if (cands.length > MAX_CONSENSUS_CANDIDATES) throw new VerifierError('invalid_value', `at most ${MAX_CONSENSUS_CANDIDATES} candidates`, { field: 'candidates' });
     }
-    if (gold !== undefined && ctx.dbPath && !splitSql(gold, { tree: gold.length <= ROOT_CAUSE_MAX_CHARS }).ok) {
-      throw new VerifierError('invalid_value', 'gold does not parse as SQL', { field: 'gold' });
-    }
     const withGold = gold !== undefined && ctx.dbPath !== null && this.executor !== null;
     if (withGold) this.checkExecQueue(2);
     const [scored, exec, candExec] = await Promise.all([
@@ -388,9 +393,10 @@ export class Verifier {
       else if (req.sql.length > ROOT_CAUSE_MAX_CHARS) out.consensus = { rootCause: null, reason: `root-cause analysis skipped: sql longer than ${ROOT_CAUSE_MAX_CHARS} characters` };
       else {
         const [own, ...results] = candExec.results;
-        // A candidate too long to analyse cannot be a reference either.
-        const usable = results.map((r, j) => (cands[j]!.length <= ROOT_CAUSE_MAX_CHARS ? r : { ok: false as const, code: 'refused' as const, error: 'too long to analyse', ms: 0 }));
-        try {
+        // A candidate too long or too large to analyse cannot be a reference either.
+        const usable = results.map((r, j) => (cands[j]!.length <= ROOT_CAUSE_MAX_CHARS && !tooBig(r) ? r : NOT_A_REFERENCE('too long or too large to analyse')));
+        if (tooBig(own)) out.consensus = { rootCause: null, reason: `root-cause analysis skipped: result larger than ${ROOT_CAUSE_MAX_ROWS} rows` };
+        else try {
           out.consensus = await consensusRootCause(req.sql, cands, ctx.dbPath!, this.runner(), {
             ownResult: own, results: usable, predSplit: candidate.split, schema: this.schemaOf(req.db_id!).index, maxVoters: LOCALIZE_VOTERS,
           });
@@ -405,12 +411,19 @@ export class Verifier {
       const t1 = performance.now();
       const [goldResult, predResult] = exec.results as [ExecResult, ExecResult];
       if (!goldResult.ok) throw new VerifierError('invalid_value', `gold does not run: ${goldResult.code}: ${goldResult.error}`, { field: 'gold' });
+      // Root causes are read off gold's clauses: a gold the clause parser cannot read is refused
+      // like one that does not run (beyond the analysis limit only its clause units are needed).
+      if (!splitSql(gold!, { tree: gold!.length <= ROOT_CAUSE_MAX_CHARS }).ok) {
+        throw new VerifierError('invalid_value', 'gold does not parse as SQL', { field: 'gold' });
+      }
       const ordered = rowOrderMatters(gold!);
       const match = matchesGold(goldResult, { ordered })(predResult);
       out.gold = { match, rootCause: null };
       if (!match) {
         if (Math.max(req.sql.length, gold!.length) > ROOT_CAUSE_MAX_CHARS) {
           out.gold.rootCauseError = `counterfactual analysis skipped: sql or gold longer than ${ROOT_CAUSE_MAX_CHARS} characters`;
+        } else if (tooBig(goldResult) || tooBig(predResult)) {
+          out.gold.rootCauseError = `counterfactual analysis skipped: a result larger than ${ROOT_CAUSE_MAX_ROWS} rows`;
         } else {
           // The executions and the prediction's tree above are handed in: the analysis parses
           // only gold and runs only the repaired query.
