@@ -31,7 +31,7 @@ async function gather(): Promise<Stored[]> {
     const ev = await gatherEvidence(it.sql, it.gold, db, exec);
     const rc = await rootCause(it.sql, it.gold, db, exec);
     const cf: string | null = rc ? rc.clause : null;
-    out.push({ id: it.id, ev: ev ? { slots: ev.slots, predSim: ev.predSim, fromIsFormulation: ev.fromIsFormulation, setopMissing: ev.setopMissing, setopIsFormulation: ev.setopIsFormulation } : null, cf });
+    out.push({ id: it.id, ev: ev ? { slots: ev.slots, predSim: ev.predSim, fromIsFormulation: ev.fromIsFormulation, setopMissing: ev.setopMissing, setopIsFormulation: ev.setopIsFormulation, predWhereSubquery: ev.predWhereSubquery } : null, cf });
     if (++done % 50 === 0) process.stderr.write(`${done}/${items.length}\n`);
   }
   await exec.close();
@@ -81,6 +81,7 @@ const policies: [string, RankPolicy][] = [
   ['evidence + fundamental order + formulation', { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true }],
   ['evidence + fundamental + formulation + setop', { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true }],
   ['... + local (DISTINCT toggle)', { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true }],
+  ['... + local + having (WHERE written for gold HAVING)', { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true, having: true }],
   ['canon + fundamental order + formulation, no evidence', { order: FUNDAMENTAL_ORDER, evidence: false, formulation: true }],
 ];
 for (const [name, p] of policies) {
@@ -134,6 +135,7 @@ const POOL8 = ['dail-sql-gpt4', 'din-sql-gpt4', 'gpt4-few-shot', 'gpt4-zero-shot
 const CPOL: RankPolicy[] = [
   { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true },
   { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true },
+  { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true, having: true },
 ];
 if (args.includes('--consensus')) {
   const preds = new Map(POOL8.map((s) => [s, readFileSync(join(data, 'predictions', `${s}.sql`), 'utf8').split('\n')]));
@@ -154,7 +156,7 @@ if (args.includes('--consensus')) {
       for (const [gi, g] of groups.entries()) {
         for (const m of g.members) {
           const ev = await gatherEvidence(it.sql, others[m]!, db, exec, { predResult: own, goldResult: results[m] });
-          refs.push({ size: g.members.length, group: gi, first: m === g.reference, ev: ev ? { slots: ev.slots, predSim: ev.predSim, fromIsFormulation: ev.fromIsFormulation, setopMissing: ev.setopMissing, setopIsFormulation: ev.setopIsFormulation } : null });
+          refs.push({ size: g.members.length, group: gi, first: m === g.reference, ev: ev ? { slots: ev.slots, predSim: ev.predSim, fromIsFormulation: ev.fromIsFormulation, setopMissing: ev.setopMissing, setopIsFormulation: ev.setopIsFormulation, predWhereSubquery: ev.predWhereSubquery } : null });
         }
       }
       cst.push({ id: it.id, refs, reason: groups.length === 0 ? 'no differing candidate that runs' : undefined });

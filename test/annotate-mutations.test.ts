@@ -161,6 +161,10 @@ test('rootCause: diverging clause by meaning and by what repairs the result, rep
   const except = 'SELECT country FROM singer EXCEPT SELECT country FROM singer WHERE age > 45';
   const notIn = await rootCause('SELECT country FROM singer WHERE country NOT IN (SELECT country FROM singer WHERE age > 50)', except, db, ex);
   assert.equal(notIn?.clause, 'WHERE');
+  // A group condition written in WHERE where gold uses HAVING: HAVING, the decision to filter groups.
+  const having = await rootCause('SELECT country, count(*) FROM singer WHERE age > 35 GROUP BY country',
+    'SELECT country, count(*) FROM singer GROUP BY country HAVING avg(age) > 35', db, ex);
+  assert.equal(having?.clause, 'HAVING');
   // A join written as an IN-subquery reads the same tables: the FROM difference is a formulation,
   // the wrong year in WHERE is the cause.
   const sub = await rootCause('SELECT name FROM stadium WHERE stadium_id IN (SELECT stadium_id FROM concert WHERE year = 2016)',

@@ -67,6 +67,8 @@ export interface RootCauseEvidence {
   /** ...but the prediction expresses it in its WHERE: a subquery there (IN / NOT IN / EXISTS
    * stand for INTERSECT / EXCEPT), or an OR for gold's UNION. A formulation, not the error. */
   setopIsFormulation: boolean;
+  /** The prediction's (first arm's) WHERE holds a subquery. */
+  predWhereSubquery: boolean;
   predSim: number;
   /** What explainSlot needs (not serialised by the research harness). */
   ps?: SplitResult;
@@ -259,15 +261,16 @@ export async function gatherEvidence(pred: string, gold: string, dbPath: string,
   const gOps = setops(gs);
   const setopMissing = gOps.length > 0 && setops(ps).length === 0 && ps.tree !== undefined;
   let setopIsFormulation = false;
+  const wi = pu.findIndex((u) => u.kind === 'WHERE' && u.arm === 0);
+  const w = wi >= 0 ? clauseNodeFor(ps, wi) : null;
+  const wNodes = w ? walk(w) : [];
+  const predWhereSubquery = wNodes.some((n) => n.kind === 'subquery' || n.kind === 'exists');
   if (setopMissing) {
-    const wi = pu.findIndex((u) => u.kind === 'WHERE');
-    const w = wi >= 0 ? clauseNodeFor(ps, wi) : null;
-    const wNodes = w ? walk(w) : [];
     const allUnion = gOps.every((n) => /^UNION/.test(n.label));
     setopIsFormulation = wNodes.some((n) => n.kind === 'subquery' || n.kind === 'exists')
       || (allUnion && wNodes.some((n) => (n.kind === 'logical' && n.label === 'OR') || (n.kind === 'comparison' && n.label === 'IN')));
   }
-  return { slots: ev, fromIsFormulation, setopMissing, setopIsFormulation, predSim, predResult, goldResult, ps, gs, allSlots: slots, ctx };
+  return { slots: ev, fromIsFormulation, setopMissing, setopIsFormulation, predWhereSubquery, predSim, predResult, goldResult, ps, gs, allSlots: slots, ctx };
 }
 
 function allTables(s: SplitResult): Set<string> {
@@ -299,12 +302,15 @@ export type RankPolicy = {
   formulation?: boolean;
   /** DISTINCT toggles count as a repair of SELECT. */
   local?: boolean;
+  /** A condition written in WHERE where gold filters groups in HAVING (the prediction has a WHERE
+   * gold lacks and lacks gold's HAVING) blames HAVING, unless that WHERE holds a subquery. */
+  having?: boolean;
   /** A set operation gold needs and the prediction lacks ranks first, unless the prediction
    * formulates it in WHERE (then SETOP ranks last). */
   setop?: boolean;
 };
 
-export const DEFAULT_POLICY: RankPolicy = { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true };
+export const DEFAULT_POLICY: RankPolicy = { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true, having: true };
 
 /** Labels, most likely root cause first. */
 export function rankLabels(ev: RootCauseEvidence, policy: RankPolicy = DEFAULT_POLICY): RootLabel[] {
@@ -320,6 +326,10 @@ export function rankLabels(ev: RootCauseEvidence, policy: RankPolicy = DEFAULT_P
   // Another clause repaired only together with gold's FROM: the tables were the decision.
   if (policy.evidence && ev.slots.some((e) => e.fixesWithFrom) && best.has('FROM')) best.set('FROM', Math.max(best.get('FROM')!, 2));
   if (policy.formulation && ev.fromIsFormulation && best.has('FROM') && best.size > 1) best.set('FROM', -1);
+  if (policy.having && !ev.predWhereSubquery
+    && ev.slots.some((e) => e.label === 'WHERE' && e.type === 'extra') && ev.slots.some((e) => e.label === 'HAVING' && e.type === 'missing')) {
+    best.set('HAVING', Math.max(best.get('WHERE') ?? 0, best.get('HAVING') ?? 0) + 0.5);
+  }
   if (policy.setop && ev.setopMissing) {
     if (!ev.setopIsFormulation) best.set('SETOP', 4);
     else if (best.has('SETOP') && best.size > 1) best.set('SETOP', -1);
