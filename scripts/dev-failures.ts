@@ -74,7 +74,7 @@ Systems: ${pool.join(', ')}. A failure is a prediction whose result does not mat
 test-suite rule (multiset of rows, any column order, order only when gold has a top-level ORDER BY).
 Each failure goes through \`rootCause\` (src/annotate/rootcause.ts): the clause an expert would
 blame (by meaning and by which clause's repair reproduces gold, most fundamental first; SETOP also
-for errors in arms after the first). 0.859 Top-1 against the dev expert labels
+for errors in arms after the first). 0.869 Top-1 against the dev expert labels
 (bench/results/localize-labels.md).
 
 Failures: ${failures} of ${pool.length * qs.length} predictions; root cause found for ${rootCauses}
