@@ -39,7 +39,9 @@ import { treeEditDistance } from './ted.js';
 import { nodeRewards, clauseRewards as unitRewards, propagationParams } from './propagation.js';
 import { SchemaIndex, resolveColumn, scopeOf, enclosingSelect } from './scope.js';
 import { schemaFromSqlite } from '../clauses/schema.js';
-import type { RootLabel } from './rootcause.js';
+
+/** Clause labels of the root-cause definition (the expert labels' vocabulary). */
+export type RootLabel = 'SELECT' | 'FROM' | 'WHERE' | 'GROUP BY' | 'HAVING' | 'ORDER BY' | 'LIMIT' | 'SETOP';
 
 export interface RootCause {
   /** Index into topUnits(splitSql(pred)). */

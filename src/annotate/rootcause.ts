@@ -23,13 +23,12 @@ import type { ExecResult } from '../execution/executor.js';
 import { sameResult, matchesGold, rowOrderMatters, groupKey } from '../execution/equivalence.js';
 import {
   alignSlots, buildRepair, canon, clauseNodeFor, explainSlot, schemaFor, similarity, tokenText,
-  type CanonCtx, type RootCause, type RootCauseDetail, type RootCauseInputs, type Slot, type SqlRunner,
+  type CanonCtx, type RootCause, type RootCauseDetail, type RootCauseInputs, type RootLabel, type Slot, type SqlRunner,
 } from './counterfactual.js';
 import type { SchemaIndex } from './scope.js';
 
-export type { RootCause, RootCauseDetail, RootCauseInputs, SqlRunner } from './counterfactual.js';
+export type { RootCause, RootCauseDetail, RootCauseInputs, RootLabel, SqlRunner } from './counterfactual.js';
 
-export type RootLabel = 'SELECT' | 'FROM' | 'WHERE' | 'GROUP BY' | 'HAVING' | 'ORDER BY' | 'LIMIT' | 'SETOP';
 export const ROOT_LABELS: readonly RootLabel[] = ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'];
 
 /** Most fundamental decision first (what forces or explains the others). */

@@ -17,6 +17,8 @@ import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
 import { rootCause, consensusRootCause, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
+
+export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../annotate/rootcause.js';
 import { splitSql } from '../clauses/index.js';
 import { SchemaIndex } from '../annotate/scope.js';
 import { VerifierError } from './errors.js';

@@ -1,6 +1,5 @@
 // Shape mapping shared by the scoring routes: the verifier core's results -> JSON fields.
-import type { ScoredCandidate, Timing } from '../core/verifier.js';
-import type { RootCause, ConsensusRootCause } from '../annotate/rootcause.js';
+import type { ScoredCandidate, Timing, RootCause, ConsensusRootCause } from '../core/verifier.js';
 
 /** JSON has no NaN: unscored values go out as null. */
 export function num(x: number): number | null {
