@@ -6,17 +6,27 @@
 // clause holding it; SETOP covers a missing/wrong set operation and any error in an arm after the
 // first; FROM covers tables, joins and join conditions.
 //
-// Steps:
+// Steps (each measured against the dev expert labels: scripts/eval-rootcause.ts, /work notes log):
 // 1. Align the clauses of prediction and reference (counterfactual.ts alignSlots) and keep the
 //    slots whose canonical forms differ (canon() on trees normalised first: count(x) = count(*)).
-// 2. Gather execution evidence per differing slot: does the reference's clause, substituted into
-//    the prediction alone, reproduce the reference's result ("fixes")? does it at least move the
-//    result toward it? does the prediction's clause, substituted into the reference, break the
-//    reference's result ("breaks")? FROM is also tried together with each other clause, because
-//    a clause that reads another table cannot be repaired without the FROM that binds it.
-// 3. A literal repair: every string/number literal swapped for the closest reference literal; if
-//    that alone reproduces the result, the clause holding it is the cause.
-// 4. Rank: clauses whose evidence says they matter come first, ordered most fundamental first.
+// 2. Execution evidence per differing slot: does the reference's clause, substituted into the
+//    prediction alone, reproduce the reference's result ("fixes")? does it move the result toward
+//    it? does the prediction's clause, substituted into the reference, break the reference's result
+//    ("breaks")? FROM is also tried together with each other clause, because a clause that reads
+//    another table cannot be repaired without the FROM that binds it.
+// 3. Local repairs: every string/number literal swapped for the closest reference literal, and
+//    DISTINCT added to / removed from SELECT; one that alone reproduces the result blames its clause.
+// 4. Rank (rankLabels): tiers fixes > fixes with the reference's FROM (FROM is then the decision) >
+//    breaks or moves toward > differs, then most fundamental first (FUNDAMENTAL_ORDER). Three
+//    formulation rules say which differences are choices of formulation rather than the error:
+//    - the same tables are read (any depth) but the top-level FROMs differ (a join written as an
+//      IN-subquery or the reverse): FROM ranks last;
+//    - the reference has a set operation (any depth) and the prediction none: SETOP ranks first,
+//      unless the prediction expresses it in its WHERE (a subquery; an OR/IN for UNION), then last;
+//    - the prediction has a WHERE the reference lacks and lacks the reference's HAVING, with no
+//      subquery in that WHERE: a group condition filtered per row, HAVING.
+// 5. The chosen slot is explained by counterfactual.ts explainSlot (repair, edit script, v*,
+//    propagated clause rewards). consensusRootCause does all this against the other candidates.
 import { splitSql, topUnits, walk, cloneTree, makeNode } from '../clauses/index.js';
 import type { ClauseKind, SplitResult, TreeNode } from '../clauses/types.js';
 import type { ExecResult } from '../execution/executor.js';
