@@ -53,6 +53,14 @@ const LOCALIZE_VOTERS = 16;
 export const ROOT_CAUSE_MAX_ROWS = 1_000;
 const tooBig = (r: ExecResult | undefined): boolean => Boolean(r && r.ok && (r.truncated || r.rows.length > ROOT_CAUSE_MAX_ROWS));
 const NOT_A_REFERENCE = (error: string): ExecResult => ({ ok: false, code: 'refused', error, ms: 0 });
+/** Why a query is not analysed for a consensus root cause, or null. A query that timed out is not:
+ * its repairs would mostly time out as well, holding the executor for seconds each. */
+function skipAnalysis(sql: string, own: ExecResult | undefined): string | null {
+  if (sql.length > ROOT_CAUSE_MAX_CHARS) return `root-cause analysis skipped: sql longer than ${ROOT_CAUSE_MAX_CHARS} characters`;
+  if (tooBig(own)) return `root-cause analysis skipped: result larger than ${ROOT_CAUSE_MAX_ROWS} rows`;
+  if (own && !own.ok && own.code === 'timeout') return 'root-cause analysis skipped: the query timed out';
+  return null;
+}
 const RERANK_VOTERS = 4;
 
 /** Execution caps of the service (the executor's own defaults suit offline annotation). */
@@ -344,8 +352,8 @@ export class Verifier {
       const schema = this.schemaOf(req.db_id!).index;
       consensus = await Promise.all(req.sqls.map(async (sql, i) => {
         if (winKey !== null && keys[i] === winKey) return null;
-        if (sql.length > ROOT_CAUSE_MAX_CHARS) return { rootCause: null, reason: `root-cause analysis skipped: sql longer than ${ROOT_CAUSE_MAX_CHARS} characters` };
-        if (tooBig(exec.results[i])) return { rootCause: null, reason: `root-cause analysis skipped: result larger than ${ROOT_CAUSE_MAX_ROWS} rows` };
+        const skip = skipAnalysis(sql, exec.results[i]);
+        if (skip) return { rootCause: null, reason: skip };
         const refsOk = req.sqls.map((x, j) => (j !== i && x.length <= ROOT_CAUSE_MAX_CHARS && !tooBig(exec.results[j]) ? x : ''));
         try {
           return await consensusRootCause(sql, refsOk, ctx.dbPath!, this.runner(), {
@@ -392,13 +400,12 @@ export class Verifier {
     if (cands !== undefined) {
       const t1 = performance.now();
       if (!candExec) out.consensus = { rootCause: null, reason: 'no candidates given' };
-      else if (req.sql.length > ROOT_CAUSE_MAX_CHARS) out.consensus = { rootCause: null, reason: `root-cause analysis skipped: sql longer than ${ROOT_CAUSE_MAX_CHARS} characters` };
+      else if (skipAnalysis(req.sql, candExec.results[0])) out.consensus = { rootCause: null, reason: skipAnalysis(req.sql, candExec.results[0])! };
       else {
         const [own, ...results] = candExec.results;
         // A candidate too long or too large to analyse cannot be a reference either.
         const usable = results.map((r, j) => (cands[j]!.length <= ROOT_CAUSE_MAX_CHARS && !tooBig(r) ? r : NOT_A_REFERENCE('too long or too large to analyse')));
-        if (tooBig(own)) out.consensus = { rootCause: null, reason: `root-cause analysis skipped: result larger than ${ROOT_CAUSE_MAX_ROWS} rows` };
-        else try {
+        try {
           out.consensus = await consensusRootCause(req.sql, cands, ctx.dbPath!, this.runner(), {
             ownResult: own, results: usable, predSplit: candidate.split, schema: this.schemaOf(req.db_id!).index, maxVoters: LOCALIZE_VOTERS,
           });
