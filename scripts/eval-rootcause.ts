@@ -212,6 +212,24 @@ if (args.includes('--consensus')) {
     if (cnt.size === 0) return null;
     return [...cnt.entries()].sort((a, b) => b[1] - a[1] || FUNDAMENTAL_ORDER.indexOf(a[0]) - FUNDAMENTAL_ORDER.indexOf(b[0])).map(([l]) => l).concat(FUNDAMENTAL_ORDER.filter((l) => !cnt.has(l)));
   }), false);
+  {
+    const vt = (trunc: boolean, w2: number) => items.map((it) => {
+      const c = cById.get(it.id)!;
+      const votes = new Map<RootLabel, number>();
+      for (const r of c.refs) {
+        if (!r.ev) continue;
+        let rl = rankLabels({ ...r.ev, predResult: null!, goldResult: null! });
+        if (trunc) { const present = new Set<RootLabel>(r.ev.slots.map((e) => e.label)); if (r.ev.setopMissing && !r.ev.setopIsFormulation) present.add('SETOP'); rl = rl.filter((l) => present.has(l)); }
+        const wt = 1 + w2 * fixed(r);
+        rl.forEach((l, k) => votes.set(l, (votes.get(l) ?? 0) + wt / (k + 1)));
+      }
+      if (votes.size === 0) return null;
+      const first = c.refs[0]?.ev ? rankLabels({ ...c.refs[0].ev, predResult: null!, goldResult: null! }) : [];
+      return [...votes.entries()].sort((a, b) => b[1] - a[1] || first.indexOf(a[0]) - first.indexOf(b[0])).map(([l]) => l).concat(FUNDAMENTAL_ORDER.filter((l) => !votes.has(l)));
+    });
+    score('consensus: all differing, rr over differing labels only, fix-weighted', vt(true, 1), false);
+    score('consensus: all differing, rr over differing labels only, unweighted', vt(true, 0), false);
+  }
   voteBy('consensus: all differing, rr, weight 1/#differing clauses', () => true, true, false, (r) => 1 / Math.max(1, r.ev?.slots.length ?? 1));
   voteBy('consensus: all differing, rr, weight group size', () => true, true, false, (r) => r.size);
   voteBy('consensus: all differing, rr, weight 1/(group rank+1)', () => true, true, false, (r) => 1 / (r.group + 1));

@@ -107,7 +107,7 @@ test('consensusRootCause: largest differing group first, failing references neve
 });
 
 let srv: Running;
-serveTinyDuringTests({}, (s) => {
+serveTinyDuringTests({ execTimeoutMs: 1000 }, (s) => {
   srv = s;
 });
 const Q = 'Names of singers older than 40';
@@ -138,6 +138,12 @@ test('/localize candidates: consensus_root_cause with its reference, or null wit
   assert.equal(same.status, 200);
   assert.equal(same.body.consensus_root_cause, null);
   assert.match(same.body.consensus_root_cause_reason, /same result/);
+  // A query that never ends is not analysed: its repairs would time out one after another.
+  const forever = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c';
+  const slow = await srv.post('/localize', { question: Q, sql: forever, db_id: 'shop', candidates: ['SELECT count(*) FROM singer'] });
+  assert.equal(slow.status, 200);
+  assert.equal(slow.body.consensus_root_cause, null);
+  assert.match(slow.body.consensus_root_cause_reason, /timed out/);
   const empty = await srv.post('/localize', { question: Q, sql, db_id: 'shop', candidates: [] });
   assert.equal(empty.body.consensus_root_cause, null);
   assert.match(empty.body.consensus_root_cause_reason, /no candidates/);
