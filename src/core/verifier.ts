@@ -17,7 +17,10 @@ import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { extractSql, executionBlame, type Extracted } from './candidates.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
-import { rootCause, type RootCause } from '../annotate/counterfactual.js';
+import { rootCause, consensusRootCause, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
+
+export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../annotate/rootcause.js';
+import { splitSql } from '../clauses/index.js';
 import { SchemaIndex } from '../annotate/scope.js';
 import { VerifierError } from './errors.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -52,6 +55,27 @@ export const NO_SCHEMA_WARNING = 'neither schema nor db_id given: candidates are
  * ~400 ms, 1,000 ~150 ms. The longest gold query in Spider dev is 422 characters.
  */
 export const ROOT_CAUSE_MAX_CHARS = 1_000;
+/** Most other candidates /localize takes for a consensus root cause. */
+export const MAX_CONSENSUS_CANDIDATES = 64;
+/** References that vote in a consensus root cause (best-ranked first): /localize, /rerank. */
+const LOCALIZE_VOTERS = 16;
+/** Root-cause analysis compares whole results on the main thread and re-executes repaired
+ * queries: above this many rows on either side it is skipped (with a reason), so that one request
+ * cannot stall the event loop. Nearly all Spider answers stay below it; a result the service
+ * truncated (SERVICE_MAX_ROWS) is never analysed. */
+export const ROOT_CAUSE_MAX_ROWS = 1_000;
+const tooBig = (r: ExecResult | undefined): boolean => Boolean(r && r.ok && (r.truncated || r.rows.length > ROOT_CAUSE_MAX_ROWS));
+const NOT_A_REFERENCE = (error: string): ExecResult => ({ ok: false, code: 'refused', error, ms: 0 });
+/** Why a query is not analysed for a consensus root cause, or null. A query that timed out is not:
+ * its repairs would mostly time out as well, holding the executor for seconds each. */
+function skipAnalysis(sql: string, own: ExecResult | undefined): string | null {
+  if (sql.length > ROOT_CAUSE_MAX_CHARS) return `root-cause analysis skipped: sql longer than ${ROOT_CAUSE_MAX_CHARS} characters`;
+  if (tooBig(own)) return `root-cause analysis skipped: result larger than ${ROOT_CAUSE_MAX_ROWS} rows`;
+  if (own && !own.ok && own.code === 'timeout') return 'root-cause analysis skipped: the query timed out';
+  if (own && !own.ok && own.code === 'skipped') return 'root-cause analysis skipped: execution skipped (deadline)';
+  return null;
+}
+const RERANK_VOTERS = 4;
 
 /** Execution caps of the service (the executor's own defaults suit offline annotation). */
 export const SERVICE_MAX_ROWS = 5_000;
@@ -125,12 +149,18 @@ export interface Context {
 export interface RerankRequest extends Context {
   sqls: string[];
   strategy?: Strategy;
+  /** Compute a consensus root cause for the candidates outside the winning group (needs execution). */
+  consensus?: boolean;
 }
 
 export interface RerankResult {
   candidates: VerifiedCandidate[];
   /** Request-level warnings (e.g. NO_SCHEMA_WARNING). */
   warnings: string[];
+  /** Per candidate (request order), when the candidates were executed: the consensus root cause
+   * of every candidate outside the winning execution group (the other candidates standing in for
+   * gold), null for the winning group's members. */
+  consensus: (ConsensusOutcome | null)[] | null;
   ranking: RerankOutput[];
   /** Per candidate (request order), when the strategy executed them. */
   executions: ExecutionOutcome[] | null;
@@ -142,6 +172,8 @@ export interface RerankResult {
 export interface LocalizeRequest extends Context {
   sql: string;
   gold?: string;
+  /** Other samples for the same question (needs db_id): a consensus root cause without gold. */
+  candidates?: string[];
 }
 
 export interface LocalizeResult {
@@ -157,6 +189,8 @@ export interface LocalizeResult {
     /** Why there is no root cause although the results differ. */
     rootCauseError?: string;
   };
+  /** Present when candidates were given. */
+  consensus?: ConsensusOutcome;
   timing: Timing;
 }
 
@@ -389,9 +423,33 @@ export class Verifier {
         candidates.map((c, i) => ({ score: c.score, ...(exec ? { execKey: keys[i]! } : {}) })),
         strategy,
       );
+      let consensus: (ConsensusOutcome | null)[] | null = null;
+      if (exec && req.consensus && ranking.length > 0) {
+        // The winning group is the top-ranked candidate's execution result; everyone else gets a
+        // root cause against the other candidates (their own group cannot serve as a reference).
+        const winKey = keys[ranking[0]!.index] ?? null;
+        const schema = this.schemaOf(req.db_id!).index;
+        const run = this.runner(dl);
+        consensus = await Promise.all(sqls.map(async (sql, i) => {
+          if (winKey !== null && keys[i] === winKey) return null;
+          const skip = skipAnalysis(sql, exec.results[i]);
+          if (skip) return { rootCause: null, reason: skip };
+          const refsOk = sqls.map((x, j) => (j !== i && x.length <= ROOT_CAUSE_MAX_CHARS && !tooBig(exec.results[j]) ? x : ''));
+          try {
+            const cr = await consensusRootCause(sql, refsOk, ctx.dbPath!, run, {
+              ownResult: exec.results[i], results: exec.results.map((r, j) => (refsOk[j] ? r : NOT_A_REFERENCE('too long or too large to analyse'))),
+              predSplit: scored.candidates[i]!.split, schema, maxVoters: RERANK_VOTERS,
+            });
+            return shiftConsensus(cr, found[i]!.start);
+          } catch (e) {
+            return { rootCause: null, reason: `root-cause analysis failed: ${e instanceof Error ? e.message : String(e)}` };
+          }
+        }));
+      }
       return {
         candidates,
         warnings: contextWarnings(req),
+        consensus,
         ranking,
         executions: exec ? exec.results.map(outcome) : null,
         strategy,
@@ -410,15 +468,25 @@ export class Verifier {
     const gold = req.gold;
     const found = extractSql(req.sql);
     const sql = found.sql;
+    const cands = req.candidates;
+    if (cands !== undefined) {
+      if (!ctx.dbPath || !this.executor) throw new VerifierError('invalid_value', 'candidates are executed for a consensus root cause and need a db_id', { field: 'candidates' });
+      if (cands.length > MAX_CONSENSUS_CANDIDATES) throw new VerifierError('invalid_value', `at most ${MAX_CONSENSUS_CANDIDATES} candidates`, { field: 'candidates' });
+    }
+    // With a database the query is executed: for the gold verdict, and because its execution
+    // error (an unknown table or column) points at the clause to blame.
     const canRun = ctx.dbPath !== null && this.executor !== null;
     const withGold = gold !== undefined && canRun;
-    if (canRun) this.checkExecQueue(withGold ? 2 : 1);
+    if (canRun) this.checkExecQueue((withGold ? 2 : 1) + (cands?.length ?? 0));
     const dl = this.deadline();
     try {
-      const [scored, exec] = await this.both(
-        this.score(scorer, req.question, ctx.schema, [sql], dl),
-        canRun ? this.executeAll(ctx.dbPath!, withGold ? [gold!, sql] : [sql], dl) : null,
-      );
+      const [scored, exec, candExec] = await Promise.all([
+        this.both(
+          this.score(scorer, req.question, ctx.schema, [sql], dl),
+          canRun ? this.executeAll(ctx.dbPath!, withGold ? [gold!, sql] : [sql], dl) : null,
+        ),
+        cands !== undefined && cands.length > 0 ? this.executeAll(ctx.dbPath!, [sql, ...cands], dl) : null,
+      ]).then(([[a, b], c]) => [a, b, c] as const);
       const predResult = exec ? exec.results[exec.results.length - 1]! : undefined;
       const candidate = verified(scored.candidates[0]!, found, predResult);
       const out: LocalizeResult = {
@@ -426,23 +494,51 @@ export class Verifier {
         warnings: contextWarnings(req),
         ...(predResult ? { execution: outcome(predResult) } : {}),
         model: this.modelName,
-        timing: { ...scored.timing, execution_ms: exec ? exec.ms : 0, total_ms: 0 },
+        timing: { ...scored.timing, execution_ms: 0, total_ms: 0 },
       };
+      if (cands !== undefined) {
+        const t1 = performance.now();
+        const skip = candExec ? skipAnalysis(sql, candExec.results[0]) : null;
+        if (!candExec) out.consensus = { rootCause: null, reason: 'no candidates given' };
+        else if (skip) out.consensus = { rootCause: null, reason: skip };
+        else {
+          const [own, ...results] = candExec.results;
+          // A candidate too long or too large to analyse cannot be a reference either.
+          const usable = results.map((r, j) => (cands[j]!.length <= ROOT_CAUSE_MAX_CHARS && !tooBig(r) ? r : NOT_A_REFERENCE('too long or too large to analyse')));
+          try {
+            const cr = await consensusRootCause(sql, cands, ctx.dbPath!, this.runner(dl), {
+              ownResult: own, results: usable, predSplit: scored.candidates[0]!.split, schema: this.schemaOf(req.db_id!).index, maxVoters: LOCALIZE_VOTERS,
+            });
+            out.consensus = shiftConsensus(cr, found.start);
+          } catch (e) {
+            out.consensus = { rootCause: null, reason: `root-cause analysis failed: ${e instanceof Error ? e.message : String(e)}` };
+          }
+        }
+        out.timing.execution_ms += candExec ? candExec.ms : 0;
+        out.timing.execution_ms += performance.now() - t1;
+      }
       if (exec && withGold) {
         const t1 = performance.now();
         const goldResult = exec.results[0]!;
         if (!goldResult.ok && goldResult.code !== 'skipped') {
           throw new VerifierError('invalid_value', `gold does not run: ${goldResult.code}: ${goldResult.error}`, { field: 'gold' });
         }
+        // Root causes are read off gold's clauses: a gold the clause parser cannot read is refused
+        // like one that does not run (beyond the analysis limit only its clause units are needed).
+        if (!splitSql(gold!, { tree: gold!.length <= ROOT_CAUSE_MAX_CHARS }).ok) {
+          throw new VerifierError('invalid_value', 'gold does not parse as SQL', { field: 'gold' });
+        }
         const ordered = rowOrderMatters(gold!);
         const skipped = !goldResult.ok || (!predResult!.ok && predResult!.code === 'skipped');
         const match = !skipped && matchesGold(goldResult, { ordered })(predResult!);
         out.gold = { match, rootCause: null };
         if (skipped) {
-          out.gold.rootCauseError = `execution ${(predResult as { error?: string }).error ?? 'skipped (deadline)'}: no verdict before the request deadline of ${dl.ms} ms`;
+          out.gold.rootCauseError = `execution skipped (deadline): no verdict before the request deadline of ${dl.ms} ms`;
         } else if (!match) {
           if (Math.max(sql.length, gold!.length) > ROOT_CAUSE_MAX_CHARS) {
             out.gold.rootCauseError = `counterfactual analysis skipped: sql or gold longer than ${ROOT_CAUSE_MAX_CHARS} characters`;
+          } else if (tooBig(goldResult) || tooBig(predResult)) {
+            out.gold.rootCauseError = `counterfactual analysis skipped: a result larger than ${ROOT_CAUSE_MAX_ROWS} rows`;
           } else {
             // The executions and the prediction's tree above are handed in: the analysis parses
             // only gold and runs only the repaired query.
@@ -460,8 +556,8 @@ export class Verifier {
             }
           }
         }
-        out.timing.execution_ms = exec.ms + (performance.now() - t1);
-      }
+        out.timing.execution_ms += exec.ms + (performance.now() - t1);
+      } else if (exec) out.timing.execution_ms += exec.ms;
       out.timing.total_ms = performance.now() - t0;
       return out;
     } finally {
@@ -710,7 +806,11 @@ function verified(c: ScoredCandidate, found: Extracted, exec: ExecResult | undef
   return out;
 }
 
-function shiftRootCause(rc: RootCause, by: number): RootCause {
+function shiftRootCause<T extends RootCause>(rc: T, by: number): T {
   if (by === 0 || !rc.node.span) return rc;
   return { ...rc, node: { ...rc.node, span: [rc.node.span[0] + by, rc.node.span[1] + by] } };
+}
+
+function shiftConsensus(c: ConsensusOutcome, by: number): ConsensusOutcome {
+  return c.rootCause ? { rootCause: shiftRootCause(c.rootCause, by) } : c;
 }

@@ -2,7 +2,7 @@
 // counterfactual root cause (which clause, which node, the edit that repairs it).
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { num, timingBody } from './shape.js';
+import { num, timingBody, rootCauseBody } from './shape.js';
 import { warningOf } from '../core/verifier.js';
 
 interface LocalizeBody {
@@ -11,6 +11,7 @@ interface LocalizeBody {
   schema?: string;
   db_id?: string;
   gold?: string;
+  candidates?: string[];
 }
 
 const body = {
@@ -23,6 +24,12 @@ const body = {
     schema: S.schemaText,
     db_id: S.dbId,
     gold: { ...S.sqlString, description: 'reference SQL; with db_id enables the counterfactual root cause' },
+    candidates: {
+      type: 'array',
+      maxItems: 64,
+      items: S.sqlString,
+      description: 'other samples for the same question (needs db_id): the best-ranked one whose result differs stands in for gold (consensus_root_cause)',
+    },
   },
   examples: [
     {
@@ -57,36 +64,6 @@ const blameItem = {
   },
 } as const;
 
-const rootCauseOut = {
-  type: ['object', 'null'],
-  properties: {
-    unit: { type: 'integer' },
-    kind: { type: 'string' },
-    text: { type: 'string' },
-    start: { type: 'integer' },
-    end: { type: 'integer' },
-    node: {
-      type: 'object',
-      properties: {
-        id: { type: 'integer' },
-        kind: { type: 'string' },
-        label: { type: 'string' },
-        span: { type: 'array', items: { type: 'integer' } },
-      },
-    },
-    edit_script: {
-      type: 'array',
-      items: {
-        type: 'object',
-        properties: { op: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, node: { type: 'integer' } },
-      },
-    },
-    clause_rewards: { type: 'array', items: { type: 'number' } },
-    repaired_sql: { type: 'string' },
-    repair_improves: { type: 'boolean' },
-  },
-} as const;
-
 export default async function localizeRoute(app: FastifyInstance): Promise<void> {
   app.post<{ Body: LocalizeBody }>(
     '/localize',
@@ -115,8 +92,10 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
               base_score: { type: ['number', 'null'], description: 'score at the <sql> token, before any clause' },
               blame: { type: 'array', items: blameItem, description: 'most suspect clause first' },
               gold_match: { type: 'boolean', description: 'with gold: whether sql returns the gold result' },
-              root_cause: rootCauseOut,
+              root_cause: S.rootCauseOut,
               root_cause_error: { type: 'string' },
+              consensus_root_cause: { ...S.rootCauseOut, description: 'with candidates: the root cause against the other candidates (no gold)' },
+              consensus_root_cause_reason: { type: 'string', description: 'why consensus_root_cause is null' },
               model: { type: 'string' },
               timing: S.timingOut,
             },
@@ -133,6 +112,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         ...(b.schema !== undefined ? { schema: b.schema } : {}),
         ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
         ...(b.gold !== undefined ? { gold: b.gold } : {}),
+        ...(b.candidates !== undefined ? { candidates: b.candidates } : {}),
       });
       const c = r.candidate;
       const units = c.units.map((u, index) => ({ index, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), raw: num(u.raw) }));
@@ -150,20 +130,12 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
       if (r.gold) {
         out.gold_match = r.gold.match;
         const rc = r.gold.rootCause;
-        if (rc) {
-          const u = c.units[rc.unitIndex];
-          out.root_cause = {
-            unit: rc.unitIndex,
-            kind: rc.kind,
-            ...(u ? { text: u.text, start: u.start, end: u.end } : {}),
-            node: rc.node,
-            edit_script: rc.editScript,
-            clause_rewards: rc.clauseRewards,
-            repaired_sql: rc.repairedSql,
-            repair_improves: rc.repairImproves,
-          };
-        } else out.root_cause = null;
+        out.root_cause = rc ? rootCauseBody(rc, c) : null;
         if (r.gold.rootCauseError !== undefined) out.root_cause_error = r.gold.rootCauseError;
+      }
+      if (r.consensus) {
+        out.consensus_root_cause = r.consensus.rootCause ? rootCauseBody(r.consensus.rootCause, c) : null;
+        if (r.consensus.reason !== undefined) out.consensus_root_cause_reason = r.consensus.reason;
       }
       out.timing = timingBody(r.timing);
       return out;

@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
-import { num, timingBody, blameOf } from './shape.js';
+import { num, timingBody, blameOf, rootCauseBody } from './shape.js';
 import { warningOf, type Strategy } from '../core/verifier.js';
 
 interface RerankBody {
@@ -67,6 +67,8 @@ const result = {
     warning: { type: 'string', description: 'why the candidate was not (fully) scored, e.g. SQL longer than max_length' },
     clauses: { type: 'array', items: S.clauseOut },
     blame: S.blameOut,
+    consensus_root_cause: { ...S.rootCauseOut, description: 'executed candidates outside the winning group: the root cause against the other candidates (reference = their index)' },
+    consensus_root_cause_reason: { type: 'string', description: 'why consensus_root_cause is null' },
     execution: {
       type: 'object',
       required: ['ok', 'cluster', 'cluster_size'],
@@ -115,12 +117,14 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
         ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
         sqls: cands.map((c) => c.sql),
         ...(b.strategy ? { strategy: b.strategy } : {}),
+        consensus: true,
       });
       const withClauses = b.return_clauses !== false;
       const results = r.ranking.slice(0, b.top_n ?? r.ranking.length).map((o) => {
         const c = r.candidates[o.index]!;
         const cand = cands[o.index]!;
         const ex = r.executions?.[o.index];
+        const cons = r.consensus?.[o.index];
         const warning = warningOf(c);
         return {
           index: o.index,
@@ -135,6 +139,12 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
             ? { clauses: c.units.map((u) => ({ kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score) })) }
             : {}),
           blame: blameOf(c),
+          ...(cons
+            ? {
+                consensus_root_cause: cons.rootCause ? rootCauseBody(cons.rootCause, c) : null,
+                ...(cons.reason !== undefined ? { consensus_root_cause_reason: cons.reason } : {}),
+              }
+            : {}),
           ...(ex
             ? {
                 execution: {

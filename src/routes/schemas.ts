@@ -79,3 +79,42 @@ export function withMaxItems<T extends { properties: object }>(schema: T, field:
   copy.properties[field]!.maxItems = max;
   return copy;
 }
+
+/** A root cause (with gold, or against a reference candidate): the paper's outputs. */
+export const rootCauseOut = {
+  type: ['object', 'null'],
+  properties: {
+    unit: { type: 'integer', description: 'index of the blamed depth-0 clause unit' },
+    kind: { type: 'string', description: "the blamed unit's kind" },
+    clause: {
+      type: 'string',
+      enum: ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'],
+      description: 'the root-cause clause (SETOP for a set operation or an arm after the first; a missing clause names itself while unit is the one written in its place)',
+    },
+    ranking: { type: 'array', items: { type: 'string' }, description: 'clause labels, most likely root cause first' },
+    text: { type: 'string' },
+    start: { type: 'integer' },
+    end: { type: 'integer' },
+    node: {
+      type: 'object',
+      properties: {
+        id: { type: 'integer' },
+        kind: { type: 'string' },
+        label: { type: 'string' },
+        span: { type: 'array', items: { type: 'integer' } },
+      },
+    },
+    edit_script: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: { op: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, node: { type: 'integer' } },
+      },
+    },
+    clause_rewards: { type: 'array', items: { type: 'number' } },
+    repaired_sql: { type: 'string' },
+    repair_improves: { type: 'boolean' },
+    reference: { type: 'integer', description: 'consensus only: index of the candidate the explanation is computed against' },
+    voters: { type: 'integer', description: 'consensus only: differing candidates that voted' },
+  },
+} as const;

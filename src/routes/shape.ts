@@ -1,5 +1,5 @@
 // Shape mapping shared by the scoring routes: the verifier core's results -> JSON fields.
-import type { VerifiedCandidate, Timing } from '../core/verifier.js';
+import type { VerifiedCandidate, ScoredCandidate, Timing, RootCause, ConsensusRootCause } from '../core/verifier.js';
 
 /** JSON has no NaN: unscored values go out as null. */
 export function num(x: number): number | null {
@@ -29,5 +29,23 @@ export function blameOf(c: VerifiedCandidate) {
   return {
     unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score),
     ...(c.blameFromExecution ? { source: 'execution', reason: c.blameFromExecution } : { source: 'model' }),
+  };
+}
+
+/** A root cause as JSON (schemas.rootCauseOut); the blamed unit's text and span from the scored candidate. */
+export function rootCauseBody(rc: RootCause | ConsensusRootCause, c: ScoredCandidate) {
+  const u = c.units[rc.unitIndex];
+  return {
+    unit: rc.unitIndex,
+    kind: rc.kind,
+    clause: rc.clause,
+    ...(rc.ranking ? { ranking: rc.ranking } : {}),
+    ...(u ? { text: u.text, start: u.start, end: u.end } : {}),
+    node: rc.node,
+    edit_script: rc.editScript,
+    clause_rewards: rc.clauseRewards,
+    repaired_sql: rc.repairedSql,
+    repair_improves: rc.repairImproves,
+    ...('reference' in rc ? { reference: rc.reference, voters: rc.voters } : {}),
   };
 }
