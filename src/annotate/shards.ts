@@ -10,7 +10,6 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { AnnotateSummary } from './tuples.js';
 
 export const PART_FORMAT = 'caper-annotate-part-v1';
 
@@ -49,7 +48,8 @@ export interface RunKey {
   failures: string[];
 }
 
-export interface PartMeta {
+/** S: the run's summary object (AnnotateSummary); counters add up across shards. */
+export interface PartMeta<S extends object = object> {
   format: typeof PART_FORMAT;
   shard: number;
   shards: number;
@@ -57,7 +57,7 @@ export interface PartMeta {
   lines: number;
   bytes: number;
   sha256: string;
-  summary: AnnotateSummary;
+  summary: S;
   /** Records of each of this shard's questions, in order (index, index + shards, ...). */
   counts: number[];
 }
@@ -86,19 +86,19 @@ async function fileDigest(path: string): Promise<{ sha256: string; bytes: number
   return { sha256: h.digest('hex'), bytes, lines };
 }
 
-export async function writePartMeta(part: string, shard: Shard, run: RunKey, summary: AnnotateSummary, counts: number[]): Promise<PartMeta> {
-  const meta: PartMeta = { format: PART_FORMAT, shard: shard.index, shards: shard.count, run, ...(await fileDigest(part)), summary, counts };
+export async function writePartMeta<S extends object>(part: string, shard: Shard, run: RunKey, summary: S, counts: number[]): Promise<PartMeta<S>> {
+  const meta: PartMeta<S> = { format: PART_FORMAT, shard: shard.index, shards: shard.count, run, ...(await fileDigest(part)), summary, counts };
   writeFileSync(metaPath(part), JSON.stringify(meta, null, 2) + '\n');
   return meta;
 }
 
-function readMeta(part: string): PartMeta {
+function readMeta<S extends object>(part: string): PartMeta<S> {
   const p = metaPath(part);
   if (!existsSync(part)) throw new Error(`${part} does not exist`);
   if (!existsSync(p)) throw new Error(`${p} does not exist: not a part written by "caper annotate --shard"`);
-  let m: PartMeta;
+  let m: PartMeta<S>;
   try {
-    m = JSON.parse(readFileSync(p, 'utf8')) as PartMeta;
+    m = JSON.parse(readFileSync(p, 'utf8')) as PartMeta<S>;
   } catch (e) {
     throw new Error(`${p} is not valid JSON: ${(e as Error).message}`);
   }
@@ -132,12 +132,12 @@ function addSummary(a: Record<string, unknown>, b: Record<string, unknown>): voi
   }
 }
 
-export interface MergeResult {
+export interface MergeResult<S extends object = object> {
   shards: number;
   lines: number;
   bytes: number;
   sha256: string;
-  summary: AnnotateSummary;
+  summary: S;
 }
 
 /**
@@ -145,12 +145,12 @@ export interface MergeResult {
  * each complete (its digest matches its sidecar), then writes their records in question order to `out`
  * (through a temporary file, so a failed merge leaves no half file behind).
  */
-export async function mergeParts(parts: string[], out: string): Promise<MergeResult> {
+export async function mergeParts<S extends object>(parts: string[], out: string): Promise<MergeResult<S>> {
   if (parts.length === 0) throw new Error('--merge needs the part files');
-  const metas = parts.map((p) => ({ path: p, meta: readMeta(p) }));
+  const metas = parts.map((p) => ({ path: p, meta: readMeta<S>(p) }));
   const n = metas[0]!.meta.shards;
   const key = JSON.stringify(metas[0]!.meta.run);
-  const byIndex = new Map<number, { path: string; meta: PartMeta }>();
+  const byIndex = new Map<number, { path: string; meta: PartMeta<S> }>();
   for (const x of metas) {
     if (x.meta.shards !== n) throw new Error(`${x.path} is shard ${x.meta.shard}/${x.meta.shards}, the others are of ${n}`);
     if (JSON.stringify(x.meta.run) !== key) throw new Error(`${x.path} comes from another run (questions file or options differ from ${metas[0]!.path})`);
@@ -221,5 +221,5 @@ export async function mergeParts(parts: string[], out: string): Promise<MergeRes
   }
   const summary = structuredClone(ordered[0]!.meta.summary) as unknown as Record<string, unknown>;
   for (const { meta } of ordered.slice(1)) addSummary(summary, meta.summary as unknown as Record<string, unknown>);
-  return { shards: n, lines, bytes, sha256: h.digest('hex'), summary: summary as unknown as AnnotateSummary };
+  return { shards: n, lines, bytes, sha256: h.digest('hex'), summary: summary as unknown as S };
 }

@@ -22,7 +22,7 @@ async function merge(parts: string[], out: string | undefined): Promise<number> 
     return 2;
   }
   try {
-    const r = await mergeParts(parts, out);
+    const r = await mergeParts<AnnotateSummary>(parts, out);
     console.log(formatSummary(r.summary));
     console.log(`merged ${r.shards} shards -> ${out}: ${r.lines} records, ${r.bytes} bytes, sha256 ${r.sha256}`);
     return 0;
