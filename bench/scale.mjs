@@ -3,8 +3,9 @@
 // one process vs two shards run side by side + `--merge` (is the merged file identical?), and
 // (2) training the tiny preset on that file as one process vs two DDP processes under torchrun
 // (gloo): time, throughput, loss-curve and reward differences. Prints a table and writes
-// bench/results/scale.{md,json}. Same total cores both ways: one process gets 2 threads/workers,
-// each of the two gets 1.
+// bench/results/scale.{md,json}. Annotation: one process with 2 SQLite workers vs two shards with 1
+// each. Training: one process vs two, 1 torch thread per process (on this shared 2-core machine two
+// threads in one process ran 5-7x slower than one, threads spinning on contended cores).
 //   node bench/scale.mjs [--questions 2000] [--steps 200] [--batch-size 64] [--data DIR]
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -72,22 +73,33 @@ const trainArgs = (tag, threads) => ['-m', 'caper_train.train', '--data', full, 
   '--preset', 'tiny', '--steps', String(steps), '--batch-size', String(batch), '--seed', '0', '--threads', String(threads),
   '--curve', join(work, `${tag}.curve.jsonl`), '--dump-rewards', join(work, `${tag}.dump.json`), '--dump-count', '32', '--log-every', '50'];
 const env = { PYTHONPATH: join(root, 'training') };
-console.error(`train: tiny preset, ${steps} steps of ${batch} records, one process (1 thread, then 2)`);
-const tr0 = await run(py, trainArgs('p0', 1), env);
-const tr1 = await run(py, trainArgs('p1', 2), env);
+// Control: one process again with the eager attention kernel instead of sdpa: the same steps and
+// the same math in another floating-point order. How far it drifts from the sdpa run is the yardstick
+// for how far two processes may drift from one.
+console.error(`train: tiny preset, ${steps} steps of ${batch} records, one process (1 thread)`);
+const tr1 = await run(py, trainArgs('p1', 1), env);
 console.error('train: two processes (torchrun, gloo, 1 thread each)');
+console.error('train: one process, eager attention (control)');
+const tr3 = await run(py, [...trainArgs('p3', 1), '--attn', 'eager'], env);
 const tr2 = await run(py, ['-m', 'torch.distributed.run', '--standalone', '--nproc-per-node=2', ...trainArgs('p2', 1)], { ...env, OMP_NUM_THREADS: '1' });
 const man = (tag) => JSON.parse(readFileSync(join(work, tag, 'caper.json'), 'utf8'));
 const curve = (tag) => readFileSync(join(work, `${tag}.curve.jsonl`), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-const [m0, m1, m2] = [man('p0'), man('p1'), man('p2')];
+const [m1, m2] = [man('p1'), man('p2')];
 const [c1, c2] = [curve('p1'), curve('p2')];
-const lossDiff = Math.max(...c1.map((x, i) => Math.abs(x.loss - c2[i].loss)));
+const maxDiff = (a, b) => Math.max(...a.map((x, i) => Math.abs(x.loss - b[i].loss)));
+const lossDiff = maxDiff(c1, c2);
 const firstOver = (a, b, eps) => (a.findIndex((x, i) => Math.abs(x.loss - b[i].loss) > eps) + 1) || null;
-const c0 = curve('p0');
-const threadsDiff = Math.max(...c0.map((x, i) => Math.abs(x.loss - c1[i].loss)));
 const [d1, d2] = ['p1', 'p2'].map((t) => JSON.parse(readFileSync(join(work, `${t}.dump.json`), 'utf8')).prompts);
-let rewardDiff = 0;
-d1.forEach((p, i) => p.all_rewards.forEach((r, j) => (rewardDiff = Math.max(rewardDiff, Math.abs(r - d2[i].all_rewards[j])))));
+const dump = (t) => JSON.parse(readFileSync(join(work, `${t}.dump.json`), 'utf8')).prompts;
+const rewardGap = (a, b) => {
+  let m = 0;
+  a.forEach((p, i) => p.all_rewards.forEach((r, j) => (m = Math.max(m, Math.abs(r - b[i].all_rewards[j])))));
+  return m;
+};
+const rewardDiff = rewardGap(d1, d2);
+const c3 = curve('p3');
+const controlLoss = maxDiff(c1, c3);
+const controlReward = rewardGap(d1, dump('p3'));
 const tail = (c) => c.slice(-20).reduce((a, x) => a + x.loss, 0) / Math.min(20, c.length);
 
 const result = {
@@ -99,11 +111,11 @@ const result = {
   },
   train: {
     preset: 'tiny', steps, batch_size: batch, records: m1.training.records,
-    one_1thread: { wall_s: tr0.s, train_s: m0.training.train_seconds, records_per_s: m0.training.records_per_second, metrics: m0.metrics },
     one: { wall_s: tr1.s, train_s: m1.training.train_seconds, records_per_s: m1.training.records_per_second, final_loss_20: tail(c1), metrics: m1.metrics },
     two: { wall_s: tr2.s, train_s: m2.training.train_seconds, records_per_s: m2.training.records_per_second, final_loss_20: tail(c2), metrics: m2.metrics },
     max_step_loss_diff: lossDiff, max_reward_diff: rewardDiff, dump_prompts: d1.length,
-    first_step_loss_diff_over_1e6: firstOver(c1, c2, 1e-6), one_thread_vs_two_max_loss_diff: threadsDiff,
+    first_step_loss_diff_over_1e6: firstOver(c1, c2, 1e-6),
+    control_eager_attention: { wall_s: tr3.s, max_step_loss_diff: controlLoss, max_reward_diff: controlReward, first_step_loss_diff_over_1e6: firstOver(c1, c3, 1e-6) },
   },
 };
 const f = (x, n = 1) => Number(x).toFixed(n);
@@ -111,9 +123,9 @@ const md = `# bench/scale: sharded annotation and data-parallel training on one 
 
 ${result.date}, ${result.cpus} CPUs (${result.cpu}), shared with other jobs (load average ${load0} before, ${result.load_after} after).
 Produced by \`node bench/scale.mjs --questions ${questions} --steps ${steps} --batch-size ${batch}\`. One run.
-Both ways use the same two cores: one process gets 2 workers / torch threads, each of two gets 1. On one
-machine the point is correctness and overhead; the speed-up comes from giving each shard or rank its own
-machine or GPU (docs/SCALING.md).
+Annotation: one process with 2 SQLite workers vs two shards with 1 each, on the same two cores. Training: one
+process vs two, 1 torch thread each. On one machine the point is correctness and overhead; the speed-up comes
+from giving each shard or rank its own machine or GPU (docs/SCALING.md).
 
 ## Annotation: first ${questions} questions of Spider train (${records} records)
 
@@ -129,24 +141,23 @@ machine or GPU (docs/SCALING.md).
 
 | run | wall s (incl. start-up, export) | training s | records/s | mean loss, last 20 steps | val pair accuracy | val top-1 |
 |---|---:|---:|---:|---:|---:|---:|
-| one process, 1 thread | ${f(tr0.s)} | ${f(m0.training.train_seconds)} | ${f(m0.training.records_per_second)} | ${f(tail(curve('p0')), 4)} | ${f(m0.metrics.val_pair_accuracy ?? NaN, 4)} | ${f(m0.metrics.val_traj_top1 ?? NaN, 4)} |
-| one process, 2 threads | ${f(tr1.s)} | ${f(m1.training.train_seconds)} | ${f(m1.training.records_per_second)} | ${f(tail(c1), 4)} | ${f(m1.metrics.val_pair_accuracy ?? NaN, 4)} | ${f(m1.metrics.val_traj_top1 ?? NaN, 4)} |
-| two processes (torchrun, DDP gloo), 1 thread each | ${f(tr2.s)} | ${f(m2.training.train_seconds)} | ${f(m2.training.records_per_second)} | ${f(tail(c2), 4)} | ${f(m2.metrics.val_pair_accuracy ?? NaN, 4)} | ${f(m2.metrics.val_traj_top1 ?? NaN, 4)} |
+| one process | ${f(tr1.s)} | ${f(m1.training.train_seconds)} | ${f(m1.training.records_per_second)} | ${f(tail(c1), 4)} | ${f(m1.metrics.val_pair_accuracy ?? NaN, 4)} | ${f(m1.metrics.val_traj_top1 ?? NaN, 4)} |
+| two processes (torchrun, DDP gloo) | ${f(tr2.s)} | ${f(m2.training.train_seconds)} | ${f(m2.training.records_per_second)} | ${f(tail(c2), 4)} | ${f(m2.metrics.val_pair_accuracy ?? NaN, 4)} | ${f(m2.metrics.val_traj_top1 ?? NaN, 4)} |
 
-Two processes vs one (2 threads): largest difference of a step's loss over the ${steps} steps ${lossDiff.toExponential(1)}; largest difference
+Two processes vs one: largest difference of a step's loss over the ${steps} steps ${lossDiff.toExponential(1)}; largest difference
 of the exported model's raw rewards over every position of ${d1.length} prompts ${rewardDiff.toExponential(1)}
 (CI tolerances, training/tests/test_distributed.py, for 20 steps on its fixture: 1e-4 and 1e-3). The first step whose
 loss differs by more than 1e-6 is step ${firstOver(c1, c2, 1e-6) ?? 'none'}: the two runs compute the same steps, and the gap opens
-slowly as differently ordered float sums (the gradient all-reduce, rows cut between ranks) are amplified by training,
-as with any change of summation order. One process with 1 vs 2 threads: largest step-loss difference ${threadsDiff.toExponential(1)}.
+slowly as differently ordered float sums (the gradient all-reduce, rows cut between ranks) are amplified by training.
+Control, one process with the eager attention kernel instead of sdpa (same steps, same math, another float order) against
+the sdpa run: largest step-loss difference ${controlLoss.toExponential(1)} (first above 1e-6 at step ${firstOver(c1, c3, 1e-6) ?? 'none'}), largest reward
+difference ${controlReward.toExponential(1)}. Two processes drift from one by about as much as a change of attention kernel does.
 
-Reading: with the same two cores both ways, and other jobs on them (load average above), these ratios measure
-contention and overhead, not scaling: two shards side by side took ${f(twoWall / one.s, 2)}x the one-process wall time, and two
-training processes ran ${f(m2.training.records_per_second / m0.training.records_per_second, 2)}x the records/s of one single-threaded process. Their fixed costs are
-start-up (torchrun, a second tokenization of the file: ${f(tr2.s - m2.training.train_seconds - (tr0.s - m0.training.train_seconds))} s more outside the training loop than one process)
-and, for annotation, a second set of per-database caches. Two torch threads in one process were
-${f(m0.training.records_per_second / m1.training.records_per_second)}x slower than one (threads spinning on contended cores). The shards took ${f(shards[0].s)} s and ${f(shards[1].s)} s:
-interleaved questions keep them balanced.
+Reading: on one machine with other jobs on its two cores (load average above), these ratios measure contention
+and overhead, not scaling: two shards side by side took ${f(twoWall / one.s, 2)}x the one-process wall time, and two training
+processes ran ${f(m2.training.records_per_second / m1.training.records_per_second, 2)}x the records/s of one. Their fixed costs are start-up (torchrun, a second
+tokenization of the file: ${f(tr2.s - m2.training.train_seconds - (tr1.s - m1.training.train_seconds))} s more outside the training loop than one process) and, for annotation,
+a second set of per-database caches. The shards took ${f(shards[0].s)} s and ${f(shards[1].s)} s: interleaved questions keep them balanced.
 `;
 mkdirSync(join(root, 'bench', 'results'), { recursive: true });
 writeFileSync(join(root, 'bench', 'results', 'scale.md'), md);
