@@ -164,6 +164,7 @@ def test_annotate_jobs_shard_and_merge_consistently():
     cmd = " ".join(c["command"] + c["args"])
     assert '--shard "$JOB_COMPLETION_INDEX/$SHARDS"' in cmd
     assert '--out "/parts/part-$JOB_COMPLETION_INDEX.jsonl"' in cmd
+    assert '--timeout-ms "$TIMEOUT_MS"' in cmd and int(env["TIMEOUT_MS"]) >= 10_000
     (mc,) = merge["spec"]["template"]["spec"]["containers"]
     assert "annotate --merge /parts/part-*.jsonl --out /parts/tuples.jsonl" in " ".join(mc["args"])
     for j in (job, merge):
