@@ -1,11 +1,11 @@
 // `caper eval rerank`: the command-line front of src/eval/rerank.ts (flags in, table out).
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { parseArgs, flagString, flagNumber } from './args.js';
+import { parseArgs, parseStrict, flagString, flagNumber } from './args.js';
 import { loadQuestions, resolvePool, loadPredictions } from '../eval/spider.js';
 import { computeFacts, summarize, picks, type Facts } from '../eval/rerank.js';
 import { STRATEGIES, POOL_STRATEGIES, HYBRID_LAMBDA, type PoolStrategy, type CandidateScoreMode } from '../scoring/rerank.js';
 
-const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid|selector
+export const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid|selector
        [--model DIR] [--device auto|cuda|cpu] [--out PICKS.jsonl] [--facts FILE] [--lambda X]
        [--score min|last|mean] [--limit N] [--timeout-ms MS]
   --strategy selector: cross-validated per-fold figures and the EX plot (caper eval rerank --strategy selector --help)`;
@@ -13,8 +13,9 @@ const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy pr
 const fmt = (x: number) => x.toFixed(1);
 
 export async function run(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, ['help']);
-  if (flagString(a, 'strategy') === 'selector') return (await import('./eval-selector.js')).run(argv);
+  // The selector evaluation takes its own flags (src/commands/eval-selector.ts).
+  if (flagString(parseArgs(argv, ['help']), 'strategy') === 'selector') return (await import('./eval-selector.js')).run(argv);
+  const a = parseStrict(argv, { values: ['data', 'pool', 'strategy', 'model', 'device', 'out', 'facts', 'lambda', 'score', 'limit', 'timeout-ms'] });
   if (a.flags.has('help')) {
     console.log(USAGE);
     return 0;
