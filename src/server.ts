@@ -27,8 +27,10 @@ export interface ServerOptions {
   device?: 'auto' | 'cuda' | 'cpu';
   /** onnxruntime intra-op threads (default: onnxruntime's choice, one per core). */
   threads?: number;
-  /** Use the int8 model file when the manifest lists one. */
-  quantized?: boolean;
+  /** Use the int8 (true/'int8') or int4 model file when the manifest lists one. */
+  quantized?: boolean | 'int8' | 'int4';
+  /** false: score every candidate as its own sequence (the path of models exported before packing). */
+  prefixSharing?: boolean;
   /** Bound on rows x longest row of one onnxruntime batch. */
   maxBatchTokens?: number;
   /** How long a request may wait for others to share its batch. */
@@ -72,6 +74,7 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
     ...(opts.device !== undefined ? { device: opts.device } : {}),
     ...(opts.threads !== undefined ? { threads: opts.threads } : {}),
     ...(opts.quantized !== undefined ? { quantized: opts.quantized } : {}),
+    ...(opts.prefixSharing !== undefined ? { prefixSharing: opts.prefixSharing } : {}),
     ...(opts.maxBatchTokens !== undefined ? { maxBatchTokens: opts.maxBatchTokens } : {}),
     ...(opts.maxWaitMs !== undefined ? { maxWaitMs: opts.maxWaitMs } : {}),
     ...(opts.maxBatchSize !== undefined ? { maxBatchSize: opts.maxBatchSize } : {}),

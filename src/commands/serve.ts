@@ -3,12 +3,15 @@ import { parseArgs, flagString, flagNumber } from './args.js';
 
 const USAGE = `usage: caper serve [--model DIR] [--db-dir DIR] [--host H] [--port P] [--device auto|cuda|cpu]
        [--max-batch-tokens N] [--max-wait-ms MS] [--max-batch-size N] [--max-queue-tokens N]
-       [--exec-timeout-ms MS] [--threads N] [--quantized] [--quiet] [--api-key KEY]
+       [--exec-timeout-ms MS] [--threads N] [--quantized[=int8|int4]] [--no-prefix-sharing] [--quiet] [--api-key KEY]
+  --quantized: the model's int8 weights file (weight-only for fp16 exports); =int4 its int4 one (CPU)
+  --no-prefix-sharing: score each candidate as its own sequence instead of one prefix-tree row per
+  request (models exported before prefix-tree packing always do)
   --api-key (or env CAPER_API_KEY, preferred: flags show in ps): require Authorization: Bearer KEY
   on every route except /healthz and /readyz`;
 
 export async function run(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, ['quantized', 'quiet', 'help']);
+  const a = parseArgs(argv, ['quantized', 'quiet', 'help', 'no-prefix-sharing']);
   if (a.flags.has('help')) {
     console.log(USAGE);
     return 0;
@@ -33,6 +36,11 @@ export async function run(argv: string[]): Promise<number> {
       return 2;
     }
   }
+  const q = a.flags.get('quantized');
+  if (q !== undefined && q !== true && q !== 'int8' && q !== 'int4') {
+    console.error(`caper serve: --quantized takes int8 or int4, got "${q}"\n${USAGE}`);
+    return 2;
+  }
   const { buildServer } = await import('../server.js');
   const modelDir = flagString(a, 'model');
   const dbDir = flagString(a, 'db-dir');
@@ -47,7 +55,8 @@ export async function run(argv: string[]): Promise<number> {
     ...(a.flags.has('max-queue-tokens') ? { maxQueueTokens: flagNumber(a, 'max-queue-tokens', 0) } : {}),
     ...(a.flags.has('exec-timeout-ms') ? { execTimeoutMs: flagNumber(a, 'exec-timeout-ms', 5000) } : {}),
     ...(a.flags.has('threads') ? { threads: flagNumber(a, 'threads', 0) } : {}),
-    quantized: a.flags.has('quantized'),
+    quantized: q === 'int4' ? 'int4' : q !== undefined,
+    ...(a.flags.has('no-prefix-sharing') ? { prefixSharing: false } : {}),
     ...(apiKey !== undefined ? { apiKey } : {}),
     logger: !a.flags.has('quiet'),
   });

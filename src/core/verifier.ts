@@ -9,7 +9,8 @@
 // Failures are VerifierErrors (src/core/errors.ts); src/routes/errors.ts maps them to HTTP.
 // Results are compared with the one rule of src/execution/equivalence.ts, for every operation.
 import type { LoadedModel } from '../scoring/onnx.js';
-import { Scorer, type ScoredCandidate, type ScoreTiming } from '../scoring/scorer.js';
+import { Scorer, type ScoredCandidate, type ScoreTiming, type ScoreUsage } from '../scoring/scorer.js';
+import type { PackedRow } from '../scoring/packing.js';
 import { Batcher, QueueFullError, BatcherClosedError } from '../scoring/batcher.js';
 import { rerank as rankCandidates, type Strategy, type RerankOutput } from '../scoring/rerank.js';
 import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../scoring/returns.js';
@@ -24,7 +25,7 @@ import { DbRegistry } from './databases.js';
 
 export { VerifierError } from './errors.js';
 export type { Strategy, RerankOutput } from '../scoring/rerank.js';
-export type { ScoredCandidate, ScoredUnit } from '../scoring/scorer.js';
+export type { ScoredCandidate, ScoredUnit, ScoreUsage } from '../scoring/scorer.js';
 
 /**
  * Queries waiting for an executor worker beyond which a request that executes is refused
@@ -60,7 +61,10 @@ export interface VerifierOptions {
   dbDir?: string;
   device?: 'auto' | 'cuda' | 'cpu';
   threads?: number;
-  quantized?: boolean;
+  /** true/'int8': the int8 weights file; 'int4': the int4 one. */
+  quantized?: boolean | 'int8' | 'int4';
+  /** Score a request's candidates as one prefix-tree row when the model allows (default true). */
+  prefixSharing?: boolean;
   maxBatchTokens?: number;
   maxWaitMs?: number;
   maxBatchSize?: number;
@@ -104,6 +108,7 @@ export interface RerankResult {
   strategy: Strategy;
   model: string;
   timing: Timing;
+  usage: ScoreUsage;
 }
 
 export interface LocalizeRequest extends Context {
@@ -122,6 +127,7 @@ export interface LocalizeResult {
     rootCauseError?: string;
   };
   timing: Timing;
+  usage: ScoreUsage;
 }
 
 export interface RewardRequest extends Context {
@@ -144,6 +150,7 @@ export interface RewardResult {
   samples: RewardSample[];
   model: string;
   timing: Timing;
+  usage: ScoreUsage;
 }
 
 interface DbSchema {
@@ -182,7 +189,7 @@ export class Verifier {
   readonly batching: { maxBatchTokens: number; maxWaitMs: number; maxBatchSize: number; maxQueueTokens: number };
   model: LoadedModel | null = null;
   scorer: Scorer | null = null;
-  batcher: Batcher | null = null;
+  batcher: Batcher<PackedRow> | null = null;
   /** Why scoring is not available (loading, missing, corrupt); null once ready. */
   notReadyReason: string | null;
   /** Resolves when loading finished, successfully or not (after start()). */
@@ -248,7 +255,7 @@ export class Verifier {
       });
       const m = this.metrics;
       if (this.opts.maxBatchTokens === undefined) this.batching.maxBatchTokens = DEFAULT_MAX_BATCH_TOKENS[model.provider];
-      const batcher = new Batcher((b) => model.run(b), {
+      const batcher = new Batcher<PackedRow>((rows) => model.runRows(rows), {
         ...this.batching,
         onBatch: (i) => {
           m.batchSize.observe(i.size);
@@ -259,7 +266,10 @@ export class Verifier {
       });
       this.model = model;
       this.batcher = batcher;
-      const scorer = new Scorer(model, batcher, { onCandidate: (parsed) => m.candidates.inc({ parsed: String(parsed) }) });
+      const scorer = new Scorer(model, batcher, {
+        onCandidate: (parsed) => m.candidates.inc({ parsed: String(parsed) }),
+        ...(this.opts.prefixSharing !== undefined ? { prefixSharing: this.opts.prefixSharing } : {}),
+      });
       // The first parse pulls in node-sql-parser and the first run allocates onnxruntime's
       // buffers (~100 ms): pay that here, not in the first caller's latency.
       await scorer.score('warm-up', '', ['SELECT a FROM t WHERE b = 1 GROUP BY a ORDER BY a LIMIT 1']).catch(() => undefined);
@@ -318,6 +328,7 @@ export class Verifier {
       strategy,
       model: this.modelName,
       timing: { ...scored.timing, execution_ms: exec ? exec.ms : 0, total_ms: performance.now() - t0 },
+      usage: scored.usage,
     };
   }
 
@@ -333,7 +344,7 @@ export class Verifier {
       withGold ? this.executeAll(ctx.dbPath!, [gold!, req.sql]) : null,
     );
     const candidate = scored.candidates[0]!;
-    const out: LocalizeResult = { candidate, model: this.modelName, timing: { ...scored.timing, execution_ms: 0, total_ms: 0 } };
+    const out: LocalizeResult = { candidate, model: this.modelName, timing: { ...scored.timing, execution_ms: 0, total_ms: 0 }, usage: scored.usage };
     if (exec) {
       const t1 = performance.now();
       const [goldResult, predResult] = exec.results as [ExecResult, ExecResult];
@@ -405,6 +416,7 @@ export class Verifier {
       })),
       model: this.modelName,
       timing: { ...scored.timing, execution_ms: exec ? exec.ms : 0, total_ms: performance.now() - t0 },
+      usage: scored.usage,
     };
   }
 
@@ -460,7 +472,7 @@ export class Verifier {
     return s;
   }
 
-  private async score(scorer: Scorer, question: string, schema: string, sqls: readonly string[]): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming }> {
+  private async score(scorer: Scorer, question: string, schema: string, sqls: readonly string[]): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming; usage: ScoreUsage }> {
     try {
       const r = await scorer.score(question, schema, sqls);
       this.metrics.queue.observe(r.timing.queue_ms / 1000);

@@ -2,7 +2,7 @@
 // counterfactual root cause (which clause, which node, the edit that repairs it).
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { num, timingBody } from './shape.js';
+import { num, timingBody, usageBody } from './shape.js';
 import { warningOf } from '../core/verifier.js';
 
 interface LocalizeBody {
@@ -89,7 +89,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         response: {
           200: {
             type: 'object',
-            required: ['sql', 'parsed', 'units', 'base_score', 'blame', 'model', 'timing'],
+            required: ['sql', 'parsed', 'units', 'base_score', 'blame', 'model', 'timing', 'usage'],
             properties: {
               sql: { type: 'string' },
               parsed: { type: 'boolean' },
@@ -102,6 +102,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
               root_cause_error: { type: 'string' },
               model: { type: 'string' },
               timing: S.timingOut,
+              usage: S.usageOut,
             },
           },
           ...S.errorResponses,
@@ -146,6 +147,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         if (r.gold.rootCauseError !== undefined) out.root_cause_error = r.gold.rootCauseError;
       }
       out.timing = timingBody(r.timing);
+      out.usage = usageBody(r.usage);
       return out;
     },
   );

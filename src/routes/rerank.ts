@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
-import { num, timingBody, blameOf } from './shape.js';
+import { num, timingBody, usageBody, blameOf } from './shape.js';
 import { warningOf, type Strategy } from '../core/verifier.js';
 
 interface RerankBody {
@@ -84,12 +84,13 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
         response: {
           200: {
             type: 'object',
-            required: ['results', 'strategy', 'model', 'timing'],
+            required: ['results', 'strategy', 'model', 'timing', 'usage'],
             properties: {
               results: { type: 'array', items: result },
               strategy: S.strategy,
               model: { type: 'string' },
               timing: S.timingOut,
+              usage: S.usageOut,
             },
           },
           ...S.errorResponses,
@@ -137,7 +138,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
             : {}),
         };
       });
-      return { results, strategy: r.strategy, model: r.model, timing: timingBody(r.timing) };
+      return { results, strategy: r.strategy, model: r.model, timing: timingBody(r.timing), usage: usageBody(r.usage) };
     },
   );
 }

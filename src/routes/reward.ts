@@ -4,7 +4,7 @@
 // the group-relative advantage at every boundary. Formulas: src/scoring/returns.ts.
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { num, timingBody } from './shape.js';
+import { num, timingBody, usageBody } from './shape.js';
 import { EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
 
 interface RewardBody {
@@ -57,7 +57,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
         response: {
           200: {
             type: 'object',
-            required: ['samples', 'gamma', 'clause_weight', 'execution_weight'],
+            required: ['samples', 'gamma', 'clause_weight', 'execution_weight', 'usage'],
             properties: {
               samples: {
                 type: 'array',
@@ -80,6 +80,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
               execution_weight: { type: 'number' },
               model: { type: 'string' },
               timing: S.timingOut,
+              usage: S.usageOut,
             },
           },
           ...S.errorResponses,
@@ -124,6 +125,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
         execution_weight: opts.executionWeight,
         model: r.model,
         timing: timingBody(r.timing),
+        usage: usageBody(r.usage),
       };
     },
   );

@@ -49,6 +49,18 @@ export const timingOut = {
   },
 } as const;
 
+export const usageOut = {
+  type: 'object',
+  description:
+    "tokens of this request's scoring: the candidates' prompts hold prompt_tokens; the model computed model_tokens, because the shared `<s> schema <q> question` prefix (and repeated candidates or clause openings) run once per request; shared_tokens = prompt_tokens - model_tokens",
+  required: ['prompt_tokens', 'model_tokens', 'shared_tokens'],
+  properties: {
+    prompt_tokens: { type: 'integer' },
+    model_tokens: { type: 'integer' },
+    shared_tokens: { type: 'integer' },
+  },
+} as const;
+
 export const errorResponses = {
   400: { $ref: 'Error#' },
   413: { $ref: 'Error#' },

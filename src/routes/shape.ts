@@ -1,5 +1,5 @@
 // Shape mapping shared by the scoring routes: the verifier core's results -> JSON fields.
-import type { ScoredCandidate, Timing } from '../core/verifier.js';
+import type { ScoredCandidate, ScoreUsage, Timing } from '../core/verifier.js';
 
 /** JSON has no NaN: unscored values go out as null. */
 export function num(x: number): number | null {
@@ -19,6 +19,11 @@ export function timingBody(t: Timing) {
     execution_ms: round(t.execution_ms),
     total_ms: round(t.total_ms),
   };
+}
+
+/** The `usage` object of every scoring route (token counts, see schemas.usageOut). */
+export function usageBody(u: ScoreUsage) {
+  return { prompt_tokens: u.prompt_tokens, model_tokens: u.model_tokens, shared_tokens: u.shared_tokens };
 }
 
 /** The most suspect clause of a candidate, or null when nothing was scored. */

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
-import { timingBody } from './shape.js';
+import { timingBody, usageBody } from './shape.js';
 import { warningOf, type Strategy } from '../core/verifier.js';
 
 interface V1Body {
@@ -72,6 +72,7 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
                   model: { type: 'string' },
                   strategy: S.strategy,
                   timing: S.timingOut,
+                  usage: S.usageOut,
                   warnings: {
                     type: 'array',
                     description: 'documents that were not (fully) scored, e.g. SQL longer than max_length (relevance 0) or a truncated prompt',
@@ -111,6 +112,7 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
           model: r.model,
           strategy: r.strategy,
           timing: timingBody(r.timing),
+          usage: usageBody(r.usage),
           ...(warnings.length ? { warnings } : {}),
         },
       };
