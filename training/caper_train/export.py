@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import warnings
 from pathlib import Path
 
@@ -313,9 +314,55 @@ def update_manifest(out: Path, info: dict) -> None:
     path.write_text(json.dumps(m, indent=2) + "\n")
 
 
+def load_from_onnx(model_dir: str | Path) -> RewardModel:
+    """Rebuilds the torch RewardModel of a preset model directory from its exported fp32 graph, so
+    models whose checkpoint is gone can be re-exported with the packed interface. Named
+    initializers (embeddings, norms, biases) map by name; the exporter stores each Linear weight
+    transposed under a generated name, in forward order (q, k, v, o, gate, up, down per layer, then
+    the head). The result is checked against the original graph by the caller (main)."""
+    import onnx
+    from onnx import numpy_helper
+    from .model import build_from_preset
+    d = Path(model_dir)
+    man = json.loads((d / "caper.json").read_text())
+    preset = (man.get("training") or {}).get("preset")
+    if not preset:
+        raise ValueError(f"{d}/caper.json names no preset: only preset models can be rebuilt from ONNX")
+    g = onnx.load(str(d / man["files"]["model"])).graph
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    model = build_from_preset(preset, int(man["vocab_size"]), seed=0)
+    sd = model.state_dict()
+    loaded = set()
+    for name, arr in inits.items():
+        if name in sd:
+            sd[name] = torch.from_numpy(arr.copy())
+            loaded.add(name)
+    order = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+             "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
+    targets = [f"backbone.layers.{i}.{o}.weight" for i in range(model.backbone.config.num_hidden_layers) for o in order]
+    targets.append("head.weight")
+    mats = [n.input[1] for n in g.node if n.op_type == "MatMul" and n.input[1] in inits and n.input[1] not in sd]
+    if len(mats) != len(targets):
+        raise ValueError(f"{d}: {len(mats)} weight MatMuls in the graph, the preset has {len(targets)} linear layers")
+    for t, name in zip(targets, mats):
+        w = torch.from_numpy(inits[name].T.copy())
+        if tuple(w.shape) != tuple(sd[t].shape):
+            raise ValueError(f"{d}: {name} has shape {tuple(w.shape)}, {t} needs {tuple(sd[t].shape)}")
+        sd[t] = w
+        loaded.add(t)
+    missing = [k for k in sd if k not in loaded and not k.endswith("rotary_emb.inv_freq")]
+    if missing:
+        raise ValueError(f"{d}: no weights in the graph for {missing[:5]}")
+    model.load_state_dict(sd)
+    return model.eval()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Re-export a saved CAPER checkpoint to ONNX (packed prefix-tree interface)")
-    ap.add_argument("--checkpoint", required=True, help="directory written by RewardModel.save")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", help="directory written by RewardModel.save")
+    src.add_argument("--from-onnx", help="preset model directory exported before prefix-tree packing: rebuild "
+                     "the torch model from its graph (checked against it) and re-export")
     ap.add_argument("--out", required=True, help="model directory (its caper.json, if any, is updated)")
     ap.add_argument("--fp16", action=argparse.BooleanOptionalAction, default=None,
                     help="fp16 weights (default: when the checkpoint is bf16/fp16 or over 2 GB in fp32)")
@@ -326,9 +373,22 @@ def main(argv=None) -> int:
                     help="dtype to load the checkpoint in (default: float32)")
     a = ap.parse_args(argv)
     dtype = getattr(torch, a.dtype) if a.dtype else torch.float32
-    model = RewardModel.load(a.checkpoint, dtype=dtype)
-    info = export(model, a.out, [[1, 10, 11, 12, 5, 13, 6, 14, 15, 4, 16, 4], [1, 10, 11, 5, 13, 6, 17, 4]],
-                  fp16=a.fp16, external_data=a.external_data, int4=a.int4)
+    samples = [[1, 10, 11, 12, 5, 13, 6, 14, 15, 4, 16, 4], [1, 10, 11, 5, 13, 6, 17, 4]]
+    if a.from_onnx:
+        import onnxruntime as ort
+        model = load_from_onnx(a.from_onnx)
+        old = ort.InferenceSession(str(Path(a.from_onnx) / "model.onnx"), providers=["CPUExecutionProvider"])
+        seqs = [s + [7 + i % 50 for i in range(60)] for s in samples] + samples
+        diff = max_diff(torch_rewards(model, seqs), ort_rewards(old, seqs))
+        del old
+        if diff > 1e-4:
+            print(f"rebuilt model differs from {a.from_onnx}/model.onnx by {diff:.3g}", file=sys.stderr)
+            return 1
+    else:
+        model = RewardModel.load(a.checkpoint, dtype=dtype)
+    info = export(model, a.out, samples, fp16=a.fp16, external_data=a.external_data, int4=a.int4)
+    if a.from_onnx:
+        info["rebuilt_from_onnx_max_abs_diff"] = diff
     update_manifest(Path(a.out), info)
     print(json.dumps(info, indent=2))
     return 0
