@@ -163,6 +163,8 @@ test('HTTP: usage in /rerank, /localize, /reward and /v1/rerank meta; --no-prefi
   try {
     await on.app.caper.loaded;
     await off.app.caper.loaded;
+    assert.equal(JSON.parse((await on.get('/info')).text).model.prefix_sharing, true);
+    assert.equal(JSON.parse((await off.get('/info')).text).model.prefix_sharing, false);
     const body = { question: Q, schema: SCHEMA, candidates: SQLS };
     const [a, b] = await Promise.all([on.post('/rerank', body), off.post('/rerank', body)]);
     assert.equal(a.status, 200, JSON.stringify(a.body));
