@@ -195,7 +195,12 @@ def export(model: RewardModel, out_dir: str | Path, samples: list[list[int]], to
     for f in (fp32, int8, int4f, out / "model.onnx.data", out / "model.int8.onnx.data", out / "model.int4.onnx.data"):
         f.unlink(missing_ok=True)
     ex = tree_feeds(parity_batches(samples)[1])
-    graph_model = PackedRewardModel(model.half() if fp16 else model).eval()
+    if fp16:
+        # The head stays fp32 (RewardModel.forward casts into it): reward differences are small
+        # and the output then leaves the graph as float32 without an fp16 rounding.
+        model.half()
+        model.head.float()
+    graph_model = PackedRewardModel(model).eval()
     tmp = out / ".export"
     tmp.mkdir(exist_ok=True)
     try:
@@ -223,6 +228,8 @@ def export(model: RewardModel, out_dir: str | Path, samples: list[list[int]], to
     onnx.checker.check_model(str(fp32))  # by path: works past 2 GB
     import logging
     logging.getLogger().setLevel(logging.ERROR)  # silences the "consider pre-processing" hint
+    logging.getLogger("onnxruntime.quantization").setLevel(logging.ERROR)
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.ERROR)
     quant = quantize(fp32, int8, 8 if fp16 else "dynamic", external_data)
     if int4:
         quant4 = quantize(fp32, int4f, 4, external_data)
@@ -357,10 +364,57 @@ def load_from_onnx(model_dir: str | Path) -> RewardModel:
     return model.eval()
 
 
+def random_model(spec: str, vocab_size: int, seed: int, dtype: torch.dtype) -> tuple[RewardModel, str]:
+    """A random-initialized RewardModel from a preset name or a JSON object of Qwen2 sizes
+    (hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads):
+    for tests and benchmarks of export and serving at sizes nothing has been trained at."""
+    from transformers import Qwen2Model
+    from .model import PRESETS, qwen2_config
+    if spec in PRESETS:
+        sizes, name = PRESETS[spec], spec
+    else:
+        sizes = {"max_length": 512, **json.loads(spec)}
+        name = f"random-h{sizes['hidden_size']}-l{sizes['num_hidden_layers']}"
+    cfg = qwen2_config(sizes, vocab_size)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    # Built directly in the target dtype: a 0.5B model in fp32 first would need twice the memory.
+    prev = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        backbone = Qwen2Model(cfg)
+        model = RewardModel(backbone, cfg.hidden_size)
+    finally:
+        torch.set_default_dtype(prev)
+    return model.eval(), name
+
+
+def write_manifest(out: Path, name: str, model: RewardModel, tokenizer_path: str, max_length: int, info: dict,
+                   origin: dict) -> None:
+    import shutil
+    from . import MARKER, PAD_ID, SPECIAL_TOKENS, TEMPLATE
+    from .tok import CaperTokenizer
+    tok = CaperTokenizer.load(tokenizer_path)
+    if Path(tokenizer_path).resolve() != (out / "tokenizer.json").resolve():
+        shutil.copyfile(tokenizer_path, out / "tokenizer.json")
+    files = {"model": "model.onnx", "model_int8": "model.int8.onnx", "tokenizer": "tokenizer.json"}
+    if "int4_bytes" in info:
+        files["model_int4"] = "model.int4.onnx"
+    m = {"name": name, "template": TEMPLATE, "marker": MARKER, "marker_id": tok.special_id(MARKER),
+         "special_ids": {t: tok.special_id(t) for t in SPECIAL_TOKENS}, "pad_id": PAD_ID, "max_length": max_length,
+         "output_name": OUTPUT_NAME, **manifest_inputs(info), "parameters": model.parameter_count(),
+         "vocab_size": tok.vocab_size, "data_hash": "none", "metrics": {}, "files": files,
+         "training": origin, "export": info}
+    (out / "caper.json").write_text(json.dumps(m, indent=2) + "\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Re-export a saved CAPER checkpoint to ONNX (packed prefix-tree interface)")
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="directory written by RewardModel.save")
+    src.add_argument("--random", metavar="PRESET|JSON",
+                     help="random-initialized model (a preset name or JSON of Qwen2 sizes), written with a caper.json; "
+                          "for tests and benchmarks of the export and serving path")
     src.add_argument("--from-onnx", help="preset model directory exported before prefix-tree packing: rebuild "
                      "the torch model from its graph (checked against it) and re-export")
     ap.add_argument("--out", required=True, help="model directory (its caper.json, if any, is updated)")
@@ -371,6 +425,9 @@ def main(argv=None) -> int:
     ap.add_argument("--int4", action="store_true", help="also write model.int4.onnx (weight-only MatMulNBits)")
     ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default=None,
                     help="dtype to load the checkpoint in (default: float32)")
+    ap.add_argument("--tokenizer", help="tokenizer.json for --random (its vocabulary sizes the embeddings)")
+    ap.add_argument("--max-length", type=int, default=512, help="caper.json max_length for --random")
+    ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     dtype = getattr(torch, a.dtype) if a.dtype else torch.float32
     samples = [[1, 10, 11, 12, 5, 13, 6, 14, 15, 4, 16, 4], [1, 10, 11, 5, 13, 6, 17, 4]]
@@ -384,12 +441,23 @@ def main(argv=None) -> int:
         if diff > 1e-4:
             print(f"rebuilt model differs from {a.from_onnx}/model.onnx by {diff:.3g}", file=sys.stderr)
             return 1
+    elif a.random:
+        if not a.tokenizer:
+            ap.error("--random needs --tokenizer")
+        from .tok import CaperTokenizer
+        model, name = random_model(a.random, CaperTokenizer.load(a.tokenizer).vocab_size, a.seed, dtype)
     else:
         model = RewardModel.load(a.checkpoint, dtype=dtype)
     info = export(model, a.out, samples, fp16=a.fp16, external_data=a.external_data, int4=a.int4)
     if a.from_onnx:
         info["rebuilt_from_onnx_max_abs_diff"] = diff
-    update_manifest(Path(a.out), info)
+    if a.random:
+        write_manifest(Path(a.out), name, model, a.tokenizer, a.max_length, info,
+                       {"preset": a.random if a.random in __import__("caper_train.model", fromlist=["PRESETS"]).PRESETS else None,
+                        "random_init": True, "seed": a.seed, "dtype": a.dtype or "float32",
+                        "command": "python -m caper_train.export " + " ".join(sys.argv[1:] if argv is None else argv)})
+    else:
+        update_manifest(Path(a.out), info)
     print(json.dumps(info, indent=2))
     return 0
 
