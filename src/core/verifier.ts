@@ -250,7 +250,7 @@ export class Verifier {
       const { loadModel } = await import('../scoring/onnx.js');
       const model = await loadModel(dir, {
         device: this.device,
-        ...(this.opts.quantized ? { quantized: true } : {}),
+        ...(this.opts.quantized ? { quantized: this.opts.quantized } : {}),
         ...(this.opts.threads ? { threads: this.opts.threads } : {}),
       });
       const m = this.metrics;
