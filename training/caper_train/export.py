@@ -366,8 +366,9 @@ def load_from_onnx(model_dir: str | Path) -> RewardModel:
 
 def random_model(spec: str, vocab_size: int, seed: int, dtype: torch.dtype) -> tuple[RewardModel, str]:
     """A random-initialized RewardModel from a preset name or a JSON object of Qwen2 sizes
-    (hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads):
-    for tests and benchmarks of export and serving at sizes nothing has been trained at."""
+    (hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, and
+    optionally vocab_size >= the tokenizer's, to match a real checkpoint's embedding table): for tests
+    and benchmarks of export and serving at sizes nothing has been trained at."""
     from transformers import Qwen2Model
     from .model import PRESETS, qwen2_config
     if spec in PRESETS:
@@ -375,6 +376,8 @@ def random_model(spec: str, vocab_size: int, seed: int, dtype: torch.dtype) -> t
     else:
         sizes = {"max_length": 512, **json.loads(spec)}
         name = f"random-h{sizes['hidden_size']}-l{sizes['num_hidden_layers']}"
+        if int(sizes.get("vocab_size", 0)) > vocab_size:
+            vocab_size = int(sizes["vocab_size"])
     cfg = qwen2_config(sizes, vocab_size)
     cfg._attn_implementation = "eager"
     torch.manual_seed(seed)
