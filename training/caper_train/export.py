@@ -190,6 +190,8 @@ def export(model: RewardModel, out_dir: str | Path, samples: list[list[int]], to
         fp16 = src_dtype in (torch.bfloat16, torch.float16) or n_bytes32 > WEIGHTS_LIMIT
     if external_data is None:
         external_data = n_bytes32 // (2 if fp16 else 1) > WEIGHTS_LIMIT
+    # In place (no second copy of a multi-GB model): with fp16 the torch reference below holds the
+    # same fp16-rounded weights, so parity checks the graph; bf16 -> fp16 is exact in fp16's range.
     ref_model = model.float().eval()
     fp32, int8, int4f = out / "model.onnx", out / "model.int8.onnx", out / "model.int4.onnx"
     for f in (fp32, int8, int4f, out / "model.onnx.data", out / "model.int8.onnx.data", out / "model.int4.onnx.data"):
@@ -200,6 +202,9 @@ def export(model: RewardModel, out_dir: str | Path, samples: list[list[int]], to
         # and the output then leaves the graph as float32 without an fp16 rounding.
         model.half()
         model.head.float()
+        bad = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
+        if bad:
+            raise ValueError(f"weights out of fp16 range (|w| > 65504) in {bad[:3]}: export with --no-fp16")
     graph_model = PackedRewardModel(model).eval()
     tmp = out / ".export"
     tmp.mkdir(exist_ok=True)
