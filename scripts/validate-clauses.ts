@@ -116,7 +116,9 @@ function rowKey(row: unknown[]): string {
   return JSON.stringify(row, (_k, v) => (typeof v === 'bigint' ? `${v}n` : v instanceof Uint8Array ? Buffer.from(v).toString('hex') : v));
 }
 
-function sameResult(a: ExecResult, b: ExecResult, ordered: boolean): boolean {
+// Not the project's equivalence rule (src/execution/equivalence.ts) on purpose: a rendering must
+// give back the very same result, columns in the same order included, or it changed the query.
+function identicalResult(a: ExecResult, b: ExecResult, ordered: boolean): boolean {
   if (!a.ok || !b.ok) return false;
   if (a.columns.length !== b.columns.length || a.rows.length !== b.rows.length || a.truncated !== b.truncated) return false;
   const ka = a.rows.map(rowKey);
@@ -248,7 +250,7 @@ async function main(): Promise<number> {
     // One retry: a timeout on a loaded machine is not a rendering bug.
     if (!again.ok && again.code === 'timeout') again = await exec.run(it.db, sql2);
     const ordered = topUnits(r).some((u) => u.kind === 'ORDER BY');
-    if (sameResult(orig, again, ordered)) bump(it.source, 'same');
+    if (identicalResult(orig, again, ordered)) bump(it.source, 'same');
     else {
       failures.push({
         stage: 'result', source: it.source, line: it.line, sql: it.sql, rendered: sql2,

@@ -71,37 +71,39 @@ function scanQuoted(sql: string, i: number, q: string): { end: number; untermina
 }
 
 /**
- * Most recently lexed strings (tokens, and the scan view once asked for). Callers treat the
- * arrays as read-only. Bounded by entries and by characters, so hostile 20,000-character
- * candidates cannot pin much memory.
+ * Recently lexed strings (tokens, and the scan view once asked for), so that the clause split,
+ * the execution gate and the ORDER BY check of one request share one lexing. Two generations:
+ * new entries go to `young`; when it is full it becomes `old` and the previous old one is dropped
+ * whole, which costs less per call than least-recently-used bookkeeping (the memo sits on the
+ * clause engine's hottest path). Strings over MEMO_MAX_LENGTH are not kept, so hostile
+ * 20,000-character candidates cannot pin memory (the gate lexes them again, cheap next to
+ * parsing). Callers treat the returned arrays as read-only.
  */
 interface Lexed {
   tokens: Token[];
   scan?: ScanResult;
 }
-const MEMO_ENTRIES = 512;
-const MEMO_CHARS = 1_000_000;
-const memo = new Map<string, Lexed>();
-let memoChars = 0;
+/** Entries per generation: more than a request's candidates (at most 64) plus gold. */
+const MEMO_GENERATION = 256;
+/** Longer strings are not kept: a token costs ~100 bytes, and real queries are far shorter. */
+const MEMO_MAX_LENGTH = 4_000;
+let young = new Map<string, Lexed>();
+let old = new Map<string, Lexed>();
 
 function lexed(sql: string): Lexed {
-  const hit = memo.get(sql);
-  if (hit) {
-    memo.delete(sql);
-    memo.set(sql, hit);
-    return hit;
-  }
-  const entry: Lexed = { tokens: lex(sql) };
-  if (sql.length <= MEMO_CHARS / 8) {
-    memo.set(sql, entry);
-    memoChars += sql.length;
-    while (memo.size > MEMO_ENTRIES || memoChars > MEMO_CHARS) {
-      const oldest = memo.keys().next().value as string;
-      memo.delete(oldest);
-      memoChars -= oldest.length;
+  let hit = young.get(sql);
+  if (hit) return hit;
+  hit = old.get(sql);
+  if (!hit) hit = { tokens: lex(sql) };
+  else old.delete(sql);
+  if (sql.length <= MEMO_MAX_LENGTH) {
+    if (young.size >= MEMO_GENERATION) {
+      old = young;
+      young = new Map();
     }
+    young.set(sql, hit);
   }
-  return entry;
+  return hit;
 }
 
 /** Every token of `sql`, tiling it exactly (see the header). Read-only: shared by all callers. */
