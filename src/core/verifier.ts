@@ -52,6 +52,14 @@ export const SERVICE_MAX_RESULT_BYTES = 8 * 1024 * 1024;
  * stay small.
  */
 export const DEFAULT_MAX_BATCH_TOKENS = { cuda: 16_384, cpu: 2_048 } as const;
+/**
+ * CPU bound when requests arrive as packed prefix-tree rows (~330 tokens on Spider pool8, each
+ * already holding all of a request's candidates): running them one row at a time was fastest
+ * (96 requests, 1 thread: 3.7-4.3 s one row per run, 5.0-5.3 s six length-sorted rows per run,
+ * 6.1-8.2 s three or six in arrival order), as the [rows, heads, L, L] attention buffers of a
+ * batch leave the cache. 512 still lets two short rows share a run.
+ */
+export const DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED = 512;
 export const DEFAULT_MAX_WAIT_MS = 2;
 
 export interface VerifierOptions {
@@ -254,7 +262,10 @@ export class Verifier {
         ...(this.opts.threads ? { threads: this.opts.threads } : {}),
       });
       const m = this.metrics;
-      if (this.opts.maxBatchTokens === undefined) this.batching.maxBatchTokens = DEFAULT_MAX_BATCH_TOKENS[model.provider];
+      if (this.opts.maxBatchTokens === undefined) {
+        const packed = model.packing && this.opts.prefixSharing !== false && model.provider === 'cpu';
+        this.batching.maxBatchTokens = packed ? DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED : DEFAULT_MAX_BATCH_TOKENS[model.provider];
+      }
       const batcher = new Batcher<PackedRow>((rows) => model.runRows(rows), {
         ...this.batching,
         onBatch: (i) => {
