@@ -10,7 +10,9 @@ import { makeDbDir, start, TINY, serveTinyDuringTests, type Running } from './se
 let srv: Running;
 let db: ReturnType<typeof makeDbDir>;
 
-serveTinyDuringTests({}, (s, d) => {
+// An explicit batch bound: on CPU the default runs packed rows one at a time (DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED),
+// and this file checks that requests merged into one onnxruntime batch keep their scores.
+serveTinyDuringTests({ maxBatchTokens: 4096 }, (s, d) => {
   srv = s;
   db = d;
 });

@@ -54,12 +54,13 @@ export const SERVICE_MAX_RESULT_BYTES = 8 * 1024 * 1024;
 export const DEFAULT_MAX_BATCH_TOKENS = { cuda: 16_384, cpu: 2_048 } as const;
 /**
  * CPU bound when requests arrive as packed prefix-tree rows (~330 tokens on Spider pool8, each
- * already holding all of a request's candidates): running them one row at a time was fastest
- * (96 requests, 1 thread: 3.7-4.3 s one row per run, 5.0-5.3 s six length-sorted rows per run,
- * 6.1-8.2 s three or six in arrival order), as the [rows, heads, L, L] attention buffers of a
- * batch leave the cache. 512 still lets two short rows share a run.
+ * already holding all of a request's candidates): one row per run was fastest (96 requests, 1
+ * thread: 3.7-4.3 s one row per run, 5.0-5.3 s six length-sorted rows per run, 6.1-8.2 s three or
+ * six in arrival order; in bench/serve a 512-token bound, 1.4 rows per run, gave 14.1 req/s
+ * against 21.0 with one row), as the [rows, heads, L, L] attention buffers of a batch leave the
+ * cache. 1 = every row runs alone (the batcher still queues and serializes the runs).
  */
-export const DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED = 512;
+export const DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED = 1;
 export const DEFAULT_MAX_WAIT_MS = 2;
 
 export interface VerifierOptions {
