@@ -54,7 +54,10 @@ COPY --chown=caper:caper models ./models
 USER caper
 ENV NODE_ENV=production
 EXPOSE 8080
-HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
-    CMD ["node", "-e", "fetch('http://127.0.0.1:8080/healthz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-ENTRYPOINT ["node", "dist/src/cli.js", "serve", "--host", "0.0.0.0", "--port", "8080", "--model", "models/default", "--device", "auto"]
+# Settings as CAPER_* variables (docker run -e CAPER_DB_DIR=/data/db ...; flags after the image
+# name still win). The probe is readiness: /healthz is 200 even while the model failed to load.
+ENV CAPER_HOST=0.0.0.0 CAPER_PORT=8080 CAPER_MODEL=models/default CAPER_DEVICE=auto
+HEALTHCHECK --interval=15s --timeout=3s --start-period=60s --retries=3 \
+    CMD ["node", "-e", "fetch('http://127.0.0.1:' + process.env.CAPER_PORT + (process.env.CAPER_BASE_PATH || '') + '/readyz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+ENTRYPOINT ["node", "dist/src/cli.js", "serve"]
 CMD []

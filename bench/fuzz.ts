@@ -1,6 +1,6 @@
 // bench/fuzz: random and mutated request bodies against the real `caper serve` process (models/tiny,
 // a small SQLite db built in a temp dir, 200 ms execution timeout so never-ending queries do not
-// dominate the run). Per endpoint (POST /rerank, /v1/rerank, /localize, /reward) N bodies: valid
+// dominate the run). Per endpoint (POST /rerank, /v1/rerank, /v2/rerank, /localize, /reward) N bodies: valid
 // bodies mutated field by field (dropped/unknown fields, wrong types, nulls, huge and unicode
 // strings, deep nesting, out-of-range numbers, hostile SQL), plus N raw payloads (malformed JSON,
 // wrong content types, invalid UTF-8, prototype keys, nesting bombs, oversized bodies).
@@ -19,7 +19,7 @@ import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
 import { REPO, startServer, stopServer } from './lib.js';
 import { DEFAULT_LIMITS } from '../src/routes/context.js';
 
-export const ENDPOINTS = ['/rerank', '/v1/rerank', '/localize', '/reward'] as const;
+export const ENDPOINTS = ['/rerank', '/v1/rerank', '/v2/rerank', '/localize', '/reward'] as const;
 export type Endpoint = (typeof ENDPOINTS)[number];
 
 export interface FuzzCase {
@@ -155,6 +155,12 @@ function validBody(r: Rng, ep: Endpoint): Record<string, unknown> {
         ...(r.int(3) === 0 ? { top_n: 1 + r.int(4), return_documents: true } : {}),
         ...(r.int(4) === 0 ? { model: 'caper' } : {}),
       };
+    case '/v2/rerank':
+      return {
+        model: 'caper', query: q, documents: sqls, ...ctx,
+        ...(r.int(3) === 0 ? { top_n: 1 + r.int(4) } : {}),
+        ...(r.int(4) === 0 ? { max_tokens_per_doc: 4096 } : {}),
+      };
     case '/localize':
       return { question: q, sql: sqls[0]!, ...ctx, ...(ctx.db_id && r.int(2) ? { gold: r.pick(SQLS)! } : {}) };
     case '/reward':
@@ -235,7 +241,7 @@ function rawCase(r: Rng, ep: Endpoint): FuzzCase {
     case 9: return mk('\ufeff' + valid, 'bom');
     case 10: return mk(valid.replace(/"question"|"query"/, '"question":"a","question"'), 'duplicate-key');
     case 11: return mk(valid.replace(/:\s*(\d+)/, ': 1e999'), 'infinity');
-    case 12: return { endpoint: r.pick(['/rerank/', '/RERANK', '/v1/rerank?x=1', '/localize/../rerank', '/v2/rerank', '/reward%00'])!, body: valid, contentType: 'application/json', kind: 'path' };
+    case 12: return { endpoint: r.pick(['/rerank/', '/RERANK', '/v1/rerank?x=1', '/localize/../rerank', '/v3/rerank', '/reward%00'])!, body: valid, contentType: 'application/json', kind: 'path' };
     default: return mk(valid.replace(/"[^"]*"/, '"\\ud800\\u0000\\uffff"'), 'escapes');
   }
 }

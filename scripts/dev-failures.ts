@@ -5,7 +5,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { sameResult, rowOrderMatters } from '../src/execution/equivalence.js';
-import { rootCauseDetail } from '../src/annotate/counterfactual.js';
+import { rootCauseDetail } from '../src/annotate/rootcause.js';
 import { loadQuestions, loadPredictions, resolvePool, dbPath } from '../src/eval/spider.js';
 import { CLAUSE_KINDS, type ClauseKind } from '../src/clauses/types.js';
 
@@ -48,19 +48,19 @@ async function main(): Promise<number> {
         return;
       }
       rootCauses++;
-      byClause[rc.kind] = (byClause[rc.kind] ?? 0) + 1;
-      st.byClause[rc.kind] = (st.byClause[rc.kind] ?? 0) + 1;
+      byClause[rc.clause] = (byClause[rc.clause] ?? 0) + 1;
+      st.byClause[rc.clause] = (st.byClause[rc.clause] ?? 0) + 1;
       bySlot[rc.slot] = (bySlot[rc.slot] ?? 0) + 1;
       byNode[rc.node.kind] = (byNode[rc.node.kind] ?? 0) + 1;
       if (rc.needsTables.length > 0) {
         scopeBlocked++;
-        scopeByClause[rc.kind] = (scopeByClause[rc.kind] ?? 0) + 1;
+        scopeByClause[rc.clause] = (scopeByClause[rc.clause] ?? 0) + 1;
       }
       if (rc.repairImproves) {
         improves++;
         st.improves++;
       }
-      if (examples.length < 12 && i % 37 === 0) examples.push({ system: sys, index: i, clause: rc.kind, pred, gold: q.query, repaired: rc.repairedSql });
+      if (examples.length < 12 && i % 37 === 0) examples.push({ system: sys, index: i, clause: rc.clause, pred, gold: q.query, repaired: rc.repairedSql });
     }));
   }
   await exec.close();
@@ -72,15 +72,16 @@ async function main(): Promise<number> {
 Command: \`node dist/scripts/dev-failures.js --data ${data}\` (${new Date().toISOString()}, ${secs.toFixed(1)} s).
 Systems: ${pool.join(', ')}. A failure is a prediction whose result does not match gold under the
 test-suite rule (multiset of rows, any column order, order only when gold has a top-level ORDER BY).
-Each failure goes through \`rootCause\` (src/annotate/counterfactual.ts): the earliest clause, in
-written order, whose meaning differs from gold's.
+Each failure goes through \`rootCause\` (src/annotate/rootcause.ts): the clause an expert would
+blame (by meaning and by which clause's repair reproduces gold, most fundamental first; SETOP also
+for errors in arms after the first). 0.869 Top-1 against the dev expert labels
+(bench/results/localize-labels.md).
 
 Failures: ${failures} of ${pool.length * qs.length} predictions; root cause found for ${rootCauses}
 (${noCause} without: every aligned clause has the same meaning yet results differ, or nothing to align).
 Repair moves execution toward gold for ${improves} (${pct(improves, rootCauses)}%).
 For ${scopeBlocked} root causes (${pct(scopeBlocked, rootCauses)}%) gold's version of the blamed clause reads a table
-the prediction's FROM lacks: the clause is blamed because it is written first, but it cannot be
-repaired alone (its names are bound by FROM). By clause: ${Object.entries(scopeByClause).map(([k, v]) => `${k} ${v}`).join(', ')}.
+the prediction's FROM lacks, so it cannot be repaired alone (its names are bound by FROM). By clause: ${Object.entries(scopeByClause).map(([k, v]) => `${k} ${v}`).join(', ')}.
 
 ## Root-cause clause distribution
 | clause | failures | share |

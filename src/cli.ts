@@ -1,6 +1,11 @@
 #!/usr/bin/env node
 // `caper <command>`: each command lives in src/commands/<name>.ts and is loaded on demand so
-// that `caper split` does not pay for onnxruntime or fastify start-up.
+// that `caper split` does not pay for onnxruntime or fastify start-up. `--help` anywhere in a
+// command line prints that command's usage and runs nothing; a flag the command does not know
+// is refused (exit 2) with the closest known one.
+import { UsageError } from './commands/args.js';
+import { VERSION } from './core/version.js';
+
 const COMMANDS: Record<string, string> = {
   split: './commands/split.js',
   annotate: './commands/annotate.js',
@@ -10,16 +15,21 @@ const COMMANDS: Record<string, string> = {
   serve: './commands/serve.js',
 };
 
-const USAGE = `usage: caper <command> [options]
+const USAGE = `usage: caper <command> [options]     (caper <command> --help for its options)
   split [--render]            SQL lines on stdin -> clause units as JSON Lines
   annotate --data DIR ...     fault injection + counterfactual -> preference tuples
   train [--preset P] ...      annotation -> training -> ONNX export -> evaluation
   localize --batch IN --out OUT   blame clauses of SQL candidates
   eval rerank|localize ...    evaluate on a Spider-layout directory
-  serve [--model DIR] ...     HTTP verifier service`;
+  serve [--model DIR] ...     HTTP verifier service
+  --version                   print the version`;
 
 async function main(): Promise<number> {
   const [name, ...rest] = process.argv.slice(2);
+  if (name === '--version' || name === '-v' || name === 'version') {
+    console.log(VERSION);
+    return 0;
+  }
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     console.log(USAGE);
     return name ? 0 : 2;
@@ -29,8 +39,20 @@ async function main(): Promise<number> {
     console.error(`caper: unknown command "${name}"\n${USAGE}`);
     return 2;
   }
-  const mod = (await import(path)) as { run: (args: string[]) => Promise<number> };
-  return mod.run(rest);
+  const mod = (await import(path)) as { run: (args: string[]) => Promise<number>; USAGE?: string };
+  // `eval` has sub-commands with their own usage: it answers --help itself.
+  if (name !== 'eval' && (rest.includes('--help') || rest.includes('-h'))) {
+    console.log(mod.USAGE ?? USAGE);
+    return 0;
+  }
+  try {
+    return await mod.run(rest);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    const cmd = name === 'eval' && rest[0] ? `eval ${rest[0]}` : name;
+    console.error(`caper ${cmd}: ${e.message}\n(caper ${cmd} --help lists the options)`);
+    return 2;
+  }
 }
 
 main().then(

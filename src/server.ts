@@ -2,12 +2,20 @@
 // instance in front of one Verifier (src/core/verifier.ts); the model loads in the background once
 // the server is ready, so /healthz answers at once and /readyz says why scoring is unavailable
 // until (or unless) the model is loaded.
-import { readFileSync } from 'node:fs';
-import Fastify, { type FastifyInstance } from 'fastify';
+//
+// Gateway behaviour: every response carries X-Request-Id (the caller's, when it sent a usable one,
+// else a fresh UUID) and logs use the same id; --cors-origins answers preflights and adds the
+// CORS headers; --base-path puts every route under a prefix.
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { DEFAULT_LIMITS } from './routes/context.js';
 import { Verifier } from './core/verifier.js';
+import { VERSION } from './core/version.js';
+import { SERVE_OPTIONS } from './core/options.js';
+import v2RerankRoute from './routes/v2-rerank.js';
+import corsPlugin from './routes/cors.js';
 import { installErrorHandlers, errorSchema } from './routes/errors.js';
 import authPlugin from './routes/auth.js';
 import healthRoutes from './routes/health.js';
@@ -42,27 +50,63 @@ export interface ServerOptions {
   /** Per-query execution timeout. */
   execTimeoutMs?: number;
   execWorkers?: number;
+  /** Queries waiting for an executor worker beyond which requests get 429. */
+  maxExecQueue?: number;
+  /** Per-request deadline in milliseconds. */
+  requestTimeoutMs?: number;
+  /** Candidates (samples, documents) per request. */
+  maxCandidates?: number;
   bodyLimit?: number;
   logger?: boolean;
-  /** When set, every route but /healthz and /readyz needs `Authorization: Bearer <apiKey>`. */
+  /** When set, every route but the probes and the docs needs `Authorization: Bearer <apiKey>`. */
   apiKey?: string;
+  /** Origins allowed by CORS: '*' or a comma-separated list; unset = no CORS headers. */
+  corsOrigins?: string;
+  /** Prefix for every route, e.g. '/caper'. */
+  basePath?: string;
+  /** Where the caller will listen (reported by /info; the CLI passes it). */
+  listen?: { host: string; port: number };
 }
 
+/** A caller's request id is kept if it is short visible ASCII (it goes into logs and headers). */
+const USABLE_ID = /^[\x21-\x7e]{1,200}$/;
 
-function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
-    return pkg.version ?? '0.0.0';
-  } catch {
-    return '0.0.0';
+/** The value in effect of every `caper serve` option, by flag name, for /info. */
+function settingsOf(opts: ServerOptions, basePath: string): Record<string, string | number | boolean | null> {
+  const given: Record<string, unknown> = {
+    model: opts.modelDir, 'db-dir': opts.dbDir, host: opts.listen?.host, port: opts.listen?.port, 'base-path': basePath,
+    device: opts.device, threads: opts.threads, quantized: opts.quantized === true || opts.quantized === 'int8',
+    weights: opts.quantized === 'int4' ? 'int4' : opts.quantized ? 'int8' : 'model',
+    'no-prefix-sharing': opts.prefixSharing === false, 'max-batch-tokens': opts.maxBatchTokens,
+    'max-wait-ms': opts.maxWaitMs, 'max-batch-size': opts.maxBatchSize, 'max-queue-tokens': opts.maxQueueTokens,
+    'max-candidates': opts.maxCandidates, 'body-limit': opts.bodyLimit, 'exec-timeout-ms': opts.execTimeoutMs,
+    'exec-workers': opts.execWorkers, 'exec-queue': opts.maxExecQueue, 'request-timeout-ms': opts.requestTimeoutMs,
+    'cors-origins': opts.corsOrigins, 'api-key': opts.apiKey !== undefined ? 'set' : undefined, quiet: opts.logger === false,
+  };
+  const out: Record<string, string | number | boolean | null> = {};
+  for (const o of SERVE_OPTIONS) {
+    const v = given[o.flag] ?? o.default;
+    out[o.flag] = v === undefined ? null : (v as string | number | boolean);
   }
+  return out;
 }
 
 export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInstance> {
-  const limits = { ...DEFAULT_LIMITS, ...(opts.bodyLimit ? { bodyLimitBytes: opts.bodyLimit } : {}) };
+  const limits = {
+    ...DEFAULT_LIMITS,
+    ...(opts.bodyLimit ? { bodyLimitBytes: opts.bodyLimit } : {}),
+    ...(opts.maxCandidates ? { maxCandidates: opts.maxCandidates } : {}),
+  };
+  const basePath = (opts.basePath ?? '').replace(/\/+$/, '');
   const app = Fastify({
     logger: opts.logger ?? false,
     bodyLimit: limits.bodyLimitBytes,
+    // Ids are always made by genReqId (below), which keeps a caller's usable X-Request-Id.
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const h = req.headers['x-request-id'];
+      return typeof h === 'string' && USABLE_ID.test(h) ? h : randomUUID();
+    },
     // Strict validation: no silent type coercion or dropping of fields, so a client bug shows up
     // as a 400 naming the field instead of a quietly different request.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false, allowUnionTypes: true } },
@@ -81,19 +125,36 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
     ...(opts.maxQueueTokens !== undefined ? { maxQueueTokens: opts.maxQueueTokens } : {}),
     ...(opts.execTimeoutMs !== undefined ? { execTimeoutMs: opts.execTimeoutMs } : {}),
     ...(opts.execWorkers !== undefined ? { execWorkers: opts.execWorkers } : {}),
+    ...(opts.maxExecQueue !== undefined ? { maxExecQueue: opts.maxExecQueue } : {}),
+    ...(opts.requestTimeoutMs !== undefined ? { requestTimeoutMs: opts.requestTimeoutMs } : {}),
   });
   app.decorate('caper', verifier);
-  app.decorate('service', { version: packageVersion(), limits });
+  app.decorate('service', { version: VERSION, limits, basePath, settings: settingsOf(opts, basePath) });
 
   installErrorHandlers(app);
   app.addSchema(errorSchema);
-  if (opts.apiKey !== undefined) await app.register(authPlugin, { apiKey: opts.apiKey });
 
-  app.addHook('onResponse', async (req, reply) => {
-    const route = req.routeOptions.url ?? 'unmatched';
-    verifier.metrics.requests.inc({ route, method: req.method, status: String(reply.statusCode) });
-    verifier.metrics.duration.observe({ route }, reply.elapsedTime / 1000);
+  // onResponse does not run for requests whose client went away first: count those down too.
+  const inFlight = new Set<FastifyRequest>();
+  const done = (req: FastifyRequest) => {
+    if (inFlight.delete(req)) verifier.metrics.inFlight.dec();
+  };
+  // First of all hooks, so that every answer (401, CORS preflight, 404) carries the request id.
+  app.addHook('onRequest', async (req, reply) => {
+    void reply.header('x-request-id', req.id);
+    verifier.metrics.inFlight.inc();
+    inFlight.add(req);
   });
+  app.addHook('onRequestAbort', async (req) => done(req));
+  app.addHook('onResponse', async (req, reply) => {
+    done(req);
+    const route = req.routeOptions.url ?? 'unmatched';
+    const labels = { route, method: req.method, status: String(reply.statusCode) };
+    verifier.metrics.requests.inc(labels);
+    verifier.metrics.duration.observe(labels, reply.elapsedTime / 1000);
+  });
+  if (opts.corsOrigins) await app.register(corsPlugin, { origins: opts.corsOrigins });
+  if (opts.apiKey !== undefined) await app.register(authPlugin, { apiKey: opts.apiKey, basePath });
 
   await app.register(swagger, {
     openapi: {
@@ -101,9 +162,16 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
       info: {
         title: 'CAPER verifier',
         description:
-          'Clause-level process reward model for Text-to-SQL: reranks candidate SQL, scores every clause and blames the clause that went wrong. Errors are JSON {error, message, field?}.',
+          'Clause-level process reward model for Text-to-SQL: reranks candidate SQL, scores every clause and blames the clause that went wrong. Errors are JSON {error, message, field?}. Every response carries X-Request-Id (yours, if you send one).',
         version: app.service.version,
       },
+      ...(basePath ? { servers: [{ url: basePath }] } : {}),
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'the key given to caper serve with --api-key or CAPER_API_KEY (only when set)' },
+        },
+      },
+      security: [{ bearerAuth: [] }],
       tags: [
         { name: 'verifier', description: 'scoring and localization' },
         { name: 'compat', description: 'Cohere/Jina-compatible rerank' },
@@ -111,15 +179,21 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
       ],
     },
   });
-  await app.register(healthRoutes);
-  await app.register(infoRoute);
-  await app.register(metricsRoute);
-  await app.register(rerankRoute);
-  await app.register(v1RerankRoute);
-  await app.register(localizeRoute);
-  await app.register(rewardRoute);
-  await app.register(swaggerUi, { routePrefix: '/docs' });
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  await app.register(
+    async (api) => {
+      await api.register(healthRoutes);
+      await api.register(infoRoute);
+      await api.register(metricsRoute);
+      await api.register(rerankRoute);
+      await api.register(v1RerankRoute);
+      await api.register(v2RerankRoute);
+      await api.register(localizeRoute);
+      await api.register(rewardRoute);
+      api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+    },
+    { prefix: basePath },
+  );
+  await app.register(swaggerUi, { routePrefix: `${basePath}/docs` });
 
   let started = false;
   app.addHook('onReady', async () => {

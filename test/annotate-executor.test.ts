@@ -176,6 +176,26 @@ test('too_large when a result exceeds the byte cap', async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+test('cacheTimeouts: a query that ran out of time answers from the cache instead of holding a worker again', async () => {
+  const { dir, db } = fixture();
+  const forever = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c';
+  for (const cacheTimeouts of [true, false]) {
+    const ex = new SqlExecutor({ workers: 1, timeoutMs: 300, cacheTimeouts });
+    try {
+      const first = await ex.run(db, forever);
+      assert.equal(!first.ok && first.code, 'timeout');
+      const t0 = performance.now();
+      const again = await ex.run(db, forever);
+      assert.equal(!again.ok && again.code, 'timeout');
+      assert.equal(ex.stats.timeouts, cacheTimeouts ? 1 : 2, `cacheTimeouts=${cacheTimeouts}`);
+      if (cacheTimeouts) assert.ok(performance.now() - t0 < 100, 'answered from the cache');
+    } finally {
+      await ex.close();
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
 const R = (columns: string[], rows: unknown[][]): ExecResult => ({ ok: true, columns, rows, truncated: false, ms: 0 });
 
 const O = { ordered: true };

@@ -14,7 +14,7 @@ export interface ServeProcess {
 
 /**
  * Starts `caper serve --port 0 --quiet ...args` and waits for its "ready on" / "not ready on"
- * line, which carries the bound URL. Rejects (after killing the process) if it exits or stays
+ * line, which carries the bound URL (the origin: a --base-path is not part of it). Rejects (after killing the process) if it exits or stays
  * silent for timeoutMs.
  */
 export async function spawnServe(args: string[], env: Record<string, string> = {}, timeoutMs = 60_000): Promise<ServeProcess> {
@@ -34,7 +34,7 @@ export async function spawnServe(args: string[], env: Record<string, string> = {
     }, timeoutMs);
     child.stderr!.on('data', (d) => {
       err += String(d);
-      const m = /ready on (http:\/\/[^\s/]+?:\d+)(?=[:\s])/.exec(err);
+      const m = /ready on (http:\/\/[^\s/]+?:\d+)(?=[:\s/])/.exec(err);
       if (m) {
         clearTimeout(timer);
         resolve(m[1]!);

@@ -2,11 +2,11 @@
 //                [--alpha A] [--sigma S] [--failures PREDICTIONS_DIR] [--limit N]
 // caper annotate --self-check --data DIR [--mutants-per-query N] [--seed S]
 import { createWriteStream, existsSync, statSync, type WriteStream } from 'node:fs';
-import { parseArgs, flagNumber, flagString } from './args.js';
+import { parseStrict, flagNumber, flagString } from './args.js';
 import { annotate, formatSummary, type AnnotateSummary } from '../annotate/tuples.js';
 import { MUTATION_KINDS } from '../annotate/mutations.js';
 
-const USAGE = `usage: caper annotate --data DIR --out FILE.jsonl [--mutants-per-query N] [--workers N] [--seed S]
+export const USAGE = `usage: caper annotate --data DIR --out FILE.jsonl [--mutants-per-query N] [--workers N] [--seed S]
                       [--alpha A] [--sigma S] [--failures PREDICTIONS_DIR] [--limit N]
        caper annotate --self-check --data DIR [--mutants-per-query N] [--seed S] [--workers N]`;
 
@@ -21,13 +21,10 @@ function bar(done: number, total: number, t0: number, s: AnnotateSummary): strin
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let a;
-  try {
-    a = parseArgs(argv, ['self-check', 'help', 'quiet']);
-  } catch (e) {
-    console.error(String(e));
-    return 2;
-  }
+  const a = parseStrict(argv, {
+    values: ['data', 'out', 'mutants-per-query', 'workers', 'seed', 'alpha', 'sigma', 'failures', 'limit', 'timeout-ms'],
+    booleans: ['self-check', 'quiet'],
+  });
   if (a.flags.has('help')) {
     console.log(USAGE);
     return 0;

@@ -42,3 +42,69 @@ export function flagNumber(a: ParsedArgs, name: string, fallback: number): numbe
   if (!Number.isFinite(n)) throw new Error(`--${name} must be a number, got "${v}"`);
   return n;
 }
+
+/** A command line the command cannot run: the CLI prints the message (and usage) and exits 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/** Edit distance, for "did you mean": a typo rarely moves a flag further than two edits. */
+function distance(a: string, b: string): number {
+  const d = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = d[0]!;
+    d[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const cur = d[j]!;
+      d[j] = Math.min(d[j]! + 1, d[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = cur;
+    }
+  }
+  return d[b.length]!;
+}
+
+/** The closest known flag, if it is close enough to be what was meant. */
+export function suggest(name: string, known: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestD = Infinity;
+  for (const k of known) {
+    const dd = distance(name, k);
+    if (dd < bestD) {
+      bestD = dd;
+      best = k;
+    }
+  }
+  return best !== undefined && bestD <= Math.max(2, Math.floor(best.length / 3)) ? best : undefined;
+}
+
+export interface FlagSpec {
+  /** Flags that take a value. */
+  values: readonly string[];
+  /** Flags that stand alone. */
+  booleans?: readonly string[];
+  /** Positional arguments allowed (default none). */
+  positional?: number;
+}
+
+/**
+ * parseArgs that refuses what the command does not know: a misspelled flag (`--stratgy vote`)
+ * used to be ignored and the command ran with the default instead. Throws UsageError.
+ */
+export function parseStrict(argv: string[], spec: FlagSpec): ParsedArgs {
+  const booleans = [...(spec.booleans ?? []), 'help'];
+  const a = parseArgs(argv, booleans);
+  const known = [...spec.values, ...booleans];
+  for (const [k, v] of a.flags) {
+    if (!known.includes(k)) {
+      const s = suggest(k, known);
+      throw new UsageError(`unknown flag --${k}${s ? ` (did you mean --${s}?)` : ''}`);
+    }
+    if (v === true && spec.values.includes(k)) throw new UsageError(`--${k} needs a value`);
+    if (v !== true && booleans.includes(k) && argv.includes(`--${k}=${v}`)) throw new UsageError(`--${k} takes no value`);
+  }
+  if (a.positional.length > (spec.positional ?? 0)) throw new UsageError(`unexpected argument "${a.positional[spec.positional ?? 0]}"`);
+  return a;
+}

@@ -1,18 +1,18 @@
 // `caper eval rerank`: the command-line front of src/eval/rerank.ts (flags in, table out).
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { parseArgs, flagString, flagNumber } from './args.js';
+import { parseStrict, flagString, flagNumber } from './args.js';
 import { loadQuestions, resolvePool, loadPredictions } from '../eval/spider.js';
 import { computeFacts, summarize, picks, type Facts } from '../eval/rerank.js';
 import { STRATEGIES, HYBRID_LAMBDA, type Strategy, type CandidateScoreMode } from '../scoring/rerank.js';
 
-const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid
+export const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid
        [--model DIR] [--device auto|cuda|cpu] [--out PICKS.jsonl] [--facts FILE] [--lambda X]
        [--score min|last|mean] [--limit N] [--timeout-ms MS]`;
 
 const fmt = (x: number) => x.toFixed(1);
 
 export async function run(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, ['help']);
+  const a = parseStrict(argv, { values: ['data', 'pool', 'strategy', 'model', 'device', 'out', 'facts', 'lambda', 'score', 'limit', 'timeout-ms'] });
   if (a.flags.has('help')) {
     console.log(USAGE);
     return 0;

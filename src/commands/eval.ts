@@ -20,12 +20,16 @@ export async function run(argv: string[]): Promise<number> {
     console.error(`caper eval: unknown evaluation "${what}"\n${USAGE}`);
     return 2;
   }
-  let mod: { run: (args: string[]) => Promise<number> };
+  let mod: { run: (args: string[]) => Promise<number>; USAGE?: string };
   try {
     mod = (await import(path)) as typeof mod;
   } catch (e) {
     console.error(`caper eval ${what}: not available: ${(e as Error).message}`);
     return 2;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    console.log(mod.USAGE ?? USAGE);
+    return 0;
   }
   return mod.run(rest);
 }

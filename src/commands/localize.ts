@@ -1,21 +1,36 @@
 // `caper localize --batch IN.jsonl --out OUT.jsonl`: clause scores and blame for many SQL queries
 // offline. Lines are scored concurrently through the same batcher the service uses, so a big file
-// runs in full onnxruntime batches; output order follows input order.
+// runs in full onnxruntime batches; output order follows input order. The line format is in
+// USAGE below and docs/FORMATS.md.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { parseArgs, flagString, flagNumber } from './args.js';
+import { parseStrict, flagString, flagNumber, UsageError } from './args.js';
 import { loadModel } from '../scoring/onnx.js';
 import { Batcher } from '../scoring/batcher.js';
 import type { PackedRow } from '../scoring/packing.js';
 import { Scorer } from '../scoring/scorer.js';
 import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
+import { DbRegistry } from '../core/databases.js';
 
-const USAGE = 'usage: caper localize --batch IN.jsonl --out OUT.jsonl [--model DIR] [--device auto|cuda|cpu] [--concurrency N]';
+export const USAGE = `usage: caper localize --batch IN.jsonl --out OUT.jsonl [--model DIR] [--db-dir DIR]
+                      [--device auto|cuda|cpu] [--concurrency N]
+  --model DIR      model directory (default models/default)
+  --db-dir DIR     databases for lines that give db_id (<db_id>/<db_id>.sqlite or <db_id>.sqlite)
+  --concurrency N  lines in flight at once (default 64)
+IN.jsonl, one JSON object a line:
+  {"id": any (default: the line number from 0), "question": string, "sql": string,
+   "schema": string (optional, used as given), "db_id": string (optional, needs --db-dir),
+   "db_path": string (optional, a .sqlite file)}
+  The schema text comes from "schema", else from db_id's database, else from db_path, else none.
+OUT.jsonl, one line per input line, in input order:
+  {"id", "units": [{"kind", "text", "start", "end", "score"}], "blame": [unit indexes, most suspect first], "parsed"}
+  or {"id", "error": "why this line was not scored"}`;
 
 interface InLine {
   id?: unknown;
   question?: unknown;
   sql?: unknown;
   db_path?: unknown;
+  db_id?: unknown;
   schema?: unknown;
 }
 
@@ -24,13 +39,16 @@ type OutLine =
   | { id: unknown; error: string };
 
 export async function run(argv: string[]): Promise<number> {
-  const a = parseArgs(argv);
+  const a = parseStrict(argv, { values: ['batch', 'out', 'model', 'db-dir', 'device', 'concurrency'] });
+  if (a.flags.has('help')) {
+    console.log(USAGE);
+    return 0;
+  }
   const input = flagString(a, 'batch');
   const output = flagString(a, 'out');
-  if (!input || !output) {
-    console.error(USAGE);
-    return 2;
-  }
+  if (!input || !output) throw new UsageError('--batch and --out are required');
+  const dbDir = flagString(a, 'db-dir');
+  const dbs = new DbRegistry(dbDir);
   const device = flagString(a, 'device', 'auto') as 'auto' | 'cuda' | 'cpu';
   const model = await loadModel(flagString(a, 'model', 'models/default')!, { device });
   const batcher = new Batcher<PackedRow>((rows) => model.runRows(rows), { maxBatchTokens: 16384, maxWaitMs: 2 });
@@ -53,12 +71,26 @@ export async function run(argv: string[]): Promise<number> {
       return;
     }
     let schema = typeof rec.schema === 'string' ? rec.schema : '';
-    if (!schema && typeof rec.db_path === 'string') {
+    let dbPath: string | undefined;
+    let from = 'db_path';
+    if (!schema && rec.db_id !== undefined) {
+      if (typeof rec.db_id !== 'string') {
+        results[i] = { id, error: '"db_id" must be a string' };
+        return;
+      }
+      dbPath = dbs.get(rec.db_id);
+      if (!dbPath) {
+        results[i] = { id, error: `unknown db_id "${rec.db_id}"${dbDir ? ` (not in ${dbDir})` : ' (run with --db-dir DIR)'}` };
+        return;
+      }
+      from = 'db_id';
+    } else if (!schema && typeof rec.db_path === 'string') dbPath = rec.db_path;
+    if (dbPath !== undefined) {
       try {
-        schema = schemas.get(rec.db_path) ?? schemaText(schemaFromSqlite(rec.db_path));
-        schemas.set(rec.db_path, schema);
+        schema = schemas.get(dbPath) ?? schemaText(schemaFromSqlite(dbPath));
+        schemas.set(dbPath, schema);
       } catch (e) {
-        results[i] = { id, error: `cannot read schema from db_path: ${(e as Error).message}` };
+        results[i] = { id, error: `cannot read schema from ${from}: ${(e as Error).message}` };
         return;
       }
     }

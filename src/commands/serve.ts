@@ -1,71 +1,72 @@
-// `caper serve`: the verifier HTTP service (see src/server.ts).
-import { parseArgs, flagString, flagNumber } from './args.js';
+// `caper serve`: the verifier HTTP service (see src/server.ts). Every option is a flag and a
+// CAPER_* environment variable (src/config.ts holds the one table of them).
+import { parseStrict, UsageError } from './args.js';
+import { SERVE_OPTIONS, resolveServeOptions, serveHelp, envName, OptionError } from '../core/options.js';
 
-const USAGE = `usage: caper serve [--model DIR] [--db-dir DIR] [--host H] [--port P] [--device auto|cuda|cpu]
-       [--max-batch-tokens N] [--max-wait-ms MS] [--max-batch-size N] [--max-queue-tokens N]
-       [--exec-timeout-ms MS] [--threads N] [--quantized[=int8|int4]] [--no-prefix-sharing] [--quiet] [--api-key KEY]
-  --quantized: the model's int8 weights file (weight-only for fp16 exports); =int4 its int4 one (CPU)
-  --no-prefix-sharing: score each candidate as its own sequence instead of one prefix-tree row per
-  request (models exported before prefix-tree packing always do)
-  --api-key (or env CAPER_API_KEY, preferred: flags show in ps): require Authorization: Bearer KEY
-  on every route except /healthz and /readyz`;
+export const USAGE = serveHelp();
 
 export async function run(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, ['quantized', 'quiet', 'help', 'no-prefix-sharing']);
+  const a = parseStrict(argv, {
+    values: SERVE_OPTIONS.filter((o) => o.type !== 'bool').map((o) => o.flag),
+    booleans: SERVE_OPTIONS.filter((o) => o.type === 'bool').map((o) => o.flag),
+  });
   if (a.flags.has('help')) {
     console.log(USAGE);
     return 0;
   }
-  const device = flagString(a, 'device', 'auto')!;
-  if (device !== 'auto' && device !== 'cuda' && device !== 'cpu') {
-    console.error(`caper serve: --device must be auto, cuda or cpu\n${USAGE}`);
-    return 2;
+  let v: ReturnType<typeof resolveServeOptions>;
+  try {
+    v = resolveServeOptions(a.flags, process.env);
+  } catch (e) {
+    throw e instanceof OptionError ? new UsageError(e.message) : e;
   }
+  const str = (k: string) => v.get(k) as string | undefined;
+  const num = (k: string) => v.get(k) as number | undefined;
   // An explicit but empty or unusable key is refused rather than silently serving without auth.
-  const keyFlag = a.flags.get('api-key');
-  if (keyFlag === true) {
-    console.error(`caper serve: --api-key needs a value\n${USAGE}`);
-    return 2;
-  }
-  const apiKey = keyFlag ?? process.env.CAPER_API_KEY;
+  const apiKey = str('api-key');
   if (apiKey !== undefined) {
     const { apiKeyProblem } = await import('../routes/auth.js');
     const problem = apiKeyProblem(apiKey);
-    if (problem) {
-      console.error(`caper serve: ${problem} (${keyFlag !== undefined ? '--api-key' : 'CAPER_API_KEY'})`);
-      return 2;
-    }
+    if (problem) throw new UsageError(`${problem} (${a.flags.has('api-key') ? '--api-key' : envName('api-key')})`);
   }
-  const q = a.flags.get('quantized');
-  if (q !== undefined && q !== true && q !== 'int8' && q !== 'int4') {
-    console.error(`caper serve: --quantized takes int8 or int4, got "${q}"\n${USAGE}`);
-    return 2;
+  const basePath = str('base-path') ?? '';
+  if (basePath !== '' && !/^(\/[A-Za-z0-9._~-]+)+\/?$/.test(basePath)) {
+    throw new UsageError(`--base-path must look like /prefix or /a/b, got "${basePath}"`);
   }
+  const weights = str('weights') ?? 'model';
+  if (weights !== 'model' && weights !== 'int8' && weights !== 'int4') throw new UsageError(`--weights must be model, int8 or int4, got "${weights}"`);
+  const quantized = weights === 'int4' ? 'int4' : weights === 'int8' || v.get('quantized') === true;
   const { buildServer } = await import('../server.js');
-  const modelDir = flagString(a, 'model');
-  const dbDir = flagString(a, 'db-dir');
-  const maxWait = flagString(a, 'max-wait-ms');
+  const host = str('host')!;
+  const port = num('port')!;
+  const opt = <T>(k: string, f: (x: T) => object) => (v.get(k) !== undefined ? f(v.get(k) as T) : {});
   const app = await buildServer({
-    ...(modelDir ? { modelDir } : {}),
-    ...(dbDir ? { dbDir } : {}),
-    device,
-    ...(a.flags.has('max-batch-tokens') ? { maxBatchTokens: flagNumber(a, 'max-batch-tokens', 0) } : {}),
-    ...(maxWait !== undefined ? { maxWaitMs: flagNumber(a, 'max-wait-ms', 0) } : {}),
-    ...(a.flags.has('max-batch-size') ? { maxBatchSize: flagNumber(a, 'max-batch-size', 0) } : {}),
-    ...(a.flags.has('max-queue-tokens') ? { maxQueueTokens: flagNumber(a, 'max-queue-tokens', 0) } : {}),
-    ...(a.flags.has('exec-timeout-ms') ? { execTimeoutMs: flagNumber(a, 'exec-timeout-ms', 5000) } : {}),
-    ...(a.flags.has('threads') ? { threads: flagNumber(a, 'threads', 0) } : {}),
-    quantized: q === 'int4' ? 'int4' : q !== undefined,
-    ...(a.flags.has('no-prefix-sharing') ? { prefixSharing: false } : {}),
+    ...opt<string>('model', (x) => ({ modelDir: x })),
+    ...opt<string>('db-dir', (x) => ({ dbDir: x })),
+    device: str('device') as 'auto' | 'cuda' | 'cpu',
+    ...opt<number>('threads', (x) => ({ threads: x })),
+    quantized,
+    ...(v.get('no-prefix-sharing') === true ? { prefixSharing: false } : {}),
+    ...opt<number>('max-batch-tokens', (x) => ({ maxBatchTokens: x })),
+    ...opt<number>('max-wait-ms', (x) => ({ maxWaitMs: x })),
+    ...opt<number>('max-batch-size', (x) => ({ maxBatchSize: x })),
+    ...opt<number>('max-queue-tokens', (x) => ({ maxQueueTokens: x })),
+    ...opt<number>('max-candidates', (x) => ({ maxCandidates: x })),
+    ...opt<number>('body-limit', (x) => ({ bodyLimit: x })),
+    ...opt<number>('exec-timeout-ms', (x) => ({ execTimeoutMs: x })),
+    ...opt<number>('exec-workers', (x) => ({ execWorkers: x })),
+    ...opt<number>('exec-queue', (x) => ({ maxExecQueue: x })),
+    ...opt<number>('request-timeout-ms', (x) => ({ requestTimeoutMs: x })),
+    ...opt<string>('cors-origins', (x) => ({ corsOrigins: x })),
+    basePath,
     ...(apiKey !== undefined ? { apiKey } : {}),
-    logger: !a.flags.has('quiet'),
+    logger: v.get('quiet') !== true,
+    listen: { host, port },
   });
-  const host = flagString(a, 'host', '127.0.0.1')!;
-  const port = flagNumber(a, 'port', 8080);
   await app.listen({ host, port });
   // With --port 0 the OS picks the port; report the real one (tests and scripts read it).
   const addr = app.server.address();
-  const url = `http://${host}:${typeof addr === 'object' && addr ? addr.port : port}`;
+  const url = `http://${host}:${typeof addr === 'object' && addr ? addr.port : port}${basePath.replace(/\/$/, '')}`;
   // Stop accepting, let in-flight requests finish, then exit 0 so orchestrators see a clean stop.
   let closing = false;
   const stop = (sig: string) => {

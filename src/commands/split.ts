@@ -1,6 +1,8 @@
 // `caper split [--render]`: SQL on stdin, one statement a line; one JSON object a line out.
 import { createInterface } from 'node:readline';
-import { parseArgs } from './args.js';
+import { parseStrict } from './args.js';
+
+export const USAGE = 'usage: caper split [--render] < statements.sql   (one SQL statement a line; JSON Lines out)';
 import { renderSql, splitSql } from '../clauses/index.js';
 
 export interface SplitLine {
@@ -31,15 +33,10 @@ export function splitLine(sql: string, render: boolean): SplitLine {
 }
 
 export async function run(args: string[]): Promise<number> {
-  const a = parseArgs(args, ['render', 'help']);
+  const a = parseStrict(args, { values: [], booleans: ['render'] });
   if (a.flags.has('help')) {
-    console.log('usage: caper split [--render] < statements.sql   (one SQL statement a line; JSON Lines out)');
+    console.log(USAGE);
     return 0;
-  }
-  const unknown = [...a.flags.keys()].filter((k) => k !== 'render');
-  if (unknown.length > 0 || a.positional.length > 0) {
-    console.error(`caper split: unexpected argument(s): ${[...unknown.map((k) => '--' + k), ...a.positional].join(' ')}`);
-    return 2;
   }
   const render = a.flags.has('render');
   const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });

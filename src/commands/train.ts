@@ -4,12 +4,12 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
-import { flagString, parseArgs } from './args.js';
+import { flagString, parseStrict } from './args.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 const CLI = resolve(import.meta.dirname, '..', 'cli.js');
 
-const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--out models/NAME]
+export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--out models/NAME]
                    [--steps N | --epochs E] [--seed S] [--loss pref|pref+reg] [--max-minutes M]
                    [--eval-data DIR] [--pool NAMES] [--no-eval]
   --data DIR      Spider-layout training split to annotate (default ../shared/data/spider/train)
@@ -44,7 +44,11 @@ function runChild(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; 
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, ['no-eval', 'help']);
+  const a = parseStrict(argv, {
+    values: ['preset', 'base', 'data', 'tuples', 'out', 'steps', 'epochs', 'seed', 'loss', 'max-minutes', 'max-length',
+      'batch-size', 'lr', 'pref-form', 'reg-weight', 'threads', 'eval-data', 'pool'],
+    booleans: ['no-eval'],
+  });
   if (a.flags.has('help')) {
     console.log(USAGE);
     return 0;

@@ -6,8 +6,9 @@
 //                  that executes without a database, gold without db_id, gold that does not run
 //   queue_full     the scoring queue or the execution queue is full (retryAfterS)
 //   shutting_down  the server is closing
+//   deadline_exceeded  scoring did not finish within the request's deadline (retryAfterS)
 
-export type VerifierErrorCode = 'not_ready' | 'invalid_value' | 'queue_full' | 'shutting_down';
+export type VerifierErrorCode = 'not_ready' | 'invalid_value' | 'queue_full' | 'shutting_down' | 'deadline_exceeded';
 
 export class VerifierError extends Error {
   readonly code: VerifierErrorCode;

@@ -1,12 +1,17 @@
 // The verifier's Prometheus registry: one per server, so tests and benchmarks can run several
 // servers in one process. The core records model, batch and execution figures for every route;
 // the HTTP layer adds request counts and durations to the same registry.
+// Names follow Prometheus conventions: process_* and nodejs_* exactly as prom-client names them
+// (stock Node dashboards expect those), units in the name (_seconds, _total), caper_info for
+// what runs (version, model, provider) as labels on a constant 1.
 import { Registry, Counter, Histogram, Gauge, collectDefaultMetrics } from 'prom-client';
 
 export interface Metrics {
   registry: Registry;
   requests: Counter<'route' | 'method' | 'status'>;
-  duration: Histogram<'route'>;
+  duration: Histogram<'route' | 'method' | 'status'>;
+  inFlight: Gauge;
+  info: Gauge<'version' | 'model' | 'provider'>;
   queue: Histogram;
   batchSize: Histogram;
   batchTokens: Histogram;
@@ -18,9 +23,45 @@ export interface Metrics {
   ready: Gauge;
 }
 
-export function createMetrics(): Metrics {
+/** Live figures the queue gauges read at scrape time. */
+export interface MetricSources {
+  scoringQueue(): number;
+  scoringQueueTokens(): number;
+  executionQueue(): number;
+  executionsRunning(): number;
+}
+
+export function createMetrics(src?: MetricSources): Metrics {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'caper_process_' });
+  collectDefaultMetrics({ register: registry });
+  if (src) {
+    new Gauge({
+      name: 'caper_queue_size',
+      help: 'Work waiting now: scoring = requests waiting for a batch, execution = queries waiting for an executor worker',
+      labelNames: ['queue'] as const,
+      registers: [registry],
+      collect() {
+        this.set({ queue: 'scoring' }, src.scoringQueue());
+        this.set({ queue: 'execution' }, src.executionQueue());
+      },
+    });
+    new Gauge({
+      name: 'caper_queue_tokens',
+      help: 'Tokens waiting in the scoring queue (429 beyond --max-queue-tokens)',
+      registers: [registry],
+      collect() {
+        this.set(src.scoringQueueTokens());
+      },
+    });
+    new Gauge({
+      name: 'caper_executions_running',
+      help: 'SQL queries running in executor workers now',
+      registers: [registry],
+      collect() {
+        this.set(src.executionsRunning());
+      },
+    });
+  }
   const ms = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
   return {
     registry,
@@ -32,9 +73,20 @@ export function createMetrics(): Metrics {
     }),
     duration: new Histogram({
       name: 'caper_http_request_duration_seconds',
-      help: 'HTTP request duration by route',
-      labelNames: ['route'] as const,
-      buckets: ms,
+      help: 'HTTP request duration by route, method and status code (so fast 429s do not mix into successful latencies)',
+      labelNames: ['route', 'method', 'status'] as const,
+      buckets: [...ms, 30, 60],
+      registers: [registry],
+    }),
+    inFlight: new Gauge({
+      name: 'caper_http_requests_in_flight',
+      help: 'HTTP requests received and not yet answered',
+      registers: [registry],
+    }),
+    info: new Gauge({
+      name: 'caper_info',
+      help: 'What is serving: constant 1 with the version, model name and execution provider as labels',
+      labelNames: ['version', 'model', 'provider'] as const,
       registers: [registry],
     }),
     queue: new Histogram({

@@ -16,16 +16,22 @@ import { rerank as rankCandidates, type Strategy, type RerankOutput } from '../s
 import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../scoring/returns.js';
 import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
+import { extractSql, executionBlame, type Extracted } from './candidates.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
-import { rootCause, type RootCause } from '../annotate/counterfactual.js';
+import { rootCause, consensusRootCause, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
+
+export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../annotate/rootcause.js';
+import { splitSql } from '../clauses/index.js';
 import { SchemaIndex } from '../annotate/scope.js';
 import { VerifierError } from './errors.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { DbRegistry } from './databases.js';
+import { VERSION } from './version.js';
 
 export { VerifierError } from './errors.js';
+export type { ScoreUsage } from '../scoring/scorer.js';
 export type { Strategy, RerankOutput } from '../scoring/rerank.js';
-export type { ScoredCandidate, ScoredUnit, ScoreUsage } from '../scoring/scorer.js';
+export type { ScoredCandidate, ScoredUnit } from '../scoring/scorer.js';
 
 /**
  * Queries waiting for an executor worker beyond which a request that executes is refused
@@ -35,11 +41,43 @@ export type { ScoredCandidate, ScoredUnit, ScoreUsage } from '../scoring/scorer.
 export const MAX_EXEC_QUEUE = 1024;
 
 /**
+ * Default per-request deadline: no answer comes later than this (plus the little work after it).
+ * Candidates whose execution had not finished by then are marked skipped and still scored.
+ */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+export const DEFAULT_EXEC_TIMEOUT_MS = 5_000;
+export const DEFAULT_EXEC_WORKERS = 2;
+
+/** The warning of a request that gives the model neither a schema nor a database to read one from. */
+export const NO_SCHEMA_WARNING = 'neither schema nor db_id given: candidates are scored without a schema, which makes scores less reliable';
+
+/**
  * The root-cause analysis parses both queries and aligns their trees on the event loop: a
  * 16,000-character query blocked every other request for ~600 ms, hostile 2,000-character ones
  * ~400 ms, 1,000 ~150 ms. The longest gold query in Spider dev is 422 characters.
  */
 export const ROOT_CAUSE_MAX_CHARS = 1_000;
+/** Most other candidates /localize takes for a consensus root cause. */
+export const MAX_CONSENSUS_CANDIDATES = 64;
+/** References that vote in a consensus root cause (best-ranked first): /localize, /rerank. */
+const LOCALIZE_VOTERS = 16;
+/** Root-cause analysis compares whole results on the main thread and re-executes repaired
+ * queries: above this many rows on either side it is skipped (with a reason), so that one request
+ * cannot stall the event loop. Nearly all Spider answers stay below it; a result the service
+ * truncated (SERVICE_MAX_ROWS) is never analysed. */
+export const ROOT_CAUSE_MAX_ROWS = 1_000;
+const tooBig = (r: ExecResult | undefined): boolean => Boolean(r && r.ok && (r.truncated || r.rows.length > ROOT_CAUSE_MAX_ROWS));
+const NOT_A_REFERENCE = (error: string): ExecResult => ({ ok: false, code: 'refused', error, ms: 0 });
+/** Why a query is not analysed for a consensus root cause, or null. A query that timed out is not:
+ * its repairs would mostly time out as well, holding the executor for seconds each. */
+function skipAnalysis(sql: string, own: ExecResult | undefined): string | null {
+  if (sql.length > ROOT_CAUSE_MAX_CHARS) return `root-cause analysis skipped: sql longer than ${ROOT_CAUSE_MAX_CHARS} characters`;
+  if (tooBig(own)) return `root-cause analysis skipped: result larger than ${ROOT_CAUSE_MAX_ROWS} rows`;
+  if (own && !own.ok && own.code === 'timeout') return 'root-cause analysis skipped: the query timed out';
+  if (own && !own.ok && own.code === 'skipped') return 'root-cause analysis skipped: execution skipped (deadline)';
+  return null;
+}
+const RERANK_VOTERS = 4;
 
 /** Execution caps of the service (the executor's own defaults suit offline annotation). */
 export const SERVICE_MAX_ROWS = 5_000;
@@ -80,6 +118,10 @@ export interface VerifierOptions {
   maxQueueTokens?: number;
   execTimeoutMs?: number;
   execWorkers?: number;
+  /** Queries waiting for an executor worker beyond which executing requests get queue_full. */
+  maxExecQueue?: number;
+  /** Per-request deadline (default DEFAULT_REQUEST_TIMEOUT_MS). */
+  requestTimeoutMs?: number;
 }
 
 export interface Timing {
@@ -93,8 +135,22 @@ export interface Timing {
 /** How one candidate's execution went, as callers see it. */
 export interface ExecutionOutcome {
   ok: boolean;
-  /** `code: message` when it failed. */
+  /** `code: message` when it failed; 'skipped (deadline)' when it had not run by the deadline. */
   error?: string;
+  /** True when the request's deadline came before this candidate's execution finished. */
+  skipped?: boolean;
+}
+
+/**
+ * A scored candidate as the verifier hands it out: units index into the caller's string (also
+ * when the SQL was cut out of a code fence), and the notes say what the verifier did besides
+ * scoring.
+ */
+export interface VerifiedCandidate extends ScoredCandidate {
+  /** What was stripped from the caller's string before scoring (code fence, leading prose). */
+  cleaned?: string;
+  /** The execution error that put blame[0] first, e.g. "no such table: singers". */
+  blameFromExecution?: string;
 }
 
 export interface Context {
@@ -107,10 +163,18 @@ export interface Context {
 export interface RerankRequest extends Context {
   sqls: string[];
   strategy?: Strategy;
+  /** Compute a consensus root cause for the candidates outside the winning group (needs execution). */
+  consensus?: boolean;
 }
 
 export interface RerankResult {
-  candidates: ScoredCandidate[];
+  candidates: VerifiedCandidate[];
+  /** Request-level warnings (e.g. NO_SCHEMA_WARNING). */
+  warnings: string[];
+  /** Per candidate (request order), when the candidates were executed: the consensus root cause
+   * of every candidate outside the winning execution group (the other candidates standing in for
+   * gold), null for the winning group's members. */
+  consensus: (ConsensusOutcome | null)[] | null;
   ranking: RerankOutput[];
   /** Per candidate (request order), when the strategy executed them. */
   executions: ExecutionOutcome[] | null;
@@ -123,10 +187,15 @@ export interface RerankResult {
 export interface LocalizeRequest extends Context {
   sql: string;
   gold?: string;
+  /** Other samples for the same question (needs db_id): a consensus root cause without gold. */
+  candidates?: string[];
 }
 
 export interface LocalizeResult {
-  candidate: ScoredCandidate;
+  candidate: VerifiedCandidate;
+  warnings: string[];
+  /** How the query ran, when a db_id was given. */
+  execution?: ExecutionOutcome;
   model: string;
   /** Present when gold was given (with a database). */
   gold?: {
@@ -135,6 +204,8 @@ export interface LocalizeResult {
     /** Why there is no root cause although the results differ. */
     rootCauseError?: string;
   };
+  /** Present when candidates were given. */
+  consensus?: ConsensusOutcome;
   timing: Timing;
   usage: ScoreUsage;
 }
@@ -148,7 +219,7 @@ export interface RewardRequest extends Context {
 }
 
 export interface RewardSample {
-  candidate: ScoredCandidate;
+  candidate: VerifiedCandidate;
   rewards: SampleRewards;
   /** 1 match, 0 mismatch, EXECUTION_ERROR_REWARD when it failed; absent without gold. */
   execution?: number;
@@ -157,6 +228,7 @@ export interface RewardSample {
 
 export interface RewardResult {
   samples: RewardSample[];
+  warnings: string[];
   model: string;
   timing: Timing;
   usage: ScoreUsage;
@@ -170,16 +242,32 @@ interface DbSchema {
 }
 
 /** Why a candidate was not (fully) scored, in words for the caller; undefined when it was. */
-export function warningOf(c: ScoredCandidate): string | undefined {
-  if (c.error) return c.error;
+export function warningOf(c: VerifiedCandidate): string | undefined {
+  const out: string[] = [];
+  if (c.error) out.push(c.error);
   const t = c.truncated;
   if (t && (t.schema || t.question)) {
-    return `prompt truncated to max_length (${[t.question ? 'question' : '', t.schema ? 'schema' : ''].filter(Boolean).join(' and ')} cut)`;
+    out.push(`prompt truncated to max_length (${[t.question ? 'question' : '', t.schema ? 'schema' : ''].filter(Boolean).join(' and ')} cut)`);
   }
-  return undefined;
+  if (c.cleaned) out.push(c.cleaned);
+  return out.length ? out.join('; ') : undefined;
 }
 
-const outcome = (r: ExecResult): ExecutionOutcome => (r.ok ? { ok: true } : { ok: false, error: `${r.code}: ${r.error}` });
+const outcome = (r: ExecResult): ExecutionOutcome =>
+  r.ok ? { ok: true } : r.code === 'skipped' ? { ok: false, error: r.error, skipped: true } : { ok: false, error: `${r.code}: ${r.error}` };
+
+/**
+ * One request's deadline. Its executions are withdrawn a little before it (execSignal), leaving
+ * time to rank, compare and serialize; scoring is given up at the deadline itself (signal).
+ */
+interface Deadline {
+  signal: AbortSignal;
+  execSignal: AbortSignal;
+  /** The executor's fairness unit: this request's queries. */
+  owner: object;
+  ms: number;
+  clear(): void;
+}
 
 /**
  * Lets other requests (and /healthz) run between pieces of main-thread work on large results:
@@ -196,6 +284,8 @@ export class Verifier {
   readonly modelDir: string | null;
   readonly device: 'auto' | 'cuda' | 'cpu';
   readonly batching: { maxBatchTokens: number; maxWaitMs: number; maxBatchSize: number; maxQueueTokens: number };
+  /** Execution and deadline settings in effect. */
+  readonly execution: { timeoutMs: number; workers: number; perRequestWorkers: number; maxQueue: number; requestTimeoutMs: number };
   model: LoadedModel | null = null;
   scorer: Scorer | null = null;
   batcher: Batcher<PackedRow> | null = null;
@@ -213,7 +303,12 @@ export class Verifier {
     this.modelDir = opts.modelDir ?? null;
     this.device = opts.device ?? 'auto';
     this.dbs = new DbRegistry(opts.dbDir);
-    this.metrics = createMetrics();
+    this.metrics = createMetrics({
+      scoringQueue: () => this.batcher?.queueLength ?? 0,
+      scoringQueueTokens: () => this.batcher?.queueTokens ?? 0,
+      executionQueue: () => this.executor?.queued ?? 0,
+      executionsRunning: () => this.executor?.running ?? 0,
+    });
     this.metrics.ready.set(0);
     this.notReadyReason = opts.modelDir ? 'loading model' : 'no model configured (start with --model DIR)';
     this.loaded = new Promise<void>((r) => (this.markLoaded = r));
@@ -225,10 +320,22 @@ export class Verifier {
       maxBatchSize: opts.maxBatchSize ?? 256,
       maxQueueTokens: opts.maxQueueTokens ?? Math.max(maxBatchTokens * 16, 65_536),
     };
+    const workers = Math.max(1, Math.floor(opts.execWorkers ?? DEFAULT_EXEC_WORKERS));
+    this.execution = {
+      timeoutMs: opts.execTimeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS,
+      workers,
+      // Fairness: one request never holds every worker, so another request's queries start at
+      // once instead of behind up to (timeout x candidates / workers) of never-ending ones.
+      perRequestWorkers: Math.max(1, workers - 1),
+      maxQueue: opts.maxExecQueue ?? MAX_EXEC_QUEUE,
+      requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    };
     this.executor =
       this.dbs.size > 0
         ? new SqlExecutor({
-            timeoutMs: opts.execTimeoutMs ?? 5000,
+            timeoutMs: this.execution.timeoutMs,
+            workers,
+            perOwner: this.execution.perRequestWorkers,
             // Results are received and compared on the event loop (~2 ms per 1,000 rows): the
             // library's 100,000-row default let one candidate stall every other request for
             // ~250 ms. The largest gold result in Spider dev-open has 1,860 rows.
@@ -236,7 +343,6 @@ export class Verifier {
             maxResultBytes: SERVICE_MAX_RESULT_BYTES,
             // A query that ran out of time once would hold a worker for the whole limit again.
             cacheTimeouts: true,
-            ...(opts.execWorkers ? { workers: opts.execWorkers } : {}),
           })
         : null;
   }
@@ -245,6 +351,7 @@ export class Verifier {
   start(onLoaded?: (v: Verifier) => void, onError?: (reason: string) => void): void {
     if (this.started) return;
     this.started = true;
+    this.executor?.warm();
     void this.load(onError)
       .then(() => {
         if (this.scorer) onLoaded?.(this);
@@ -288,6 +395,7 @@ export class Verifier {
       this.scorer = scorer;
       this.notReadyReason = null;
       m.provider.set({ provider: model.provider }, 1);
+      m.info.set({ version: VERSION, model: model.manifest.name, provider: model.provider }, 1);
       m.ready.set(1);
     } catch (e) {
       // A missing or corrupt model must not take the process down: readiness reports it instead.
@@ -317,31 +425,64 @@ export class Verifier {
     if (strategy !== 'prm' && !ctx.dbPath) {
       throw new VerifierError('invalid_value', `strategy "${strategy}" executes the candidates and needs a db_id`, { field: 'strategy' });
     }
-    // Scoring and execution are independent: run them side by side.
-    const [scored, exec] = await this.both(
-      this.score(scorer, req.question, ctx.schema, req.sqls),
-      strategy !== 'prm' && ctx.dbPath ? this.executeAll(ctx.dbPath, req.sqls) : null,
-    );
-    const keys: (string | null)[] = [];
-    if (exec) {
-      for (const r of exec.results) {
-        await yieldIfLarge(r);
-        keys.push(groupKey(r));
+    const found = req.sqls.map(extractSql);
+    const sqls = found.map((f) => f.sql);
+    const dl = this.deadline();
+    try {
+      // Scoring and execution are independent: run them side by side.
+      const [scored, exec] = await this.both(
+        this.score(scorer, req.question, ctx.schema, sqls, dl),
+        strategy !== 'prm' && ctx.dbPath ? this.executeAll(ctx.dbPath, sqls, dl) : null,
+      );
+      const keys: (string | null)[] = [];
+      if (exec) {
+        for (const r of exec.results) {
+          await yieldIfLarge(r);
+          keys.push(groupKey(r));
+        }
       }
+      const candidates = scored.candidates.map((c, i) => verified(c, found[i]!, exec?.results[i]));
+      const ranking = rankCandidates(
+        candidates.map((c, i) => ({ score: c.score, ...(exec ? { execKey: keys[i]! } : {}) })),
+        strategy,
+      );
+      let consensus: (ConsensusOutcome | null)[] | null = null;
+      if (exec && req.consensus && ranking.length > 0) {
+        // The winning group is the top-ranked candidate's execution result; everyone else gets a
+        // root cause against the other candidates (their own group cannot serve as a reference).
+        const winKey = keys[ranking[0]!.index] ?? null;
+        const schema = this.schemaOf(req.db_id!).index;
+        const run = this.runner(dl);
+        consensus = await Promise.all(sqls.map(async (sql, i) => {
+          if (winKey !== null && keys[i] === winKey) return null;
+          const skip = skipAnalysis(sql, exec.results[i]);
+          if (skip) return { rootCause: null, reason: skip };
+          const refsOk = sqls.map((x, j) => (j !== i && x.length <= ROOT_CAUSE_MAX_CHARS && !tooBig(exec.results[j]) ? x : ''));
+          try {
+            const cr = await consensusRootCause(sql, refsOk, ctx.dbPath!, run, {
+              ownResult: exec.results[i], results: exec.results.map((r, j) => (refsOk[j] ? r : NOT_A_REFERENCE('too long or too large to analyse'))),
+              predSplit: scored.candidates[i]!.split, schema, maxVoters: RERANK_VOTERS,
+            });
+            return shiftConsensus(cr, found[i]!.start);
+          } catch (e) {
+            return { rootCause: null, reason: `root-cause analysis failed: ${e instanceof Error ? e.message : String(e)}` };
+          }
+        }));
+      }
+      return {
+        candidates,
+        warnings: contextWarnings(req),
+        consensus,
+        ranking,
+        executions: exec ? exec.results.map(outcome) : null,
+        strategy,
+        model: this.modelName,
+        timing: { ...scored.timing, execution_ms: exec ? exec.ms : 0, total_ms: performance.now() - t0 },
+        usage: scored.usage,
+      };
+    } finally {
+      dl.clear();
     }
-    const ranking = rankCandidates(
-      scored.candidates.map((c, i) => ({ score: c.score, ...(exec ? { execKey: keys[i]! } : {}) })),
-      strategy,
-    );
-    return {
-      candidates: scored.candidates,
-      ranking,
-      executions: exec ? exec.results.map(outcome) : null,
-      strategy,
-      model: this.modelName,
-      timing: { ...scored.timing, execution_ms: exec ? exec.ms : 0, total_ms: performance.now() - t0 },
-      usage: scored.usage,
-    };
   }
 
   async localize(req: LocalizeRequest): Promise<LocalizeResult> {
@@ -349,41 +490,104 @@ export class Verifier {
     const scorer = this.requireScorer();
     const ctx = this.resolve(req);
     const gold = req.gold;
-    const withGold = gold !== undefined && ctx.dbPath !== null && this.executor !== null;
-    if (withGold) this.checkExecQueue(2);
-    const [scored, exec] = await this.both(
-      this.score(scorer, req.question, ctx.schema, [req.sql]),
-      withGold ? this.executeAll(ctx.dbPath!, [gold!, req.sql]) : null,
-    );
-    const candidate = scored.candidates[0]!;
-    const out: LocalizeResult = { candidate, model: this.modelName, timing: { ...scored.timing, execution_ms: 0, total_ms: 0 }, usage: scored.usage };
-    if (exec) {
-      const t1 = performance.now();
-      const [goldResult, predResult] = exec.results as [ExecResult, ExecResult];
-      if (!goldResult.ok) throw new VerifierError('invalid_value', `gold does not run: ${goldResult.code}: ${goldResult.error}`, { field: 'gold' });
-      const ordered = rowOrderMatters(gold!);
-      const match = matchesGold(goldResult, { ordered })(predResult);
-      out.gold = { match, rootCause: null };
-      if (!match) {
-        if (Math.max(req.sql.length, gold!.length) > ROOT_CAUSE_MAX_CHARS) {
-          out.gold.rootCauseError = `counterfactual analysis skipped: sql or gold longer than ${ROOT_CAUSE_MAX_CHARS} characters`;
-        } else {
-          // The executions and the prediction's tree above are handed in: the analysis parses
-          // only gold and runs only the repaired query.
-          const rc = await rootCause(req.sql, gold!, ctx.dbPath!, this.runner(), {
-            goldResult,
-            predResult,
-            predSplit: candidate.split,
-            schema: this.schemaOf(req.db_id!).index,
-          });
-          out.gold.rootCause = rc;
-          if (!rc) out.gold.rootCauseError = 'the results differ, but no clause of the query differs in meaning from the gold query';
-        }
-      }
-      out.timing.execution_ms = exec.ms + (performance.now() - t1);
+    const found = extractSql(req.sql);
+    const sql = found.sql;
+    const cands = req.candidates;
+    if (cands !== undefined) {
+      if (!ctx.dbPath || !this.executor) throw new VerifierError('invalid_value', 'candidates are executed for a consensus root cause and need a db_id', { field: 'candidates' });
+      if (cands.length > MAX_CONSENSUS_CANDIDATES) throw new VerifierError('invalid_value', `at most ${MAX_CONSENSUS_CANDIDATES} candidates`, { field: 'candidates' });
     }
-    out.timing.total_ms = performance.now() - t0;
-    return out;
+    // With a database the query is executed: for the gold verdict, and because its execution
+    // error (an unknown table or column) points at the clause to blame.
+    const canRun = ctx.dbPath !== null && this.executor !== null;
+    const withGold = gold !== undefined && canRun;
+    if (canRun) this.checkExecQueue((withGold ? 2 : 1) + (cands?.length ?? 0));
+    const dl = this.deadline();
+    try {
+      const [scored, exec, candExec] = await Promise.all([
+        this.both(
+          this.score(scorer, req.question, ctx.schema, [sql], dl),
+          canRun ? this.executeAll(ctx.dbPath!, withGold ? [gold!, sql] : [sql], dl) : null,
+        ),
+        cands !== undefined && cands.length > 0 ? this.executeAll(ctx.dbPath!, [sql, ...cands], dl) : null,
+      ]).then(([[a, b], c]) => [a, b, c] as const);
+      const predResult = exec ? exec.results[exec.results.length - 1]! : undefined;
+      const candidate = verified(scored.candidates[0]!, found, predResult);
+      const out: LocalizeResult = {
+        candidate,
+        warnings: contextWarnings(req),
+        ...(predResult ? { execution: outcome(predResult) } : {}),
+        model: this.modelName,
+        timing: { ...scored.timing, execution_ms: 0, total_ms: 0 },
+        usage: scored.usage,
+      };
+      if (cands !== undefined) {
+        const t1 = performance.now();
+        const skip = candExec ? skipAnalysis(sql, candExec.results[0]) : null;
+        if (!candExec) out.consensus = { rootCause: null, reason: 'no candidates given' };
+        else if (skip) out.consensus = { rootCause: null, reason: skip };
+        else {
+          const [own, ...results] = candExec.results;
+          // A candidate too long or too large to analyse cannot be a reference either.
+          const usable = results.map((r, j) => (cands[j]!.length <= ROOT_CAUSE_MAX_CHARS && !tooBig(r) ? r : NOT_A_REFERENCE('too long or too large to analyse')));
+          try {
+            const cr = await consensusRootCause(sql, cands, ctx.dbPath!, this.runner(dl), {
+              ownResult: own, results: usable, predSplit: scored.candidates[0]!.split, schema: this.schemaOf(req.db_id!).index, maxVoters: LOCALIZE_VOTERS,
+            });
+            out.consensus = shiftConsensus(cr, found.start);
+          } catch (e) {
+            out.consensus = { rootCause: null, reason: `root-cause analysis failed: ${e instanceof Error ? e.message : String(e)}` };
+          }
+        }
+        out.timing.execution_ms += candExec ? candExec.ms : 0;
+        out.timing.execution_ms += performance.now() - t1;
+      }
+      if (exec && withGold) {
+        const t1 = performance.now();
+        const goldResult = exec.results[0]!;
+        if (!goldResult.ok && goldResult.code !== 'skipped') {
+          throw new VerifierError('invalid_value', `gold does not run: ${goldResult.code}: ${goldResult.error}`, { field: 'gold' });
+        }
+        // Root causes are read off gold's clauses: a gold the clause parser cannot read is refused
+        // like one that does not run (beyond the analysis limit only its clause units are needed).
+        if (!splitSql(gold!, { tree: gold!.length <= ROOT_CAUSE_MAX_CHARS }).ok) {
+          throw new VerifierError('invalid_value', 'gold does not parse as SQL', { field: 'gold' });
+        }
+        const ordered = rowOrderMatters(gold!);
+        const skipped = !goldResult.ok || (!predResult!.ok && predResult!.code === 'skipped');
+        const match = !skipped && matchesGold(goldResult, { ordered })(predResult!);
+        out.gold = { match, rootCause: null };
+        if (skipped) {
+          out.gold.rootCauseError = `execution skipped (deadline): no verdict before the request deadline of ${dl.ms} ms`;
+        } else if (!match) {
+          if (Math.max(sql.length, gold!.length) > ROOT_CAUSE_MAX_CHARS) {
+            out.gold.rootCauseError = `counterfactual analysis skipped: sql or gold longer than ${ROOT_CAUSE_MAX_CHARS} characters`;
+          } else if (tooBig(goldResult) || tooBig(predResult)) {
+            out.gold.rootCauseError = `counterfactual analysis skipped: a result larger than ${ROOT_CAUSE_MAX_ROWS} rows`;
+          } else {
+            // The executions and the prediction's tree above are handed in: the analysis parses
+            // only gold and runs only the repaired query.
+            const rc = await rootCause(sql, gold!, ctx.dbPath!, this.runner(dl), {
+              goldResult,
+              predResult: predResult!,
+              predSplit: scored.candidates[0]!.split,
+              schema: this.schemaOf(req.db_id!).index,
+            });
+            if (dl.execSignal.aborted) {
+              out.gold.rootCauseError = `counterfactual analysis skipped (deadline): not finished within ${dl.ms} ms`;
+            } else {
+              out.gold.rootCause = rc && shiftRootCause(rc, found.start);
+              if (!rc) out.gold.rootCauseError = 'the results differ, but no clause of the query differs in meaning from the gold query';
+            }
+          }
+        }
+        out.timing.execution_ms += exec.ms + (performance.now() - t1);
+      } else if (exec) out.timing.execution_ms += exec.ms;
+      out.timing.total_ms = performance.now() - t0;
+      return out;
+    } finally {
+      dl.clear();
+    }
   }
 
   async reward(req: RewardRequest): Promise<RewardResult> {
@@ -391,45 +595,61 @@ export class Verifier {
     const scorer = this.requireScorer();
     const ctx = this.resolve(req);
     const gold = req.gold;
-    const [scored, exec] = await this.both(
-      this.score(scorer, req.question, ctx.schema, req.samples),
-      gold !== undefined && ctx.dbPath ? this.executeAll(ctx.dbPath, [gold, ...req.samples]) : null,
-    );
-    const execution: (number | undefined)[] = req.samples.map(() => undefined);
-    const execErrors: (string | undefined)[] = req.samples.map(() => undefined);
-    if (exec) {
-      const [goldResult, ...preds] = exec.results;
-      if (!goldResult!.ok) throw new VerifierError('invalid_value', `gold does not run: ${goldResult!.code}: ${goldResult!.error}`, { field: 'gold' });
-      const judge = matchesGold(goldResult!, gold!);
-      for (const [i, r] of preds.entries()) {
-        if (!r.ok) {
-          execErrors[i] = `${r.code}: ${r.error}`;
-          execution[i] = EXECUTION_ERROR_REWARD;
-          continue;
+    const found = req.samples.map(extractSql);
+    const sqls = found.map((f) => f.sql);
+    const dl = this.deadline();
+    try {
+      const [scored, exec] = await this.both(
+        this.score(scorer, req.question, ctx.schema, sqls, dl),
+        gold !== undefined && ctx.dbPath ? this.executeAll(ctx.dbPath, [gold, ...sqls], dl) : null,
+      );
+      const execution: (number | undefined)[] = sqls.map(() => undefined);
+      const execErrors: (string | undefined)[] = sqls.map(() => undefined);
+      const preds = exec ? exec.results.slice(1) : [];
+      if (exec) {
+        const goldResult = exec.results[0]!;
+        if (!goldResult.ok && goldResult.code === 'skipped') {
+          // No verdict for anyone: the samples keep their PRM rewards and say why.
+          for (let i = 0; i < sqls.length; i++) execErrors[i] = `gold ${goldResult.error}`;
+        } else {
+          if (!goldResult.ok) throw new VerifierError('invalid_value', `gold does not run: ${goldResult.code}: ${goldResult.error}`, { field: 'gold' });
+          const judge = matchesGold(goldResult, gold!);
+          for (const [i, r] of preds.entries()) {
+            if (!r.ok) {
+              execErrors[i] = r.code === 'skipped' ? r.error : `${r.code}: ${r.error}`;
+              // A skipped sample did not fail: it gets no execution reward rather than the penalty.
+              if (r.code !== 'skipped') execution[i] = EXECUTION_ERROR_REWARD;
+              continue;
+            }
+            // Comparing large results is main-thread work: let other requests in between samples.
+            await yieldIfLarge(r);
+            execution[i] = judge(r) ? 1 : 0;
+          }
         }
-        // Comparing large results is main-thread work: let other requests in between samples.
-        await yieldIfLarge(r);
-        execution[i] = judge(r) ? 1 : 0;
       }
+      const candidates = scored.candidates.map((c, i) => verified(c, found[i]!, preds[i]));
+      // A sample the PRM cannot score (e.g. longer than the model's context) keeps its clauses with
+      // score 0, the most pessimistic value (the candidate's error says why).
+      const prm = candidates.map((c) => c.units.map((u) => (Number.isFinite(u.score) ? u.score : 0)));
+      const rewards = groupRewards(
+        prm.map((p, i) => ({ prm: p, ...(execution[i] !== undefined ? { execution: execution[i] } : {}) })),
+        { gamma: req.gamma, clauseWeight: req.clauseWeight, executionWeight: req.executionWeight },
+      );
+      return {
+        samples: candidates.map((candidate, i) => ({
+          candidate,
+          rewards: rewards[i]!,
+          ...(execution[i] !== undefined ? { execution: execution[i] } : {}),
+          ...(execErrors[i] ? { executionError: execErrors[i] } : {}),
+        })),
+        warnings: contextWarnings(req),
+        model: this.modelName,
+        timing: { ...scored.timing, execution_ms: exec ? exec.ms : 0, total_ms: performance.now() - t0 },
+        usage: scored.usage,
+      };
+    } finally {
+      dl.clear();
     }
-    // A sample the PRM cannot score (e.g. longer than the model's context) keeps its clauses with
-    // score 0, the most pessimistic value (the candidate's error says why).
-    const prm = scored.candidates.map((c) => c.units.map((u) => (Number.isFinite(u.score) ? u.score : 0)));
-    const rewards = groupRewards(
-      prm.map((p, i) => ({ prm: p, ...(execution[i] !== undefined ? { execution: execution[i] } : {}) })),
-      { gamma: req.gamma, clauseWeight: req.clauseWeight, executionWeight: req.executionWeight },
-    );
-    return {
-      samples: scored.candidates.map((candidate, i) => ({
-        candidate,
-        rewards: rewards[i]!,
-        ...(execution[i] !== undefined ? { execution: execution[i] } : {}),
-        ...(execErrors[i] ? { executionError: execErrors[i] } : {}),
-      })),
-      model: this.modelName,
-      timing: { ...scored.timing, execution_ms: exec ? exec.ms : 0, total_ms: performance.now() - t0 },
-      usage: scored.usage,
-    };
   }
 
   // ---------- shared steps ----------
@@ -484,9 +704,30 @@ export class Verifier {
     return s;
   }
 
-  private async score(scorer: Scorer, question: string, schema: string, sqls: readonly string[]): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming; usage: ScoreUsage }> {
+  /** A deadline for one request; its timer never keeps the process alive. */
+  private deadline(): Deadline {
+    const ms = this.execution.requestTimeoutMs;
+    const c = new AbortController();
+    const e = new AbortController();
+    const t = setTimeout(() => c.abort(), ms);
+    const te = setTimeout(() => e.abort(), ms - executionReserveMs(ms));
+    t.unref();
+    te.unref();
+    return {
+      signal: c.signal,
+      execSignal: e.signal,
+      owner: c,
+      ms,
+      clear: () => {
+        clearTimeout(t);
+        clearTimeout(te);
+      },
+    };
+  }
+
+  private async score(scorer: Scorer, question: string, schema: string, sqls: readonly string[], dl: Deadline): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming; usage: ScoreUsage }> {
     try {
-      const r = await scorer.score(question, schema, sqls);
+      const r = await untilDeadline(scorer.score(question, schema, sqls), dl);
       this.metrics.queue.observe(r.timing.queue_ms / 1000);
       return r;
     } catch (e) {
@@ -506,29 +747,96 @@ export class Verifier {
 
   private checkExecQueue(n: number): void {
     const ex = this.executor;
-    if (ex && ex.queued + n > MAX_EXEC_QUEUE) {
+    if (ex && ex.queued + n > this.execution.maxQueue) {
       throw new VerifierError('queue_full', `execution queue full (${ex.queued} queries waiting); retry later`, { retryAfterS: 2 });
     }
   }
 
   /** The executor, with every execution recorded in the metrics (whichever operation ran it). */
-  private runner(): { run(dbPath: string, sql: string): Promise<ExecResult> } {
+  private runner(dl: Deadline): { run(dbPath: string, sql: string): Promise<ExecResult> } {
     const ex = this.executor;
     if (!ex) throw new VerifierError('not_ready', 'no SQL executor configured');
     return {
       run: async (dbPath, sql) => {
-        const r = await ex.run(dbPath, sql);
+        const r = await ex.run(dbPath, sql, { owner: dl.owner, signal: dl.execSignal });
+        if (!r.ok && r.code === 'skipped') return r;
         this.metrics.execution.observe(r.ms / 1000);
         return r;
       },
     };
   }
 
-  private async executeAll(dbPath: string, sqls: readonly string[]): Promise<{ results: ExecResult[]; ms: number }> {
-    const run = this.runner();
+  private async executeAll(dbPath: string, sqls: readonly string[], dl: Deadline): Promise<{ results: ExecResult[]; ms: number }> {
+    const run = this.runner(dl);
     this.checkExecQueue(sqls.length);
     const t0 = performance.now();
     const results = await Promise.all(sqls.map((s) => run.run(dbPath, s)));
     return { results, ms: performance.now() - t0 };
   }
+}
+
+/**
+ * How long before the deadline executions are withdrawn: the work after them (grouping, ranking,
+ * serializing up to 64 results) must fit in before the deadline even on a loaded machine.
+ * 5% of the deadline, between 20 and 500 ms.
+ */
+export function executionReserveMs(deadlineMs: number): number {
+  return Math.min(500, Math.max(20, Math.round(deadlineMs * 0.05)), Math.floor(deadlineMs / 2));
+}
+
+/** Rejects with deadline_exceeded when the request's deadline fires first. */
+function untilDeadline<T>(p: Promise<T>, dl: Deadline): Promise<T> {
+  if (dl.signal.aborted) return Promise.reject(deadlineError(dl));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(deadlineError(dl));
+    dl.signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (v) => {
+        dl.signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        dl.signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+function deadlineError(dl: Deadline): VerifierError {
+  return new VerifierError('deadline_exceeded', `scoring did not finish within the request deadline of ${dl.ms} ms`, { retryAfterS: 1 });
+}
+
+function contextWarnings(req: Context): string[] {
+  return req.schema === undefined && req.db_id === undefined ? [NO_SCHEMA_WARNING] : [];
+}
+
+/**
+ * The scorer's candidate as the caller sees it: spans moved back into the caller's string when
+ * the SQL was cut out of it, and an execution error that names a table or column the database
+ * lacks put in front of the blame (the model may not know the schema; the database does).
+ */
+function verified(c: ScoredCandidate, found: Extracted, exec: ExecResult | undefined): VerifiedCandidate {
+  const out: VerifiedCandidate = { ...c };
+  if (exec && !exec.ok && exec.code === 'sql_error' && c.units.length > 0) {
+    const k = executionBlame(found.sql, c.units, exec.error);
+    if (k !== null) {
+      out.blame = [k, ...c.blame.filter((x) => x !== k)];
+      out.blameFromExecution = exec.error;
+    }
+  }
+  if (found.start !== 0) {
+    out.units = c.units.map((u) => ({ ...u, start: u.start + found.start, end: u.end + found.start }));
+  }
+  if (found.note) out.cleaned = found.note;
+  return out;
+}
+
+function shiftRootCause<T extends RootCause>(rc: T, by: number): T {
+  if (by === 0 || !rc.node.span) return rc;
+  return { ...rc, node: { ...rc.node, span: [rc.node.span[0] + by, rc.node.span[1] + by] } };
+}
+
+function shiftConsensus(c: ConsensusOutcome, by: number): ConsensusOutcome {
+  return c.rootCause ? { rootCause: shiftRootCause(c.rootCause, by) } : c;
 }

@@ -8,6 +8,12 @@
 //     better-sqlite3 reports it as a read-only reader.
 //  3. A per-query timeout SIGKILLs the child and starts a replacement; queued queries carry on.
 //
+// Fairness (the service): each query may name an owner (one per HTTP request). Waiting queries
+// are served round-robin across owners, and one owner holds at most perOwner workers at a time,
+// so a request of 64 never-ending candidates cannot keep a two-candidate request waiting behind
+// it. An AbortSignal withdraws a caller's queries: queued ones are dropped, a running one whose
+// every caller has gone is killed (its worker is freed at once), and the caller gets 'skipped'.
+//
 // run() never rejects: every failure is an ExecResult with a code.
 import { fork, type ChildProcess } from 'node:child_process';
 import { statSync } from 'node:fs';
@@ -17,7 +23,17 @@ import { scanSql } from '../clauses/lexer.js';
 
 export type ExecResult =
   | { ok: true; columns: string[]; rows: unknown[][]; truncated: boolean; ms: number }
-  | { ok: false; error: string; code: 'timeout' | 'refused' | 'sql_error' | 'too_large' | 'no_db'; ms: number };
+  | { ok: false; error: string; code: 'timeout' | 'refused' | 'sql_error' | 'too_large' | 'no_db' | 'skipped'; ms: number };
+
+export interface RunOptions {
+  /**
+   * Who the query is for (e.g. one HTTP request): queries are scheduled round-robin across
+   * owners and each owner holds at most `perOwner` workers. Default: one shared owner.
+   */
+  owner?: object;
+  /** Aborting withdraws the query: the result is `skipped` (never cached). */
+  signal?: AbortSignal;
+}
 
 export interface ExecutorOptions {
   /** Child processes in the pool (default 2). */
@@ -39,7 +55,15 @@ export interface ExecutorOptions {
    * as about the query.
    */
   cacheTimeouts?: boolean;
+  /**
+   * Workers one owner may hold at once (default: all of them). The service sets workers - 1, so
+   * that there is always a worker for the next request whatever the current one runs.
+   */
+  perOwner?: number;
 }
+
+/** The message of a query withdrawn by its caller (AbortSignal), e.g. at a request's deadline. */
+export const SKIPPED_DEADLINE = 'skipped (deadline)';
 
 const FORBIDDEN_WORDS = new Set([
   'ATTACH', 'DETACH', 'PRAGMA', 'INSERT', 'UPDATE', 'DELETE', 'DROP', 'CREATE', 'ALTER',
@@ -124,6 +148,12 @@ interface Pending {
   sql: string;
   key: string;
   resolve: (r: ExecResult) => void;
+  /** The queue it waits in (its first caller's owner). */
+  owner: object;
+  /** Callers still waiting for it; when the last one withdraws, the query is dropped or killed. */
+  callers: number;
+  /** Set once a worker runs it. */
+  running: boolean;
 }
 
 interface Slot {
@@ -160,12 +190,18 @@ export class SqlExecutor {
   private readonly cacheEntries: number;
   private readonly cacheBytes: number;
   private readonly cacheTimeouts: boolean;
+  private readonly perOwner: number;
   private readonly slots: Slot[] = [];
-  private readonly queue: Pending[] = [];
+  /** Waiting queries per owner, in arrival order; owners are served round-robin. */
+  private readonly queues = new Map<object, Pending[]>();
+  /** Workers each owner holds now. */
+  private readonly busy = new Map<object, number>();
+  private queuedCount = 0;
   private readonly cache = new Map<string, { r: ExecResult; bytes: number }>();
   private cacheUsed = 0;
   /** Identical (db, sql) requests in flight share one execution. */
-  private readonly inflight = new Map<string, Promise<ExecResult>>();
+  private readonly inflight = new Map<string, { p: Promise<ExecResult>; job: Pending }>();
+  private readonly anonymous = {};
   private nextId = 1;
   private closed = false;
   /** Counters for summaries and /metrics. */
@@ -181,10 +217,22 @@ export class SqlExecutor {
     this.cacheEntries = int(opts.cacheEntries, 20_000, 0);
     this.cacheBytes = int(opts.cacheBytes, 256 * 1024 * 1024, 0);
     this.cacheTimeouts = opts.cacheTimeouts === true;
+    this.perOwner = Math.min(this.nWorkers, int(opts.perOwner, this.nWorkers, 1));
   }
 
-  run(dbPath: string, sql: string): Promise<ExecResult> {
+  /** Worker processes in the pool. */
+  get workers(): number {
+    return this.nWorkers;
+  }
+
+  /** Per-query timeout in milliseconds. */
+  get timeout(): number {
+    return this.timeoutMs;
+  }
+
+  run(dbPath: string, sql: string, opts: RunOptions = {}): Promise<ExecResult> {
     const t0 = performance.now();
+    if (opts.signal?.aborted) return Promise.resolve(skipped(0));
     if (this.closed) return Promise.resolve({ ok: false, code: 'sql_error', error: 'executor is closed', ms: 0 });
     if (typeof dbPath !== 'string' || typeof sql !== 'string') {
       return Promise.resolve({ ok: false, code: 'refused', error: 'dbPath and sql must be strings', ms: 0 });
@@ -204,7 +252,10 @@ export class SqlExecutor {
       return Promise.resolve(hit.r);
     }
     const running = this.inflight.get(key);
-    if (running) return running;
+    if (running) {
+      running.job.callers++;
+      return this.withdrawable(running.job, running.p, opts.signal, t0);
+    }
     let ok = false;
     try {
       ok = statSync(abs).isFile();
@@ -212,12 +263,90 @@ export class SqlExecutor {
       ok = false;
     }
     if (!ok) return Promise.resolve({ ok: false, code: 'no_db', error: `no database file at ${dbPath}`, ms: 0 });
+    const owner = opts.owner ?? this.anonymous;
+    let job!: Pending;
     const p = new Promise<ExecResult>((resolve) => {
-      this.queue.push({ dbPath: abs, sql, key, resolve });
+      job = { dbPath: abs, sql, key, resolve, owner, callers: 1, running: false };
     });
-    this.inflight.set(key, p);
+    let q = this.queues.get(owner);
+    if (!q) this.queues.set(owner, (q = []));
+    q.push(job);
+    this.queuedCount++;
+    this.inflight.set(key, { p, job });
     this.pump();
-    return p;
+    return this.withdrawable(job, p, opts.signal, t0);
+  }
+
+  /**
+   * The caller's view of a (possibly shared) query: its signal answers `skipped` at once and
+   * withdraws it; the last caller to withdraw drops the query from the queue or kills its worker.
+   */
+  private withdrawable(job: Pending, p: Promise<ExecResult>, signal: AbortSignal | undefined, t0: number): Promise<ExecResult> {
+    if (!signal) return p;
+    return new Promise<ExecResult>((resolve) => {
+      let done = false;
+      const onAbort = () => {
+        if (done) return;
+        done = true;
+        resolve(skipped(performance.now() - t0));
+        this.withdraw(job);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      void p.then((r) => {
+        if (done) return;
+        done = true;
+        signal.removeEventListener('abort', onAbort);
+        resolve(r);
+      });
+    });
+  }
+
+  private withdraw(job: Pending): void {
+    if (--job.callers > 0) return;
+    const r = skipped(0);
+    if (!job.running) {
+      const q = this.queues.get(job.owner);
+      const i = q ? q.indexOf(job) : -1;
+      if (i >= 0) {
+        q!.splice(i, 1);
+        this.queuedCount--;
+        if (q!.length === 0) this.queues.delete(job.owner);
+        this.finish(job, r, false);
+      }
+      return;
+    }
+    const slot = this.slots.find((s) => s.job === job);
+    if (!slot?.job) return;
+    // Nobody waits for it any more: free the worker now instead of at the timeout.
+    clearTimeout(slot.job.timer);
+    slot.job = null;
+    this.release(job.owner);
+    const child = slot.child;
+    slot.child = null;
+    slot.ready = false;
+    child?.kill('SIGKILL');
+    this.finish(job, r, false);
+    // The replacement child is forked on the next turn: a deadline withdraws many queries at
+    // once, and their callers' answers should not wait for the forks.
+    setImmediate(() => this.pump());
+  }
+
+  private release(owner: object): void {
+    const n = (this.busy.get(owner) ?? 1) - 1;
+    if (n <= 0) this.busy.delete(owner);
+    else this.busy.set(owner, n);
+  }
+
+  /**
+   * Starts every worker process now instead of on the first query, so the first request does not
+   * wait for a process to boot (hundreds of ms on a loaded machine). Idle children never keep the
+   * caller's process alive.
+   */
+  warm(): void {
+    if (this.closed) return;
+    while (this.slots.length < this.nWorkers) this.slots.push({ child: null, job: null, failures: 0, restUntil: 0, ready: false, bootTimer: null });
+    for (const slot of this.slots) if (!slot.child && !slot.job) this.spawn(slot);
+    this.updateRefs();
   }
 
   /** Process ids of the live children (observability; tests kill one to prove crash recovery). */
@@ -227,7 +356,12 @@ export class SqlExecutor {
 
   /** Queries waiting for a free worker. */
   get queued(): number {
-    return this.queue.length;
+    return this.queuedCount;
+  }
+
+  /** Queries running now. */
+  get running(): number {
+    return this.slots.filter((s) => s.job !== null).length;
   }
 
   /** Kills the children; queries still queued or running answer with an error. */
@@ -235,7 +369,7 @@ export class SqlExecutor {
     if (this.closed) return;
     this.closed = true;
     const err: ExecResult = { ok: false, code: 'sql_error', error: 'executor is closed', ms: 0 };
-    for (const p of this.queue.splice(0)) this.finish(p, err, false);
+    for (const p of this.takeQueued()) this.finish(p, err, false);
     for (const s of this.slots) {
       if (s.job) {
         clearTimeout(s.job.timer);
@@ -306,6 +440,7 @@ export class SqlExecutor {
     const job = slot.job;
     clearTimeout(job.timer);
     slot.job = null;
+    this.release(job.owner);
     slot.failures = 0;
     const ms = performance.now() - job.started;
     this.stats.executed++;
@@ -332,6 +467,7 @@ export class SqlExecutor {
       const job = slot.job;
       clearTimeout(job.timer);
       slot.job = null;
+      this.release(job.owner);
       slot.failures++;
       if (slot.failures >= 5) slot.restUntil = performance.now() + 1000;
       this.stats.crashes++;
@@ -348,6 +484,7 @@ export class SqlExecutor {
     const job = slot.job;
     if (!job) return;
     slot.job = null;
+    this.release(job.owner);
     this.stats.timeouts++;
     const child = slot.child;
     slot.child = null; // its 'exit' is now ignored; the slot gets a fresh child on the next pump
@@ -377,7 +514,7 @@ export class SqlExecutor {
 
   /** Children keep the caller's process alive exactly while there is work queued or running. */
   private updateRefs(): void {
-    const busy = this.queue.length > 0 || this.slots.some((s) => s.job !== null);
+    const busy = this.queuedCount > 0 || this.slots.some((s) => s.job !== null);
     for (const s of this.slots) {
       const c = s.child;
       if (!c) continue;
@@ -400,7 +537,7 @@ export class SqlExecutor {
     if (this.closed) return;
     while (this.slots.length < this.nWorkers) this.slots.push({ child: null, job: null, failures: 0, restUntil: 0, ready: false, bootTimer: null });
     for (const slot of this.slots) {
-      if (this.queue.length === 0) return;
+      if (this.queuedCount === 0) return;
       if (slot.job) continue;
       if (!slot.child) {
         if (slot.failures >= 5 && performance.now() < slot.restUntil) continue;
@@ -408,11 +545,14 @@ export class SqlExecutor {
         if (!slot.child) continue;
       }
       if (!slot.ready) continue;
-      const p = this.queue.shift()!;
+      const p = this.nextJob();
+      if (!p) return; // every waiting owner already holds its share of the workers
       const id = this.nextId++;
       const child = slot.child!;
       const timer = setTimeout(() => this.onTimeout(slot), this.timeoutMs);
-      slot.job = { ...p, id, started: performance.now(), timer };
+      p.running = true;
+      this.busy.set(p.owner, (this.busy.get(p.owner) ?? 0) + 1);
+      slot.job = Object.assign(p, { id, started: performance.now(), timer });
       try {
         child.send({ id, db: p.dbPath, sql: p.sql, maxRows: this.maxRows, maxBytes: this.maxResultBytes });
       } catch {
@@ -420,11 +560,38 @@ export class SqlExecutor {
       }
     }
     // Every slot has crashed repeatedly: answer instead of leaving callers waiting forever.
-    if (this.queue.length > 0 && this.slots.every((s) => !s.child && !s.job && s.failures >= 5)) {
+    if (this.queuedCount > 0 && this.slots.every((s) => !s.child && !s.job && s.failures >= 5)) {
       // Answer what is queued now; later queries try again once a slot has rested.
-      for (const p of this.queue.splice(0)) {
+      for (const p of this.takeQueued()) {
         this.finish(p, { ok: false, code: 'sql_error', error: 'executor workers cannot start', ms: 0 }, false);
       }
     }
   }
+
+  /**
+   * Round-robin over owners with queries waiting and a worker to spare: the owner served is moved
+   * to the back of the map's order, so the next free worker goes to someone else first.
+   */
+  private nextJob(): Pending | null {
+    for (const [owner, q] of this.queues) {
+      if ((this.busy.get(owner) ?? 0) >= this.perOwner) continue;
+      const p = q.shift()!;
+      this.queuedCount--;
+      this.queues.delete(owner);
+      if (q.length > 0) this.queues.set(owner, q);
+      return p;
+    }
+    return null;
+  }
+
+  private takeQueued(): Pending[] {
+    const all = [...this.queues.values()].flat();
+    this.queues.clear();
+    this.queuedCount = 0;
+    return all;
+  }
+}
+
+function skipped(ms: number): ExecResult {
+  return { ok: false, code: 'skipped', error: SKIPPED_DEADLINE, ms };
 }

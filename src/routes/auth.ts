@@ -1,7 +1,10 @@
 // Optional bearer-token auth (`caper serve --api-key KEY` or CAPER_API_KEY). Every route needs
-// `Authorization: Bearer KEY` except the two probes an orchestrator calls without credentials
-// (/healthz, /readyz). /metrics, /info, /docs and /openapi.json are protected too: metrics and
-// info reveal load, databases and limits, and the docs are not needed by anyone without a key.
+// `Authorization: Bearer KEY` except the probes an orchestrator calls without credentials
+// (/healthz, /readyz, /health) and the API's documentation (/docs, /openapi.json): a browser
+// cannot send a bearer token to open the UI, and the UI's "Authorize" button (the document's
+// bearer scheme) then sends the key with every "Try it out". /metrics and /info stay protected:
+// they reveal load, databases and limits. CORS preflights (OPTIONS, with --cors-origins) carry
+// no credentials by design and are answered by the CORS plugin before this hook.
 //
 // Unknown paths are checked as well, so a caller without the key cannot tell which routes exist.
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -9,10 +12,15 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 export interface AuthOptions {
   apiKey: string;
+  /** The server's --base-path ('' for none). */
+  basePath?: string;
 }
 
 /** Routes (as registered, so query strings and trailing junk cannot spoof them) open without a key. */
-export const PUBLIC_ROUTES: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
+export const PUBLIC_ROUTES: ReadonlySet<string> = new Set(['/healthz', '/readyz', '/health', '/openapi.json']);
+
+/** The Swagger UI's own routes (page, assets, its copy of the document). */
+const isDocs = (route: string, base: string): boolean => route === `${base}/docs` || route.startsWith(`${base}/docs/`);
 
 /** Why a key cannot be used, or null. Keys travel in a header, so only visible ASCII works. */
 export function apiKeyProblem(key: string): string | null {
@@ -43,6 +51,8 @@ async function authPlugin(app: FastifyInstance, opts: AuthOptions): Promise<void
   const problem = apiKeyProblem(opts.apiKey);
   if (problem) throw new Error(problem);
   const expected = digest(opts.apiKey);
+  const base = opts.basePath ?? '';
+  const open = new Set([...PUBLIC_ROUTES].map((r) => base + r));
   const deny = (reply: FastifyReply, message: string, invalid: boolean) =>
     reply
       .code(401)
@@ -51,7 +61,8 @@ async function authPlugin(app: FastifyInstance, opts: AuthOptions): Promise<void
       .send({ error: 'unauthorized', message });
 
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
-    if (PUBLIC_ROUTES.has(req.routeOptions.url ?? '') && (req.method === 'GET' || req.method === 'HEAD')) return;
+    const route = req.routeOptions.url ?? '';
+    if ((open.has(route) || isDocs(route, base)) && (req.method === 'GET' || req.method === 'HEAD')) return;
     const token = bearerToken(req.headers.authorization);
     if (token === null) return deny(reply, 'missing bearer token: send Authorization: Bearer <api key>', false);
     if (!keyMatches(expected, token)) return deny(reply, 'invalid API key', true);

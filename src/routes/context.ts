@@ -46,6 +46,13 @@ declare module 'fastify' {
     /** The verifier core this server translates to and from. */
     caper: Verifier;
     /** What the HTTP layer itself adds: version and request limits. */
-    service: { version: string; limits: Limits };
+    service: {
+      version: string;
+      limits: Limits;
+      /** Prefix of every route ('' for none). */
+      basePath: string;
+      /** Every `caper serve` option's value in effect, by flag name (the API key only as 'set'). */
+      settings: Record<string, string | number | boolean | null>;
+    };
   }
 }

@@ -9,6 +9,7 @@
 //   429 queue_full        scoring or execution queue full; Retry-After says when to come back
 //   503 not_ready         model still loading, missing or corrupt; Retry-After while loading
 //   503 shutting_down     the server is closing
+//   504 deadline_exceeded scoring did not finish within the request deadline (--request-timeout-ms)
 // The verifier core throws VerifierError with one of these codes and no HTTP status: this file is
 // the one place that knows which status each code gets.
 import type { FastifyInstance, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
@@ -20,6 +21,7 @@ const STATUS: Record<VerifierErrorCode, number> = {
   queue_full: 429,
   not_ready: 503,
   shutting_down: 503,
+  deadline_exceeded: 504,
 };
 
 interface AjvError {
@@ -78,10 +80,19 @@ export function installErrorHandlers(app: FastifyInstance): void {
       ({ status, body } = fromValidation(err));
     } else if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) {
       status = 413;
-      body = { error: 'payload_too_large', message: err.message };
+      const limit = app.service.limits.bodyLimitBytes;
+      const sent = Number(req.headers['content-length']);
+      body = {
+        error: 'payload_too_large',
+        message: `request body${Number.isFinite(sent) && sent > 0 ? ` of ${sent} bytes` : ''} is over the limit of ${limit} bytes (caper serve --body-limit): send fewer or shorter candidates, or split the request`,
+      };
     } else if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || err.statusCode === 415) {
       status = 415;
-      body = { error: 'unsupported_media_type', message: err.message };
+      const ct = req.headers['content-type'];
+      body = {
+        error: 'unsupported_media_type',
+        message: `${ct ? `Content-Type "${String(ct).slice(0, 100)}" is not supported` : 'no Content-Type given'}: send the body as JSON with Content-Type: application/json`,
+      };
     } else if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
       status = err.statusCode;
       body = { error: 'bad_request', message: err.message };

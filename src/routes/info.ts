@@ -13,6 +13,7 @@ export default async function infoRoute(app: FastifyInstance): Promise<void> {
         tags: ['ops'],
         response: {
           200: {
+            description: 'what is serving and with which settings',
             type: 'object',
             properties: {
               service: { type: 'string' },
@@ -54,6 +55,21 @@ export default async function infoRoute(app: FastifyInstance): Promise<void> {
                   max_queue_tokens: { type: 'integer' },
                 },
               },
+              execution: {
+                type: 'object',
+                properties: {
+                  timeout_ms: { type: 'integer' },
+                  workers: { type: 'integer' },
+                  per_request_workers: { type: 'integer' },
+                  max_queue: { type: 'integer' },
+                  request_timeout_ms: { type: 'integer' },
+                },
+              },
+              settings: {
+                type: 'object',
+                description: 'every caper serve option (flag name) with the value in effect; api-key only as "set"',
+                additionalProperties: { type: ['string', 'number', 'boolean', 'null'] },
+              },
               databases: { type: 'array', items: { type: 'string' } },
             },
           },
@@ -92,6 +108,19 @@ export default async function infoRoute(app: FastifyInstance): Promise<void> {
           max_wait_ms: s.batching.maxWaitMs,
           max_batch_size: s.batching.maxBatchSize,
           max_queue_tokens: s.batching.maxQueueTokens,
+        },
+        execution: {
+          timeout_ms: s.execution.timeoutMs,
+          workers: s.execution.workers,
+          per_request_workers: s.execution.perRequestWorkers,
+          max_queue: s.execution.maxQueue,
+          request_timeout_ms: s.execution.requestTimeoutMs,
+        },
+        // Settled values where they depend on the provider (known once the model loaded).
+        settings: {
+          ...app.service.settings,
+          'max-batch-tokens': s.batching.maxBatchTokens,
+          'max-queue-tokens': s.batching.maxQueueTokens,
         },
         databases: s.dbs.ids(),
       };

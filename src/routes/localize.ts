@@ -2,7 +2,7 @@
 // counterfactual root cause (which clause, which node, the edit that repairs it).
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { num, timingBody, usageBody } from './shape.js';
+import { num, timingBody, usageBody, rootCauseBody } from './shape.js';
 import { warningOf } from '../core/verifier.js';
 
 interface LocalizeBody {
@@ -11,6 +11,7 @@ interface LocalizeBody {
   schema?: string;
   db_id?: string;
   gold?: string;
+  candidates?: string[];
 }
 
 const body = {
@@ -23,7 +24,20 @@ const body = {
     schema: S.schemaText,
     db_id: S.dbId,
     gold: { ...S.sqlString, description: 'reference SQL; with db_id enables the counterfactual root cause' },
+    candidates: {
+      type: 'array',
+      maxItems: 64,
+      items: S.sqlString,
+      description: 'other samples for the same question (needs db_id): the best-ranked one whose result differs stands in for gold (consensus_root_cause)',
+    },
   },
+  examples: [
+    {
+      question: 'How many singers are from France?',
+      schema: 'CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER)',
+      sql: "SELECT count(*) FROM singer WHERE country = 'Spain'",
+    },
+  ],
 } as const;
 
 const unitOut = {
@@ -45,36 +59,8 @@ const blameItem = {
     ...S.span,
     score: { type: ['number', 'null'] },
     drop: { type: ['number', 'null'], description: 'score before this clause minus score after it' },
-  },
-} as const;
-
-const rootCauseOut = {
-  type: ['object', 'null'],
-  properties: {
-    unit: { type: 'integer' },
-    kind: { type: 'string' },
-    text: { type: 'string' },
-    start: { type: 'integer' },
-    end: { type: 'integer' },
-    node: {
-      type: 'object',
-      properties: {
-        id: { type: 'integer' },
-        kind: { type: 'string' },
-        label: { type: 'string' },
-        span: { type: 'array', items: { type: 'integer' } },
-      },
-    },
-    edit_script: {
-      type: 'array',
-      items: {
-        type: 'object',
-        properties: { op: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, node: { type: 'integer' } },
-      },
-    },
-    clause_rewards: { type: 'array', items: { type: 'number' } },
-    repaired_sql: { type: 'string' },
-    repair_improves: { type: 'boolean' },
+    source: { type: 'string', enum: ['model', 'execution'] },
+    reason: { type: 'string', description: 'with source execution: the execution error naming what the clause references' },
   },
 } as const;
 
@@ -88,18 +74,28 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         body,
         response: {
           200: {
+            description: 'clause scores, blame ranking and (with gold) the root cause',
             type: 'object',
             required: ['sql', 'parsed', 'units', 'base_score', 'blame', 'model', 'timing', 'usage'],
             properties: {
               sql: { type: 'string' },
               parsed: { type: 'boolean' },
               warning: { type: 'string' },
+              warnings: S.warningsOut,
+              execution: {
+                type: 'object',
+                description: 'with db_id: how the query ran',
+                required: ['ok'],
+                properties: { ok: { type: 'boolean' }, error: { type: 'string' }, skipped: { type: 'boolean' } },
+              },
               units: { type: 'array', items: unitOut },
               base_score: { type: ['number', 'null'], description: 'score at the <sql> token, before any clause' },
               blame: { type: 'array', items: blameItem, description: 'most suspect clause first' },
               gold_match: { type: 'boolean', description: 'with gold: whether sql returns the gold result' },
-              root_cause: rootCauseOut,
+              root_cause: S.rootCauseOut,
               root_cause_error: { type: 'string' },
+              consensus_root_cause: { ...S.rootCauseOut, description: 'with candidates: the root cause against the other candidates (no gold)' },
+              consensus_root_cause_reason: { type: 'string', description: 'why consensus_root_cause is null' },
               model: { type: 'string' },
               timing: S.timingOut,
               usage: S.usageOut,
@@ -117,34 +113,30 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         ...(b.schema !== undefined ? { schema: b.schema } : {}),
         ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
         ...(b.gold !== undefined ? { gold: b.gold } : {}),
+        ...(b.candidates !== undefined ? { candidates: b.candidates } : {}),
       });
       const c = r.candidate;
       const units = c.units.map((u, index) => ({ index, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), raw: num(u.raw) }));
-      const blame = c.blame.map((k) => {
+      const blame = c.blame.map((k, i) => {
         const u = c.units[k]!;
         const before = k === 0 ? c.base : c.units[k - 1]!.score;
-        return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), drop: num(before - u.score) };
+        const source = i === 0 && c.blameFromExecution ? { source: 'execution', reason: c.blameFromExecution } : { source: 'model' };
+        return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), drop: num(before - u.score), ...source };
       });
       const out: Record<string, unknown> = { sql: b.sql, parsed: c.parsed, units, base_score: num(c.base), blame, model: r.model };
       const w = warningOf(c);
       if (w) out.warning = w;
+      if (r.warnings.length) out.warnings = r.warnings;
+      if (r.execution) out.execution = r.execution;
       if (r.gold) {
         out.gold_match = r.gold.match;
         const rc = r.gold.rootCause;
-        if (rc) {
-          const u = c.units[rc.unitIndex];
-          out.root_cause = {
-            unit: rc.unitIndex,
-            kind: rc.kind,
-            ...(u ? { text: u.text, start: u.start, end: u.end } : {}),
-            node: rc.node,
-            edit_script: rc.editScript,
-            clause_rewards: rc.clauseRewards,
-            repaired_sql: rc.repairedSql,
-            repair_improves: rc.repairImproves,
-          };
-        } else out.root_cause = null;
+        out.root_cause = rc ? rootCauseBody(rc, c) : null;
         if (r.gold.rootCauseError !== undefined) out.root_cause_error = r.gold.rootCauseError;
+      }
+      if (r.consensus) {
+        out.consensus_root_cause = r.consensus.rootCause ? rootCauseBody(r.consensus.rootCause, c) : null;
+        if (r.consensus.reason !== undefined) out.consensus_root_cause_reason = r.consensus.reason;
       }
       out.timing = timingBody(r.timing);
       out.usage = usageBody(r.usage);

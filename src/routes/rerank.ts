@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
-import { num, timingBody, usageBody, blameOf } from './shape.js';
+import { num, timingBody, usageBody, blameOf, rootCauseBody } from './shape.js';
 import { warningOf, type Strategy } from '../core/verifier.js';
 
 interface RerankBody {
@@ -44,6 +44,13 @@ const body = {
     strategy: S.strategy,
     return_clauses: { type: 'boolean', default: true, description: 'include every clause with its score' },
   },
+  examples: [
+    {
+      question: 'How many singers are from France?',
+      schema: 'CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER)',
+      candidates: ["SELECT count(*) FROM singer WHERE country = 'France'", 'SELECT count(*) FROM singer', '```sql\nSELECT count(*) FROM singers\n```'],
+    },
+  ],
 } as const;
 
 const result = {
@@ -60,12 +67,15 @@ const result = {
     warning: { type: 'string', description: 'why the candidate was not (fully) scored, e.g. SQL longer than max_length' },
     clauses: { type: 'array', items: S.clauseOut },
     blame: S.blameOut,
+    consensus_root_cause: { ...S.rootCauseOut, description: 'executed candidates outside the winning group: the root cause against the other candidates (reference = their index)' },
+    consensus_root_cause_reason: { type: 'string', description: 'why consensus_root_cause is null' },
     execution: {
       type: 'object',
       required: ['ok', 'cluster', 'cluster_size'],
       properties: {
         ok: { type: 'boolean' },
-        error: { type: 'string' },
+        error: { type: 'string', description: '"code: message", or "skipped (deadline)" when the request deadline came first' },
+        skipped: { type: 'boolean', description: 'true when the execution did not finish before the request deadline (the candidate is still scored)' },
         cluster: { type: 'integer', description: 'execution-result group, 0 = the winning group' },
         cluster_size: { type: 'integer' },
       },
@@ -80,13 +90,15 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
       schema: {
         summary: 'Rerank candidate SQL queries with per-clause scores and blame',
         tags: ['verifier'],
-        body,
+        body: S.withMaxItems(body, 'candidates', app.service.limits.maxCandidates),
         response: {
           200: {
+            description: 'candidates ranked best first',
             type: 'object',
             required: ['results', 'strategy', 'model', 'timing', 'usage'],
             properties: {
               results: { type: 'array', items: result },
+              warnings: S.warningsOut,
               strategy: S.strategy,
               model: { type: 'string' },
               timing: S.timingOut,
@@ -106,12 +118,14 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
         ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
         sqls: cands.map((c) => c.sql),
         ...(b.strategy ? { strategy: b.strategy } : {}),
+        consensus: true,
       });
       const withClauses = b.return_clauses !== false;
       const results = r.ranking.slice(0, b.top_n ?? r.ranking.length).map((o) => {
         const c = r.candidates[o.index]!;
         const cand = cands[o.index]!;
         const ex = r.executions?.[o.index];
+        const cons = r.consensus?.[o.index];
         const warning = warningOf(c);
         return {
           index: o.index,
@@ -126,11 +140,18 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
             ? { clauses: c.units.map((u) => ({ kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score) })) }
             : {}),
           blame: blameOf(c),
+          ...(cons
+            ? {
+                consensus_root_cause: cons.rootCause ? rootCauseBody(cons.rootCause, c) : null,
+                ...(cons.reason !== undefined ? { consensus_root_cause_reason: cons.reason } : {}),
+              }
+            : {}),
           ...(ex
             ? {
                 execution: {
                   ok: ex.ok,
                   ...(ex.error !== undefined ? { error: ex.error } : {}),
+                  ...(ex.skipped ? { skipped: true } : {}),
                   cluster: o.cluster ?? 0,
                   cluster_size: o.clusterSize ?? 1,
                 },
@@ -138,7 +159,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
             : {}),
         };
       });
-      return { results, strategy: r.strategy, model: r.model, timing: timingBody(r.timing), usage: usageBody(r.usage) };
+      return { results, ...(r.warnings.length ? { warnings: r.warnings } : {}), strategy: r.strategy, model: r.model, timing: timingBody(r.timing), usage: usageBody(r.usage) };
     },
   );
 }

@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { num, timingBody, usageBody } from './shape.js';
 import { EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
+import { warningOf } from '../core/verifier.js';
 
 interface RewardBody {
   question: string;
@@ -39,7 +40,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
       schema: {
         summary: 'Clause-level rewards, return-to-go and group-relative advantages for one GRPO group',
         tags: ['verifier'],
-        body: {
+        body: S.withMaxItems({
           type: 'object',
           required: ['question', 'samples'],
           additionalProperties: false,
@@ -53,12 +54,21 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
             execution_weight: { type: 'number', minimum: -1000, maximum: 1000, default: DEFAULTS.execution_weight },
             clause_weight: { type: 'number', minimum: -1000, maximum: 1000, default: DEFAULTS.clause_weight },
           },
-        },
+          examples: [
+            {
+              question: 'How many singers are from France?',
+              schema: 'CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER)',
+              samples: ["SELECT count(*) FROM singer WHERE country = 'France'", 'SELECT count(*) FROM singer'],
+            },
+          ],
+        } as const, 'samples', app.service.limits.maxCandidates),
         response: {
           200: {
+            description: 'per-sample clause rewards, returns-to-go and advantages',
             type: 'object',
             required: ['samples', 'gamma', 'clause_weight', 'execution_weight', 'usage'],
             properties: {
+              warnings: S.warningsOut,
               samples: {
                 type: 'array',
                 items: {
@@ -72,6 +82,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
                     total: { type: 'number', description: 'return_to_go of the first clause' },
                     parsed: { type: 'boolean' },
                     error: { type: 'string', description: 'why the PRM could not score the sample (its clause scores count as 0)' },
+                    warning: { type: 'string', description: 'what the verifier changed or could not do for this sample (e.g. a stripped code fence)' },
                   },
                 },
               },
@@ -115,10 +126,12 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
           ...(s.executionError ? { execution_error: s.executionError } : {}),
           total: rw.total,
           parsed: c.parsed,
+          ...(warningOf(c) ? { warning: warningOf(c) } : {}),
           ...(c.error ? { error: c.error } : {}),
         };
       });
       return {
+        ...(r.warnings.length ? { warnings: r.warnings } : {}),
         samples,
         gamma: opts.gamma,
         clause_weight: opts.clauseWeight,

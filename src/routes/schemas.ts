@@ -35,7 +35,19 @@ export const clauseOut = {
 export const blameOut = {
   type: ['object', 'null'],
   required: ['unit', 'kind', 'text', 'start', 'end', 'score'],
-  properties: { unit: { type: 'integer', description: 'index among the depth-0 clause units' }, ...span, score: { type: ['number', 'null'] } },
+  properties: {
+    unit: { type: 'integer', description: 'index among the depth-0 clause units' },
+    ...span,
+    score: { type: ['number', 'null'] },
+    source: { type: 'string', enum: ['model', 'execution'], description: 'execution: the database named what is wrong (e.g. no such table) and the clause naming it is blamed' },
+    reason: { type: 'string', description: 'with source execution: the execution error' },
+  },
+} as const;
+
+export const warningsOut = {
+  type: 'array',
+  items: { type: 'string' },
+  description: 'request-level warnings, e.g. neither schema nor db_id given',
 } as const;
 
 export const timingOut = {
@@ -61,10 +73,60 @@ export const usageOut = {
   },
 } as const;
 
+/** The error responses of the scoring routes, each named by what it means. */
 export const errorResponses = {
-  400: { $ref: 'Error#' },
-  413: { $ref: 'Error#' },
-  422: { $ref: 'Error#' },
-  429: { $ref: 'Error#' },
-  503: { $ref: 'Error#' },
+  400: { description: 'bad_request: not JSON, wrong type, missing or unknown field (field names it)', $ref: 'Error#' },
+  401: { description: 'unauthorized: missing or wrong bearer token (only with --api-key)', $ref: 'Error#' },
+  413: { description: 'payload_too_large: body over --body-limit (the message gives the limit)', $ref: 'Error#' },
+  415: { description: 'unsupported_media_type: send Content-Type: application/json', $ref: 'Error#' },
+  422: { description: 'limit_exceeded (too many candidates, SQL too long, ...) or invalid_value (unknown db_id, strategy needs a database, gold that does not run)', $ref: 'Error#' },
+  429: { description: 'queue_full: scoring or execution queue full; retry after Retry-After seconds', $ref: 'Error#' },
+  503: { description: 'not_ready (model loading, missing or corrupt) or shutting_down', $ref: 'Error#' },
+  504: { description: 'deadline_exceeded: scoring did not finish within --request-timeout-ms', $ref: 'Error#' },
+} as const;
+
+/** A copy of a body schema whose array field allows at most max items (--max-candidates). */
+export function withMaxItems<T extends { properties: object }>(schema: T, field: string, max: number): T {
+  const copy = structuredClone(schema) as T & { properties: Record<string, { maxItems?: number }> };
+  copy.properties[field]!.maxItems = max;
+  return copy;
+}
+
+/** A root cause (with gold, or against a reference candidate): the paper's outputs. */
+export const rootCauseOut = {
+  type: ['object', 'null'],
+  properties: {
+    unit: { type: 'integer', description: 'index of the blamed depth-0 clause unit' },
+    kind: { type: 'string', description: "the blamed unit's kind" },
+    clause: {
+      type: 'string',
+      enum: ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'],
+      description: 'the root-cause clause (SETOP for a set operation or an arm after the first; a missing clause names itself while unit is the one written in its place)',
+    },
+    ranking: { type: 'array', items: { type: 'string' }, description: 'clause labels, most likely root cause first' },
+    text: { type: 'string' },
+    start: { type: 'integer' },
+    end: { type: 'integer' },
+    node: {
+      type: 'object',
+      properties: {
+        id: { type: 'integer' },
+        kind: { type: 'string' },
+        label: { type: 'string' },
+        span: { type: 'array', items: { type: 'integer' } },
+      },
+    },
+    edit_script: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: { op: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, node: { type: 'integer' } },
+      },
+    },
+    clause_rewards: { type: 'array', items: { type: 'number' } },
+    repaired_sql: { type: 'string' },
+    repair_improves: { type: 'boolean' },
+    reference: { type: 'integer', description: 'consensus only: index of the candidate the explanation is computed against' },
+    voters: { type: 'integer', description: 'consensus only: differing candidates that voted' },
+  },
 } as const;

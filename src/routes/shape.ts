@@ -1,5 +1,5 @@
 // Shape mapping shared by the scoring routes: the verifier core's results -> JSON fields.
-import type { ScoredCandidate, ScoreUsage, Timing } from '../core/verifier.js';
+import type { VerifiedCandidate, ScoredCandidate, ScoreUsage, Timing, RootCause, ConsensusRootCause } from '../core/verifier.js';
 
 /** JSON has no NaN: unscored values go out as null. */
 export function num(x: number): number | null {
@@ -8,6 +8,11 @@ export function num(x: number): number | null {
 
 export function round(x: number): number {
   return Math.round(x * 1000) / 1000;
+}
+
+/** The `usage` object of every scoring route (token counts, see schemas.usageOut). */
+export function usageBody(u: ScoreUsage) {
+  return { prompt_tokens: u.prompt_tokens, model_tokens: u.model_tokens, shared_tokens: u.shared_tokens };
 }
 
 /** The `timing` object every scoring route returns, in milliseconds rounded to microseconds. */
@@ -21,15 +26,31 @@ export function timingBody(t: Timing) {
   };
 }
 
-/** The `usage` object of every scoring route (token counts, see schemas.usageOut). */
-export function usageBody(u: ScoreUsage) {
-  return { prompt_tokens: u.prompt_tokens, model_tokens: u.model_tokens, shared_tokens: u.shared_tokens };
-}
-
 /** The most suspect clause of a candidate, or null when nothing was scored. */
-export function blameOf(c: ScoredCandidate) {
+export function blameOf(c: VerifiedCandidate) {
   const k = c.blame[0];
   if (k === undefined) return null;
   const u = c.units[k]!;
-  return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score) };
+  return {
+    unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score),
+    ...(c.blameFromExecution ? { source: 'execution', reason: c.blameFromExecution } : { source: 'model' }),
+  };
+}
+
+/** A root cause as JSON (schemas.rootCauseOut); the blamed unit's text and span from the scored candidate. */
+export function rootCauseBody(rc: RootCause | ConsensusRootCause, c: ScoredCandidate) {
+  const u = c.units[rc.unitIndex];
+  return {
+    unit: rc.unitIndex,
+    kind: rc.kind,
+    clause: rc.clause,
+    ...(rc.ranking ? { ranking: rc.ranking } : {}),
+    ...(u ? { text: u.text, start: u.start, end: u.end } : {}),
+    node: rc.node,
+    edit_script: rc.editScript,
+    clause_rewards: rc.clauseRewards,
+    repaired_sql: rc.repairedSql,
+    repair_improves: rc.repairImproves,
+    ...('reference' in rc ? { reference: rc.reference, voters: rc.voters } : {}),
+  };
 }

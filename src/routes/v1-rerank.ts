@@ -1,44 +1,10 @@
 // POST /v1/rerank: the Cohere/Jina rerank shape, so an API gateway or a RAG framework that
 // already speaks "rerank" can put the verifier in front of Majority Vote without new glue.
 // Unknown fields those clients send (model, rank_fields, ...) are accepted and ignored.
-import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
 import { timingBody, usageBody } from './shape.js';
-import { warningOf, type Strategy } from '../core/verifier.js';
-
-interface V1Body {
-  query: string;
-  documents: (string | { text: string })[];
-  top_n?: number;
-  return_documents?: boolean;
-  schema?: string;
-  db_id?: string;
-  strategy?: Strategy;
-}
-
-const body = {
-  type: 'object',
-  required: ['query', 'documents'],
-  properties: {
-    query: { ...S.question, description: 'the question' },
-    documents: {
-      type: 'array',
-      minItems: 1,
-      maxItems: L.maxCandidates,
-      description: 'candidate SQL queries',
-      items: {
-        oneOf: [S.sqlString, { type: 'object', required: ['text'], properties: { text: S.sqlString } }],
-      },
-    },
-    top_n: { type: 'integer', minimum: 1 },
-    return_documents: { type: 'boolean', default: false },
-    schema: S.schemaText,
-    db_id: S.dbId,
-    strategy: S.strategy,
-  },
-} as const;
+import { compatBody, compatWarnings, type V1Body } from './compat.js';
 
 export default async function v1RerankRoute(app: FastifyInstance): Promise<void> {
   app.post<{ Body: V1Body }>(
@@ -46,10 +12,12 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
     {
       schema: {
         summary: 'Cohere/Jina-compatible rerank of candidate SQL',
+        description: 'The Cohere v1 / Jina request and response; the official Cohere SDK (`cohere.Client(base_url=...)`) works against it.',
         tags: ['compat'],
-        body,
+        body: S.withMaxItems(compatBody, 'documents', app.service.limits.maxCandidates),
         response: {
           200: {
+            description: 'documents ranked best first',
             type: 'object',
             required: ['id', 'results', 'meta'],
             properties: {
@@ -75,8 +43,8 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
                   usage: S.usageOut,
                   warnings: {
                     type: 'array',
-                    description: 'documents that were not (fully) scored, e.g. SQL longer than max_length (relevance 0) or a truncated prompt',
-                    items: { type: 'object', required: ['index', 'warning'], properties: { index: { type: 'integer' }, warning: { type: 'string' } } },
+                    description: 'request warnings (no schema) and documents that were not (fully) scored, as "document <index>: <why>" (e.g. SQL longer than max_length: relevance 0; a stripped code fence)',
+                    items: { type: 'string' },
                   },
                 },
               },
@@ -97,12 +65,9 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
         ...(b.strategy ? { strategy: b.strategy } : {}),
       });
       // This shape has no per-result field for it, so unscored documents are listed in meta.
-      const warnings = r.candidates.flatMap((c, index) => {
-        const warning = warningOf(c);
-        return warning ? [{ index, warning }] : [];
-      });
+      const warnings = compatWarnings(r);
       return {
-        id: randomUUID(),
+        id: req.id,
         results: r.ranking.slice(0, b.top_n ?? r.ranking.length).map((o) => ({
           index: o.index,
           relevance_score: o.score,

@@ -1,0 +1,89 @@
+// POST /v2/rerank: Cohere's current rerank shape (the one `cohere.ClientV2(base_url=...).rerank()`
+// sends): `model` is required there, so it is accepted (any value; the served model answers) and
+// the response carries meta.api_version and meta.billed_units like Cohere's. Billing follows
+// Cohere's unit: one search unit per query of up to 100 documents. Fields Cohere defines that mean
+// nothing here (max_tokens_per_doc, relevant_spans, priority) are accepted and ignored; schema,
+// db_id and strategy work as on /rerank.
+import type { FastifyInstance } from 'fastify';
+import * as S from './schemas.js';
+import { timingBody, usageBody } from './shape.js';
+import { compatBody, compatWarnings, type V1Body } from './compat.js';
+
+/** Cohere bills one search unit per query with up to 100 documents. */
+const DOCS_PER_SEARCH_UNIT = 100;
+
+const body = {
+  ...compatBody,
+  properties: { ...compatBody.properties, model: { type: 'string', description: 'accepted for compatibility; the served model answers' } },
+  examples: [{ model: 'caper', ...compatBody.examples[0] }],
+} as const;
+
+export default async function v2RerankRoute(app: FastifyInstance): Promise<void> {
+  app.post<{ Body: V1Body & { model?: string } }>(
+    '/v2/rerank',
+    {
+      schema: {
+        summary: 'Cohere v2-compatible rerank of candidate SQL',
+        description: "Cohere's v2 request and response, including meta.billed_units; the official Cohere SDK (`cohere.ClientV2(base_url=...)`) works against it.",
+        tags: ['compat'],
+        body: S.withMaxItems(body, 'documents', app.service.limits.maxCandidates),
+        response: {
+          200: {
+            description: 'documents ranked best first',
+            type: 'object',
+            required: ['id', 'results', 'meta'],
+            properties: {
+              id: { type: 'string', description: 'the request id (X-Request-Id)' },
+              results: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  required: ['index', 'relevance_score'],
+                  properties: { index: { type: 'integer' }, relevance_score: { type: 'number' } },
+                },
+              },
+              meta: {
+                type: 'object',
+                properties: {
+                  api_version: { type: 'object', properties: { version: { type: 'string' } } },
+                  billed_units: { type: 'object', properties: { search_units: { type: 'number' } } },
+                  warnings: { type: 'array', items: { type: 'string' } },
+                  model: { type: 'string' },
+                  strategy: S.strategy,
+                  timing: S.timingOut,
+                  usage: S.usageOut,
+                },
+              },
+            },
+          },
+          ...S.errorResponses,
+        },
+      },
+    },
+    async (req) => {
+      const b = req.body;
+      const sqls = b.documents.map((d) => (typeof d === 'string' ? d : d.text));
+      const r = await app.caper.rerank({
+        question: b.query,
+        ...(b.schema !== undefined ? { schema: b.schema } : {}),
+        ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
+        sqls,
+        ...(b.strategy ? { strategy: b.strategy } : {}),
+      });
+      const warnings = compatWarnings(r);
+      return {
+        id: req.id,
+        results: r.ranking.slice(0, b.top_n ?? r.ranking.length).map((o) => ({ index: o.index, relevance_score: o.score })),
+        meta: {
+          api_version: { version: '2' },
+          billed_units: { search_units: Math.ceil(sqls.length / DOCS_PER_SEARCH_UNIT) },
+          ...(warnings.length ? { warnings } : {}),
+          model: r.model,
+          strategy: r.strategy,
+          timing: timingBody(r.timing),
+          usage: usageBody(r.usage),
+        },
+      };
+    },
+  );
+}
