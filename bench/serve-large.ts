@@ -70,7 +70,7 @@ async function main(): Promise<void> {
 
   interface Row { weights: string; bytes: number; readyS: number; rssMb: number; peakMb: number; ms: number[]; tokens: number; unsharedMs?: number; unsharedTokens?: number }
   const rows: Row[] = [];
-  for (const [variant, flag, file] of [['fp16', [], 'model.onnx'], ['int8 weight-only', ['--quantized=int8'], 'model.int8.onnx'], ['int4 weight-only', ['--quantized=int4'], 'model.int4.onnx']] as const) {
+  for (const [variant, flag, file] of [['fp16', [], 'model.onnx'], ['int8 weight-only', ['--weights', 'int8'], 'model.int8.onnx'], ['int4 weight-only', ['--weights', 'int4'], 'model.int4.onnx']] as const) {
     const t0 = performance.now();
     const srv = await startServer(['--model', dir, '--db-dir', dbDir, '--device', 'cpu', ...flag, ...(threads ? ['--threads', threads] : [])]);
     const readyS = (performance.now() - t0) / 1000;
