@@ -35,8 +35,10 @@ export interface ServerOptions {
   device?: 'auto' | 'cuda' | 'cpu';
   /** onnxruntime intra-op threads (default: onnxruntime's choice, one per core). */
   threads?: number;
-  /** Use the int8 model file when the manifest lists one. */
-  quantized?: boolean;
+  /** Use the int8 (true/'int8') or int4 model file when the manifest lists one. */
+  quantized?: boolean | 'int8' | 'int4';
+  /** false: score every candidate as its own sequence (the path of models exported before packing). */
+  prefixSharing?: boolean;
   /** Bound on rows x longest row of one onnxruntime batch. */
   maxBatchTokens?: number;
   /** How long a request may wait for others to share its batch. */
@@ -73,7 +75,9 @@ const USABLE_ID = /^[\x21-\x7e]{1,200}$/;
 function settingsOf(opts: ServerOptions, basePath: string): Record<string, string | number | boolean | null> {
   const given: Record<string, unknown> = {
     model: opts.modelDir, 'db-dir': opts.dbDir, host: opts.listen?.host, port: opts.listen?.port, 'base-path': basePath,
-    device: opts.device, threads: opts.threads, quantized: opts.quantized, 'max-batch-tokens': opts.maxBatchTokens,
+    device: opts.device, threads: opts.threads, quantized: opts.quantized === true || opts.quantized === 'int8',
+    weights: opts.quantized === 'int4' ? 'int4' : opts.quantized ? 'int8' : 'model',
+    'no-prefix-sharing': opts.prefixSharing === false, 'max-batch-tokens': opts.maxBatchTokens,
     'max-wait-ms': opts.maxWaitMs, 'max-batch-size': opts.maxBatchSize, 'max-queue-tokens': opts.maxQueueTokens,
     'max-candidates': opts.maxCandidates, 'body-limit': opts.bodyLimit, 'exec-timeout-ms': opts.execTimeoutMs,
     'exec-workers': opts.execWorkers, 'exec-queue': opts.maxExecQueue, 'request-timeout-ms': opts.requestTimeoutMs,
@@ -114,6 +118,7 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
     ...(opts.device !== undefined ? { device: opts.device } : {}),
     ...(opts.threads !== undefined ? { threads: opts.threads } : {}),
     ...(opts.quantized !== undefined ? { quantized: opts.quantized } : {}),
+    ...(opts.prefixSharing !== undefined ? { prefixSharing: opts.prefixSharing } : {}),
     ...(opts.maxBatchTokens !== undefined ? { maxBatchTokens: opts.maxBatchTokens } : {}),
     ...(opts.maxWaitMs !== undefined ? { maxWaitMs: opts.maxWaitMs } : {}),
     ...(opts.maxBatchSize !== undefined ? { maxBatchSize: opts.maxBatchSize } : {}),

@@ -285,8 +285,9 @@ test('CORS (--cors-origins) and base path (--base-path); without CORS, OPTIONS i
 });
 
 test('a request whose scoring misses the deadline gets 504 deadline_exceeded with Retry-After, and the server carries on', async () => {
-  // The batcher waits 50 ms for company; the deadline is 1 ms.
-  const s = await start({ modelDir: TINY, device: 'cpu', requestTimeoutMs: 1, maxWaitMs: 50 });
+  // The batcher waits 50 ms for company; the deadline is 1 ms. (An explicit batch bound: the CPU
+  // default for packed rows is one row per run, which never waits for company.)
+  const s = await start({ modelDir: TINY, device: 'cpu', requestTimeoutMs: 1, maxWaitMs: 50, maxBatchTokens: 4096 });
   try {
     await s.app.caper.loaded;
     const r = await s.post('/rerank', { question: Q, schema: SCHEMA, candidates: [GOOD] });

@@ -10,7 +10,9 @@ import { makeDbDir, start, TINY, serveTinyDuringTests, type Running } from './se
 let srv: Running;
 let db: ReturnType<typeof makeDbDir>;
 
-serveTinyDuringTests({}, (s, d) => {
+// An explicit batch bound: on CPU the default runs packed rows one at a time (DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED),
+// and this file checks that requests merged into one onnxruntime batch keep their scores.
+serveTinyDuringTests({ maxBatchTokens: 4096, maxWaitMs: 25 }, (s, d) => {
   srv = s;
   db = d;
 });
@@ -344,7 +346,8 @@ test('concurrent requests are batched together and get the same scores as alone'
   const sum = Number(/^caper_batch_size_sum (\S+)/m.exec(m)![1]);
   const count = Number(/^caper_batch_size_count (\S+)/m.exec(m)![1]);
   assert.ok(count > 0);
-  assert.ok(sum / count > 2, `mean batch size ${sum / count} shows merging`);
+  // models/tiny packs each request into one row: more than one row per batch is merging across requests.
+  assert.ok(sum / count > 1, `mean rows per batch ${sum / count} shows merging`);
 });
 
 test('/metrics lists requests, queue, batches, inference, execution and the provider', async () => {

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { loadModel, type LoadedModel } from '../src/scoring/onnx.js';
 import { Scorer, scoreByPrefixes } from '../src/scoring/scorer.js';
 import { Batcher } from '../src/scoring/batcher.js';
+import type { PackedRow } from '../src/scoring/packing.js';
 import { TINY } from './server-fixture.js';
 
 let model: LoadedModel;
@@ -37,7 +38,7 @@ test('single pass equals one pass per prefix (1e-4)', async () => {
 
 test('scores through the batcher equal direct scores; candidate score and blame follow the clause scores', async () => {
   const direct = await new Scorer(model, null).score(Q, SCHEMA, SQLS);
-  const b = new Batcher((x) => model.run(x), { maxBatchTokens: 4096, maxWaitMs: 2 });
+  const b = new Batcher<PackedRow>((x) => model.runRows(x), { maxBatchTokens: 4096, maxWaitMs: 2 });
   const batched = await new Scorer(model, b).score(Q, SCHEMA, SQLS);
   direct.candidates.forEach((c, i) => {
     const d = batched.candidates[i]!;

@@ -6,6 +6,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { parseStrict, flagString, flagNumber, UsageError } from './args.js';
 import { loadModel } from '../scoring/onnx.js';
 import { Batcher } from '../scoring/batcher.js';
+import type { PackedRow } from '../scoring/packing.js';
 import { Scorer } from '../scoring/scorer.js';
 import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
 import { DbRegistry } from '../core/databases.js';
@@ -50,7 +51,7 @@ export async function run(argv: string[]): Promise<number> {
   const dbs = new DbRegistry(dbDir);
   const device = flagString(a, 'device', 'auto') as 'auto' | 'cuda' | 'cpu';
   const model = await loadModel(flagString(a, 'model', 'models/default')!, { device });
-  const batcher = new Batcher((b) => model.run(b), { maxBatchTokens: 16384, maxWaitMs: 2 });
+  const batcher = new Batcher<PackedRow>((rows) => model.runRows(rows), { maxBatchTokens: 16384, maxWaitMs: 2 });
   const scorer = new Scorer(model, batcher);
   const schemas = new Map<string, string>();
   const lines = readFileSync(input, 'utf8').split('\n').filter((l) => l.trim());

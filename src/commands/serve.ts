@@ -33,6 +33,9 @@ export async function run(argv: string[]): Promise<number> {
   if (basePath !== '' && !/^(\/[A-Za-z0-9._~-]+)+\/?$/.test(basePath)) {
     throw new UsageError(`--base-path must look like /prefix or /a/b, got "${basePath}"`);
   }
+  const weights = str('weights') ?? 'model';
+  if (weights !== 'model' && weights !== 'int8' && weights !== 'int4') throw new UsageError(`--weights must be model, int8 or int4, got "${weights}"`);
+  const quantized = weights === 'int4' ? 'int4' : weights === 'int8' || v.get('quantized') === true;
   const { buildServer } = await import('../server.js');
   const host = str('host')!;
   const port = num('port')!;
@@ -42,7 +45,8 @@ export async function run(argv: string[]): Promise<number> {
     ...opt<string>('db-dir', (x) => ({ dbDir: x })),
     device: str('device') as 'auto' | 'cuda' | 'cpu',
     ...opt<number>('threads', (x) => ({ threads: x })),
-    quantized: v.get('quantized') === true,
+    quantized,
+    ...(v.get('no-prefix-sharing') === true ? { prefixSharing: false } : {}),
     ...opt<number>('max-batch-tokens', (x) => ({ maxBatchTokens: x })),
     ...opt<number>('max-wait-ms', (x) => ({ maxWaitMs: x })),
     ...opt<number>('max-batch-size', (x) => ({ maxBatchSize: x })),

@@ -97,7 +97,7 @@ export function createMetrics(src?: MetricSources): Metrics {
     }),
     batchSize: new Histogram({
       name: 'caper_batch_size',
-      help: 'Sequences per onnxruntime batch',
+      help: 'Rows per onnxruntime batch (one per request with prefix sharing, else one per candidate)',
       buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
       registers: [registry],
     }),

@@ -9,7 +9,8 @@
 // Failures are VerifierErrors (src/core/errors.ts); src/routes/errors.ts maps them to HTTP.
 // Results are compared with the one rule of src/execution/equivalence.ts, for every operation.
 import type { LoadedModel } from '../scoring/onnx.js';
-import { Scorer, type ScoredCandidate, type ScoreTiming } from '../scoring/scorer.js';
+import { Scorer, type ScoredCandidate, type ScoreTiming, type ScoreUsage } from '../scoring/scorer.js';
+import type { PackedRow } from '../scoring/packing.js';
 import { Batcher, QueueFullError, BatcherClosedError } from '../scoring/batcher.js';
 import { rerank as rankCandidates, type Strategy, type RerankOutput } from '../scoring/rerank.js';
 import { execShape, explain, selectGroups, selectorModelFrom, type SelectorCandidate, type SelectorModel, type SelectorReason } from '../scoring/selector.js';
@@ -29,6 +30,7 @@ import { DbRegistry } from './databases.js';
 import { VERSION } from './version.js';
 
 export { VerifierError } from './errors.js';
+export type { ScoreUsage } from '../scoring/scorer.js';
 export type { Strategy, RerankOutput } from '../scoring/rerank.js';
 export type { ScoredCandidate, ScoredUnit } from '../scoring/scorer.js';
 export type { SelectorReason } from '../scoring/selector.js';
@@ -90,6 +92,15 @@ export const SERVICE_MAX_RESULT_BYTES = 8 * 1024 * 1024;
  * stay small.
  */
 export const DEFAULT_MAX_BATCH_TOKENS = { cuda: 16_384, cpu: 2_048 } as const;
+/**
+ * CPU bound when requests arrive as packed prefix-tree rows (~330 tokens on Spider pool8, each
+ * already holding all of a request's candidates): one row per run was fastest (96 requests, 1
+ * thread: 3.7-4.3 s one row per run, 5.0-5.3 s six length-sorted rows per run, 6.1-8.2 s three or
+ * six in arrival order; in bench/serve a 512-token bound, 1.4 rows per run, gave 14.1 req/s
+ * against 21.0 with one row), as the [rows, heads, L, L] attention buffers of a batch leave the
+ * cache. 1 = every row runs alone (the batcher still queues and serializes the runs).
+ */
+export const DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED = 1;
 export const DEFAULT_MAX_WAIT_MS = 2;
 
 export interface VerifierOptions {
@@ -99,7 +110,10 @@ export interface VerifierOptions {
   dbDir?: string;
   device?: 'auto' | 'cuda' | 'cpu';
   threads?: number;
-  quantized?: boolean;
+  /** true/'int8': the int8 weights file; 'int4': the int4 one. */
+  quantized?: boolean | 'int8' | 'int4';
+  /** Score a request's candidates as one prefix-tree row when the model allows (default true). */
+  prefixSharing?: boolean;
   maxBatchTokens?: number;
   maxWaitMs?: number;
   maxBatchSize?: number;
@@ -171,6 +185,7 @@ export interface RerankResult {
   reasons?: SelectorReason[];
   model: string;
   timing: Timing;
+  usage: ScoreUsage;
 }
 
 export interface LocalizeRequest extends Context {
@@ -196,6 +211,7 @@ export interface LocalizeResult {
   /** Present when candidates were given. */
   consensus?: ConsensusOutcome;
   timing: Timing;
+  usage: ScoreUsage;
 }
 
 export interface RewardRequest extends Context {
@@ -219,6 +235,7 @@ export interface RewardResult {
   warnings: string[];
   model: string;
   timing: Timing;
+  usage: ScoreUsage;
 }
 
 interface DbSchema {
@@ -275,7 +292,7 @@ export class Verifier {
   readonly execution: { timeoutMs: number; workers: number; perRequestWorkers: number; maxQueue: number; requestTimeoutMs: number };
   model: LoadedModel | null = null;
   scorer: Scorer | null = null;
-  batcher: Batcher | null = null;
+  batcher: Batcher<PackedRow> | null = null;
   /** The selector strategy's weights (caper.json `selector`, else the vote fallback). */
   selector: SelectorModel = selectorModelFrom(undefined);
   /** Why scoring is not available (loading, missing, corrupt); null once ready. */
@@ -355,12 +372,15 @@ export class Verifier {
       const { loadModel } = await import('../scoring/onnx.js');
       const model = await loadModel(dir, {
         device: this.device,
-        ...(this.opts.quantized ? { quantized: true } : {}),
+        ...(this.opts.quantized ? { quantized: this.opts.quantized } : {}),
         ...(this.opts.threads ? { threads: this.opts.threads } : {}),
       });
       const m = this.metrics;
-      if (this.opts.maxBatchTokens === undefined) this.batching.maxBatchTokens = DEFAULT_MAX_BATCH_TOKENS[model.provider];
-      const batcher = new Batcher((b) => model.run(b), {
+      if (this.opts.maxBatchTokens === undefined) {
+        const packed = model.packing && this.opts.prefixSharing !== false && model.provider === 'cpu';
+        this.batching.maxBatchTokens = packed ? DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED : DEFAULT_MAX_BATCH_TOKENS[model.provider];
+      }
+      const batcher = new Batcher<PackedRow>((rows) => model.runRows(rows), {
         ...this.batching,
         onBatch: (i) => {
           m.batchSize.observe(i.size);
@@ -372,7 +392,10 @@ export class Verifier {
       this.model = model;
       this.batcher = batcher;
       this.selector = selectorModelFrom(model.manifest.selector);
-      const scorer = new Scorer(model, batcher, { onCandidate: (parsed) => m.candidates.inc({ parsed: String(parsed) }) });
+      const scorer = new Scorer(model, batcher, {
+        onCandidate: (parsed) => m.candidates.inc({ parsed: String(parsed) }),
+        ...(this.opts.prefixSharing !== undefined ? { prefixSharing: this.opts.prefixSharing } : {}),
+      });
       // The first parse pulls in node-sql-parser and the first run allocates onnxruntime's
       // buffers (~100 ms): pay that here, not in the first caller's latency.
       await scorer.score('warm-up', '', ['SELECT a FROM t WHERE b = 1 GROUP BY a ORDER BY a LIMIT 1']).catch(() => undefined);
@@ -493,6 +516,7 @@ export class Verifier {
         ...(reasons ? { reasons } : {}),
         model: this.modelName,
         timing: { ...scored.timing, execution_ms: exec ? exec.ms : 0, total_ms: performance.now() - t0 },
+        usage: scored.usage,
       };
     } finally {
       dl.clear();
@@ -533,6 +557,7 @@ export class Verifier {
         ...(predResult ? { execution: outcome(predResult) } : {}),
         model: this.modelName,
         timing: { ...scored.timing, execution_ms: 0, total_ms: 0 },
+        usage: scored.usage,
       };
       if (cands !== undefined) {
         const t1 = performance.now();
@@ -658,6 +683,7 @@ export class Verifier {
         warnings: contextWarnings(req),
         model: this.modelName,
         timing: { ...scored.timing, execution_ms: exec ? exec.ms : 0, total_ms: performance.now() - t0 },
+        usage: scored.usage,
       };
     } finally {
       dl.clear();
@@ -737,7 +763,7 @@ export class Verifier {
     };
   }
 
-  private async score(scorer: Scorer, question: string, schema: string, sqls: readonly string[], dl: Deadline): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming }> {
+  private async score(scorer: Scorer, question: string, schema: string, sqls: readonly string[], dl: Deadline): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming; usage: ScoreUsage }> {
     try {
       const r = await untilDeadline(scorer.score(question, schema, sqls), dl);
       this.metrics.queue.observe(r.timing.queue_ms / 1000);

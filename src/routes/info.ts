@@ -29,6 +29,8 @@ export default async function infoRoute(app: FastifyInstance): Promise<void> {
                   parameters: { type: 'integer' },
                   max_length: { type: 'integer' },
                   template: { type: 'string' },
+                  weights: { type: 'string', description: 'model (as exported, fp32 or fp16), int8 or int4' },
+                  prefix_sharing: { type: 'boolean', description: "a request's candidates are scored as one prefix-tree row" },
                 },
               },
               scoring: {
@@ -91,6 +93,8 @@ export default async function infoRoute(app: FastifyInstance): Promise<void> {
               parameters: m.manifest.parameters,
               max_length: m.manifest.max_length,
               template: m.manifest.template,
+              weights: m.variant,
+              prefix_sharing: s.scorer?.prefixSharing ?? false,
             }
           : null,
         scoring: { candidate_score: CANDIDATE_SCORE_MODE, blame: DEFAULT_BLAME, hybrid_lambda: HYBRID_LAMBDA },

@@ -2,7 +2,7 @@
 // counterfactual root cause (which clause, which node, the edit that repairs it).
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { num, timingBody, rootCauseBody } from './shape.js';
+import { num, timingBody, usageBody, rootCauseBody } from './shape.js';
 import { warningOf } from '../core/verifier.js';
 
 interface LocalizeBody {
@@ -76,7 +76,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
           200: {
             description: 'clause scores, blame ranking and (with gold) the root cause',
             type: 'object',
-            required: ['sql', 'parsed', 'units', 'base_score', 'blame', 'model', 'timing'],
+            required: ['sql', 'parsed', 'units', 'base_score', 'blame', 'model', 'timing', 'usage'],
             properties: {
               sql: { type: 'string' },
               parsed: { type: 'boolean' },
@@ -98,6 +98,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
               consensus_root_cause_reason: { type: 'string', description: 'why consensus_root_cause is null' },
               model: { type: 'string' },
               timing: S.timingOut,
+              usage: S.usageOut,
             },
           },
           ...S.errorResponses,
@@ -138,6 +139,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         if (r.consensus.reason !== undefined) out.consensus_root_cause_reason = r.consensus.reason;
       }
       out.timing = timingBody(r.timing);
+      out.usage = usageBody(r.usage);
       return out;
     },
   );

@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
-import { num, timingBody, blameOf, rootCauseBody } from './shape.js';
+import { num, timingBody, usageBody, blameOf, rootCauseBody } from './shape.js';
 import { warningOf, type Strategy } from '../core/verifier.js';
 
 interface RerankBody {
@@ -96,13 +96,14 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
           200: {
             description: 'candidates ranked best first',
             type: 'object',
-            required: ['results', 'strategy', 'model', 'timing'],
+            required: ['results', 'strategy', 'model', 'timing', 'usage'],
             properties: {
               results: { type: 'array', items: result },
               warnings: S.warningsOut,
               strategy: S.strategy,
               model: { type: 'string' },
               timing: S.timingOut,
+              usage: S.usageOut,
             },
           },
           ...S.errorResponses,
@@ -160,7 +161,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
             : {}),
         };
       });
-      return { results, ...(r.warnings.length ? { warnings: r.warnings } : {}), strategy: r.strategy, model: r.model, timing: timingBody(r.timing) };
+      return { results, ...(r.warnings.length ? { warnings: r.warnings } : {}), strategy: r.strategy, model: r.model, timing: timingBody(r.timing), usage: usageBody(r.usage) };
     },
   );
 }

@@ -4,7 +4,7 @@
 // the group-relative advantage at every boundary. Formulas: src/scoring/returns.ts.
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { num, timingBody } from './shape.js';
+import { num, timingBody, usageBody } from './shape.js';
 import { EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
 import { warningOf } from '../core/verifier.js';
 
@@ -66,7 +66,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
           200: {
             description: 'per-sample clause rewards, returns-to-go and advantages',
             type: 'object',
-            required: ['samples', 'gamma', 'clause_weight', 'execution_weight'],
+            required: ['samples', 'gamma', 'clause_weight', 'execution_weight', 'usage'],
             properties: {
               warnings: S.warningsOut,
               samples: {
@@ -91,6 +91,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
               execution_weight: { type: 'number' },
               model: { type: 'string' },
               timing: S.timingOut,
+              usage: S.usageOut,
             },
           },
           ...S.errorResponses,
@@ -137,6 +138,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
         execution_weight: opts.executionWeight,
         model: r.model,
         timing: timingBody(r.timing),
+        usage: usageBody(r.usage),
       };
     },
   );

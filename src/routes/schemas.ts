@@ -95,6 +95,18 @@ export const timingOut = {
   },
 } as const;
 
+export const usageOut = {
+  type: 'object',
+  description:
+    "tokens of this request's scoring: the candidates' prompts hold prompt_tokens; the model computed model_tokens, because the shared `<s> schema <q> question` prefix (and repeated candidates or clause openings) run once per request; shared_tokens = prompt_tokens - model_tokens",
+  required: ['prompt_tokens', 'model_tokens', 'shared_tokens'],
+  properties: {
+    prompt_tokens: { type: 'integer' },
+    model_tokens: { type: 'integer' },
+    shared_tokens: { type: 'integer' },
+  },
+} as const;
+
 /** The error responses of the scoring routes, each named by what it means. */
 export const errorResponses = {
   400: { description: 'bad_request: not JSON, wrong type, missing or unknown field (field names it)', $ref: 'Error#' },

@@ -1,5 +1,5 @@
 // Shape mapping shared by the scoring routes: the verifier core's results -> JSON fields.
-import type { VerifiedCandidate, ScoredCandidate, Timing, RootCause, ConsensusRootCause } from '../core/verifier.js';
+import type { VerifiedCandidate, ScoredCandidate, ScoreUsage, Timing, RootCause, ConsensusRootCause } from '../core/verifier.js';
 
 /** JSON has no NaN: unscored values go out as null. */
 export function num(x: number): number | null {
@@ -8,6 +8,11 @@ export function num(x: number): number | null {
 
 export function round(x: number): number {
   return Math.round(x * 1000) / 1000;
+}
+
+/** The `usage` object of every scoring route (token counts, see schemas.usageOut). */
+export function usageBody(u: ScoreUsage) {
+  return { prompt_tokens: u.prompt_tokens, model_tokens: u.model_tokens, shared_tokens: u.shared_tokens };
 }
 
 /** The `timing` object every scoring route returns, in milliseconds rounded to microseconds. */

@@ -3,7 +3,7 @@
 // Unknown fields those clients send (model, rank_fields, ...) are accepted and ignored.
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { timingBody } from './shape.js';
+import { timingBody, usageBody } from './shape.js';
 import { compatBody, compatWarnings, type V1Body } from './compat.js';
 
 export default async function v1RerankRoute(app: FastifyInstance): Promise<void> {
@@ -41,6 +41,7 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
                   strategy: S.strategy,
                   timing: S.timingOut,
                   reason: { ...S.selectorReason, description: 'selector only: why the first result was chosen' },
+                  usage: S.usageOut,
                   warnings: {
                     type: 'array',
                     description: 'request warnings (no schema) and documents that were not (fully) scored, as "document <index>: <why>" (e.g. SQL longer than max_length: relevance 0; a stripped code fence)',
@@ -78,6 +79,7 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
           strategy: r.strategy,
           timing: timingBody(r.timing),
           ...(r.reasons && r.ranking[0] ? { reason: r.reasons[r.ranking[0].index]! } : {}),
+          usage: usageBody(r.usage),
           ...(warnings.length ? { warnings } : {}),
         },
       };

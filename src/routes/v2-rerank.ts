@@ -6,7 +6,7 @@
 // db_id and strategy work as on /rerank.
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { timingBody } from './shape.js';
+import { timingBody, usageBody } from './shape.js';
 import { compatBody, compatWarnings, type V1Body } from './compat.js';
 
 /** Cohere bills one search unit per query with up to 100 documents. */
@@ -51,6 +51,7 @@ export default async function v2RerankRoute(app: FastifyInstance): Promise<void>
                   model: { type: 'string' },
                   strategy: S.strategy,
                   timing: S.timingOut,
+                  usage: S.usageOut,
                 },
               },
             },
@@ -80,6 +81,7 @@ export default async function v2RerankRoute(app: FastifyInstance): Promise<void>
           model: r.model,
           strategy: r.strategy,
           timing: timingBody(r.timing),
+          usage: usageBody(r.usage),
         },
       };
     },

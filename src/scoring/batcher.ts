@@ -8,7 +8,10 @@
 // same cores/GPU stream and gain nothing, while keeping the queue filling up during a run is
 // exactly what makes the next batch large.
 
-export type RunBatch = (batch: number[][]) => Promise<Float32Array[]>;
+/** What the batcher queues: a token sequence, or a packed row (packing.ts); only its length matters here. */
+export type BatchItem = { readonly length: number };
+
+export type RunBatch<S extends BatchItem = number[]> = (batch: S[]) => Promise<Float32Array[]>;
 
 export interface BatcherOptions {
   /** Upper bound on rows x longest row of one batch (a lone longer sequence still runs alone). */
@@ -56,17 +59,17 @@ export class BatcherClosedError extends Error {
   }
 }
 
-interface Item {
-  seq: number[];
+interface Item<S> {
+  seq: S;
   enqueuedAt: number;
   resolve: (v: { out: Float32Array; queueMs: number; batchId: number; batchMs: number }) => void;
   reject: (e: unknown) => void;
 }
 
-export class Batcher {
-  private readonly runBatch: RunBatch;
+export class Batcher<S extends BatchItem = number[]> {
+  private readonly runBatch: RunBatch<S>;
   private readonly opts: Required<Omit<BatcherOptions, 'onBatch'>> & Pick<BatcherOptions, 'onBatch'>;
-  private queue: Item[] = [];
+  private queue: Item<S>[] = [];
   private queuedTokens = 0;
   private running = false;
   private timer: NodeJS.Timeout | null = null;
@@ -75,7 +78,7 @@ export class Batcher {
   /** Moving average of ms per padded token, to turn queue depth into a Retry-After hint. */
   private msPerToken = 0;
 
-  constructor(runBatch: RunBatch, opts: BatcherOptions) {
+  constructor(runBatch: RunBatch<S>, opts: BatcherOptions) {
     if (!(opts.maxBatchTokens >= 1)) throw new Error('maxBatchTokens must be >= 1');
     if (!(opts.maxWaitMs >= 0)) throw new Error('maxWaitMs must be >= 0');
     this.runBatch = runBatch;
@@ -101,7 +104,7 @@ export class Batcher {
    * Queue all sequences of one request, all-or-nothing: a request is never half admitted, so a
    * refusal leaves nothing behind to compute for a client that has already been told to retry.
    */
-  submit(seqs: number[][]): Promise<SubmitResult> {
+  submit(seqs: S[]): Promise<SubmitResult> {
     if (this.closed) return Promise.reject(new BatcherClosedError());
     if (seqs.length === 0) return Promise.resolve({ outputs: [], queueMs: 0, inferenceMs: 0 });
     const tokens = seqs.reduce((a, s) => a + s.length, 0);
@@ -177,7 +180,7 @@ export class Batcher {
   }
 
   /** FIFO prefix of the queue that fits the token and row bounds (always at least one item). */
-  private take(): Item[] {
+  private take(): Item<S>[] {
     let longest = 0;
     let n = 0;
     for (const it of this.queue) {

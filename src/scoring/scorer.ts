@@ -9,6 +9,7 @@ import type { CaperTokenizer } from './tokenizer.js';
 import { buildPrompt } from './prompt.js';
 import type { LoadedModel } from './onnx.js';
 import type { Batcher } from './batcher.js';
+import { packSequences, unpackedRequest, unpackOutputs, type PackedRequest, type PackedRow } from './packing.js';
 import { candidateScore, CANDIDATE_SCORE_MODE, type CandidateScoreMode } from './rerank.js';
 import { blameOrder, sigmoid, DEFAULT_BLAME } from './blame.js';
 
@@ -61,6 +62,16 @@ export interface ScoreTiming {
   tokenize_ms: number;
   queue_ms: number;
   inference_ms: number;
+}
+
+/** Tokens of one scoring call: what the prompts hold and what the model computed. */
+export interface ScoreUsage {
+  /** Sum of the candidates' prompt lengths (what scoring them one sequence each costs). */
+  prompt_tokens: number;
+  /** Tokens the model computed for this call (padding to other rows of a batch not counted). */
+  model_tokens: number;
+  /** prompt_tokens - model_tokens: shared prefixes (and repeated candidates) computed once. */
+  shared_tokens: number;
 }
 
 interface Prepared {
@@ -121,13 +132,23 @@ function memoTokenizer(tok: CaperTokenizer, entries: number): CaperTokenizer {
 
 export interface ScorerOptions {
   mode?: CandidateScoreMode;
+  /**
+   * Pack each call's candidates into prefix-tree rows (packing.ts) when the model supports it
+   * (default true); false scores one sequence per candidate, the path older models always take.
+   */
+  prefixSharing?: boolean;
+  /** Upper bound on a packed row's tokens (default max(1024, max_length + 256)). */
+  maxRowTokens?: number;
   /** Counted once per candidate, for metrics. */
   onCandidate?: (parsed: boolean) => void;
 }
 
 export class Scorer {
   readonly model: LoadedModel;
-  private readonly batcher: Batcher | null;
+  private readonly batcher: Batcher<PackedRow> | null;
+  /** Whether calls are packed: the option and the model's capability together. */
+  readonly prefixSharing: boolean;
+  private readonly maxRowTokens: number;
   private readonly mode: CandidateScoreMode;
   private readonly onCandidate?: (parsed: boolean) => void;
   private readonly sqlId: number;
@@ -137,9 +158,11 @@ export class Scorer {
   private readonly charsPerToken: number;
 
   /** Without a batcher every call runs its own onnxruntime batch. */
-  constructor(model: LoadedModel, batcher: Batcher | null, opts: ScorerOptions = {}) {
+  constructor(model: LoadedModel, batcher: Batcher<PackedRow> | null, opts: ScorerOptions = {}) {
     this.model = model;
     this.batcher = batcher;
+    this.prefixSharing = (opts.prefixSharing ?? true) && model.packing;
+    this.maxRowTokens = opts.maxRowTokens ?? Math.max(1024, model.manifest.max_length + 256);
     this.mode = opts.mode ?? CANDIDATE_SCORE_MODE;
     this.onCandidate = opts.onCandidate;
     this.sqlId = model.tokenizer.specialId('<sql>');
@@ -207,7 +230,7 @@ export class Scorer {
   }
 
   /** Scores all candidates of one request; the batcher may merge them with other requests'. */
-  async score(question: string, schema: string, sqls: readonly string[]): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming }> {
+  async score(question: string, schema: string, sqls: readonly string[]): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming; usage: ScoreUsage }> {
     const t0 = performance.now();
     // Parsing runs on the event loop (up to ~100 ms for a hostile 2,000-character candidate, and a
     // request may carry 64): hand the loop to other requests and /healthz every ~10 ms.
@@ -225,22 +248,33 @@ export class Scorer {
     let outputs: Float32Array[] = [];
     let queue_ms = 0;
     let inference_ms = 0;
+    const usage: ScoreUsage = { prompt_tokens: 0, model_tokens: 0, shared_tokens: 0 };
     if (runnable.length) {
-      const seqs = runnable.map((p) => p.ids!);
+      const packed = this.pack(runnable.map((p) => p.ids!));
+      usage.prompt_tokens = packed.sequenceTokens;
+      usage.model_tokens = packed.tokens;
+      usage.shared_tokens = packed.sequenceTokens - packed.tokens;
+      let rowOut: Float32Array[];
       if (this.batcher) {
-        const r = await this.batcher.submit(seqs);
-        outputs = r.outputs;
+        const r = await this.batcher.submit(packed.rows);
+        rowOut = r.outputs;
         queue_ms = r.queueMs;
         inference_ms = r.inferenceMs;
       } else {
         const t1 = performance.now();
-        outputs = await this.model.run(seqs);
+        rowOut = await this.model.runRows(packed.rows);
         inference_ms = performance.now() - t1;
       }
+      outputs = unpackOutputs(packed, rowOut);
     }
     let j = 0;
     const candidates = prepared.map((p) => this.finish(p, p.ids !== null ? outputs[j++]! : null));
-    return { candidates, timing: { tokenize_ms, queue_ms, inference_ms } };
+    return { candidates, timing: { tokenize_ms, queue_ms, inference_ms }, usage };
+  }
+
+  /** Prefix-tree rows when sharing, else one plain row per sequence. */
+  pack(seqs: readonly number[][]): PackedRequest {
+    return this.prefixSharing ? packSequences(seqs, this.maxRowTokens) : unpackedRequest(seqs);
   }
 }
 

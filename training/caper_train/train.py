@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from . import MARKER, PAD_ID, SPECIAL_TOKENS, SQL_ID, TEMPLATE
 from .data import (Dataset, PairExample, TrajExample, build_dataset, corpus_texts, file_sha256,
                    in_validation, read_records)
+from .export import manifest_inputs
 from .model import PRESETS, RewardModel, build_from_base, build_from_preset, use_attention
 from .tok import CaperTokenizer, train_tokenizer
 
@@ -765,7 +766,7 @@ def write_manifest(s: Setup, model: RewardModel, data: Data, sch: Schedule, run:
         "pad_id": PAD_ID,
         "max_length": s.max_length,
         "output_name": "rewards",
-        "input_names": ["input_ids", "attention_mask"],
+        **manifest_inputs(export_info),
         "parameters": model.parameter_count(),
         "vocab_size": tok.vocab_size,
         "data_hash": "sha256:" + data.data_sha,
@@ -863,7 +864,7 @@ prefix ending at unit k; it depends on tokens up to that marker only (causal att
 
 ## Files
 - `model.onnx` fp32 ({exp.get('fp32_bytes', '?')} bytes), `model.int8.onnx` int8 dynamic-quantized ({exp.get('int8_bytes', '?')} bytes):
-  inputs `input_ids`, `attention_mask` (int64 [batch, length]), output `rewards` float32 [batch, length], opset {exp.get('opset', '?')}.
+  inputs {', '.join('`%s`' % n for n in m['input_names'])} (int64 [batch, length]{'; prefix-tree packed rows, interface ' + m['packing'] if m.get('packing') else ''}), output `rewards` float32 [batch, length], opset {exp.get('opset', '?')}.
   Parity vs torch: fp32 max |diff| {exp.get('fp32_max_abs_diff', '?')}, int8 max |diff| {exp.get('int8_max_abs_diff', '?')}.
 - `tokenizer.json` byte-level BPE, special ids `<pad>`=0 `<s>`=1 `</s>`=2 `<unk>`=3 `<clause>`=4 `<q>`=5 `<sql>`=6.
 - `caper.json` manifest (template, marker, max length, parameter count, training data hash, metrics).

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from caper_train import train
-from caper_train.export import ort_rewards, torch_rewards
+from caper_train.export import ort_packed_rewards, ort_rewards, pack_tree, torch_rewards
 from caper_train.model import RewardModel
 
 
@@ -23,7 +23,8 @@ def trained(tmp_path_factory, fixture_path):
 def test_manifest_and_files(trained):
     m = json.loads((trained / "model" / "caper.json").read_text())
     assert m["template"] == "caper-prompt-v1" and m["marker"] == "<clause>" and m["marker_id"] == 4
-    assert m["output_name"] == "rewards" and m["input_names"] == ["input_ids", "attention_mask"]
+    assert m["output_name"] == "rewards" and m["input_names"] == ["input_ids", "position_ids", "subtree_end"]
+    assert m["packing"] == "prefix-tree-v1" and m["export"]["packed_max_abs_diff"] <= 1e-4
     assert m["data_hash"].startswith("sha256:") and len(m["data_hash"]) == 71
     assert 50_000 < m["parameters"] < 500_000
     assert m["export"]["fp32_max_abs_diff"] <= 1e-4
@@ -45,6 +46,21 @@ def test_onnx_matches_torch_checkpoint(trained):
     # dumped marker rewards are the torch values at the markers
     for p, r in zip(dump["prompts"], ref):
         assert np.allclose([r[m] for m in p["markers"]], p["rewards"], atol=1e-5)
+
+
+def test_packed_rows_equal_separate_sequences(trained):
+    """The request's prompts as one prefix-tree row (shared head once) score like torch does them one by one."""
+    model = RewardModel.load(trained / "ckpt").eval()
+    seqs = [p["ids"] for p in json.loads((trained / "dump.json").read_text())["prompts"]]
+    seqs = seqs + [seqs[0], seqs[0][: len(seqs[0]) // 2]]  # a duplicate and a cut copy
+    ids, pos, end, where = pack_tree(seqs)
+    assert len(ids) < sum(len(s) for s in seqs)
+    assert all(ids[w[i]] == s[i] and pos[w[i]] == i for s, w in zip(seqs, where) for i in range(len(s)))
+    sess = ort.InferenceSession(str(trained / "model" / "model.onnx"), providers=["CPUExecutionProvider"])
+    ref = torch_rewards(model, seqs)
+    got = ort_packed_rewards(sess, [seqs, seqs[1:3]])  # two rows of different lengths in one batch
+    assert max(float(np.abs(a - b).max()) for a, b in zip(ref, got[0])) <= 1e-4
+    assert max(float(np.abs(a - b).max()) for a, b in zip(ref[1:3], got[1])) <= 1e-4
 
 
 def test_marker_reward_is_causal(trained):
