@@ -64,11 +64,11 @@ export interface RootCauseDetail extends RootCause {
   needsTables: string[];
 }
 
-const ARM_ORDER: ClauseKind[] = ['WITH', 'SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT'];
+export const ARM_ORDER: ClauseKind[] = ['WITH', 'SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT'];
 
 // ---------- canonical form ----------
 
-interface CanonCtx {
+export interface CanonCtx {
   schema: SchemaIndex | null;
 }
 
@@ -195,7 +195,7 @@ function splitTop(s: string): string[] {
 
 // ---------- alignment ----------
 
-interface Slot {
+export interface Slot {
   kind: ClauseKind;
   arm: number;
   /** Indexes into topUnits of pred / gold. */
@@ -203,7 +203,7 @@ interface Slot {
   g: number;
 }
 
-function armsOf(units: ClauseUnit[]): { units: number[]; setop: number }[] {
+export function armsOf(units: ClauseUnit[]): { units: number[]; setop: number }[] {
   const arms: { units: number[]; setop: number }[] = [{ units: [], setop: -1 }];
   units.forEach((u, i) => {
     if (u.kind === 'SETOP') {
@@ -214,7 +214,7 @@ function armsOf(units: ClauseUnit[]): { units: number[]; setop: number }[] {
   return arms;
 }
 
-function alignSlots(pu: ClauseUnit[], gu: ClauseUnit[]): Slot[] {
+export function alignSlots(pu: ClauseUnit[], gu: ClauseUnit[]): Slot[] {
   const pa = armsOf(pu);
   const ga = armsOf(gu);
   const slots: Slot[] = [];
@@ -233,7 +233,7 @@ function alignSlots(pu: ClauseUnit[], gu: ClauseUnit[]): Slot[] {
   return slots;
 }
 
-function clauseNodeFor(split: SplitResult, topIndex: number): TreeNode | null {
+export function clauseNodeFor(split: SplitResult, topIndex: number): TreeNode | null {
   if (!split.tree) return null;
   const tops = split.units.map((u, i) => ({ u, i })).filter((x) => x.u.depth === 0);
   const unitIdx = tops[topIndex]?.i;
@@ -244,14 +244,14 @@ function clauseNodeFor(split: SplitResult, topIndex: number): TreeNode | null {
   return null;
 }
 
-function tokenText(s: string): string {
+export function tokenText(s: string): string {
   return s.replace(/\s+/g, ' ').trim().toLowerCase();
 }
 
 // ---------- repair ----------
 
 /** Gold's clause text in the prediction's alias names (same table -> the prediction's alias). */
-function translatedClause(goldClause: TreeNode, goldSql: string, predSplit: SplitResult, predClauseOrAnchor: TreeNode | null): string {
+export function translatedClause(goldClause: TreeNode, goldSql: string, predSplit: SplitResult, predClauseOrAnchor: TreeNode | null): string {
   const raw = goldClause.span ? goldSql.slice(goldClause.span[0], goldClause.span[1]) : renderSql(goldClause);
   const gSel = goldClause.parent;
   const pSel = predClauseOrAnchor ? (predClauseOrAnchor.kind === 'select' ? predClauseOrAnchor : predClauseOrAnchor.parent) : null;
@@ -312,7 +312,7 @@ function armEnd(units: ClauseUnit[], arms: { units: number[]; setop: number }[],
   return units[arm.units[arm.units.length - 1]!]!.end;
 }
 
-function buildRepair(pred: string, gold: string, ps: SplitResult, gs: SplitResult, slot: Slot): string | null {
+export function buildRepair(pred: string, gold: string, ps: SplitResult, gs: SplitResult, slot: Slot): string | null {
   const pu = topUnits(ps);
   const gu = topUnits(gs);
   if (slot.p >= 0 && slot.g >= 0) {
@@ -391,7 +391,7 @@ export function similarity(gold: ExecResult, r: ExecResult): number {
 // ---------- main ----------
 
 const schemaCache = new Map<string, SchemaIndex | null>();
-function schemaFor(dbPath: string): SchemaIndex | null {
+export function schemaFor(dbPath: string): SchemaIndex | null {
   if (!schemaCache.has(dbPath)) {
     let s: SchemaIndex | null = null;
     try {
@@ -405,7 +405,7 @@ function schemaFor(dbPath: string): SchemaIndex | null {
   return schemaCache.get(dbPath)!;
 }
 
-function lca(nodes: TreeNode[], root: TreeNode): TreeNode {
+export function lca(nodes: TreeNode[], root: TreeNode): TreeNode {
   if (nodes.length === 0) return root;
   const chain = (n: TreeNode): TreeNode[] => {
     const out: TreeNode[] = [];
@@ -425,7 +425,7 @@ function lca(nodes: TreeNode[], root: TreeNode): TreeNode {
   return common[common.length - 1]!;
 }
 
-function tedLabel(n: TreeNode, ctx: CanonCtx): string {
+export function tedLabel(n: TreeNode, ctx: CanonCtx): string {
   if (n.kind === 'column') return canonColumn(n, ctx);
   if (n.kind === 'literal') return canon(n, ctx);
   if (n.kind === 'comparison') return `cmp:${n.label === '<>' ? '!=' : n.label === '==' ? '=' : n.label}`;

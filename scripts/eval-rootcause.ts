@@ -1,0 +1,99 @@
+// Research harness for issue 11: root-cause definitions against the expert labels.
+// Usage: node dist/scripts/eval-rootcause.js [--labels FILE] [--data DIR] [--cache FILE]
+// Gathers execution evidence once per labelled item (cached as JSON), then scores several
+// ranking policies offline: top1, mrr, n and a confusion table per policy.
+import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { SqlExecutor } from '../src/annotate/executor.js';
+import { rootCause } from '../src/annotate/counterfactual.js';
+import { gatherEvidence, rankLabels, ROOT_LABELS, FUNDAMENTAL_ORDER, type RootLabel, type RootCauseEvidence, type RankPolicy } from '../src/annotate/rootcause.js';
+import { splitSql, topUnits } from '../src/clauses/index.js';
+
+interface Item { id: number; index: number; db_id: string; question: string; gold: string; sql: string; label: string }
+
+const args = process.argv.slice(2);
+const flag = (n: string, d: string) => { const i = args.indexOf(`--${n}`); return i >= 0 ? args[i + 1]! : d; };
+const data = flag('data', '../shared/data/spider/dev-open');
+const labelsFile = flag('labels', join(data, 'labels/root_cause.jsonl'));
+const cacheFile = flag('cache', '/tmp/rc/evidence.json');
+const items: Item[] = readFileSync(labelsFile, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as Item).filter((x) => x.label !== 'NONE');
+const dbPath = (id: string) => join(data, 'database', id, `${id}.sqlite`);
+
+type Stored = { id: number; ev: Omit<RootCauseEvidence, 'predResult' | 'goldResult'> | null; cf: string | null };
+
+async function gather(): Promise<Stored[]> {
+  if (existsSync(cacheFile) && !args.includes('--fresh')) return JSON.parse(readFileSync(cacheFile, 'utf8')) as Stored[];
+  const exec = new SqlExecutor({ workers: 2, timeoutMs: 5000 });
+  const out: Stored[] = [];
+  let done = 0;
+  for (const it of items) {
+    const db = dbPath(it.db_id);
+    const ev = await gatherEvidence(it.sql, it.gold, db, exec);
+    const rc = await rootCause(it.sql, it.gold, db, exec);
+    let cf: string | null = null;
+    if (rc) {
+      const ps = splitSql(it.sql);
+      const tu = topUnits(ps);
+      const armOf = tu[rc.unitIndex]!.arm;
+      cf = rc.kind === 'SETOP' || armOf > 0 ? 'SETOP' : rc.kind;
+    }
+    out.push({ id: it.id, ev: ev ? { slots: ev.slots, predSim: ev.predSim } : null, cf });
+    if (++done % 50 === 0) process.stderr.write(`${done}/${items.length}\n`);
+  }
+  await exec.close();
+  writeFileSync(cacheFile, JSON.stringify(out));
+  return out;
+}
+
+function score(name: string, ranked: (RootLabel[] | null)[], show: boolean): number {
+  let top1 = 0;
+  let rr = 0;
+  const conf = new Map<string, Map<string, number>>();
+  items.forEach((it, i) => {
+    const r = ranked[i] ?? [];
+    const k = r.indexOf(it.label as RootLabel);
+    if (k === 0) top1++;
+    if (k >= 0) rr += 1 / (k + 1);
+    const got = r[0] ?? 'null';
+    const row = conf.get(it.label) ?? new Map<string, number>();
+    row.set(got, (row.get(got) ?? 0) + 1);
+    conf.set(it.label, row);
+  });
+  const n = items.length;
+  console.log(`${name}: top1=${(top1 / n).toFixed(3)} mrr=${(rr / n).toFixed(3)} (n=${n})`);
+  if (show) {
+    const cols = [...ROOT_LABELS, 'null'];
+    console.log(`| expert \\ got | ${cols.join(' | ')} |`);
+    for (const l of ROOT_LABELS) {
+      const row = conf.get(l);
+      if (!row) continue;
+      console.log(`| ${l} | ${cols.map((c) => row.get(c) ?? 0).join(' | ')} |`);
+    }
+  }
+  return top1 / n;
+}
+
+const stored = await gather();
+const byId = new Map(stored.map((s) => [s.id, s]));
+const show = args.includes('--confusion');
+score('counterfactual (current)', items.map((it) => { const c = byId.get(it.id)!.cf; return c ? [c as RootLabel, ...FUNDAMENTAL_ORDER.filter((x) => x !== c)] : null; }), show);
+const policies: [string, RankPolicy][] = [
+  ['canon, written order, no evidence', { order: ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'], evidence: false }],
+  ['canon, logical order, no evidence', { order: ['FROM', 'WHERE', 'GROUP BY', 'HAVING', 'SELECT', 'ORDER BY', 'LIMIT', 'SETOP'], evidence: false }],
+  ['canon, fundamental order, no evidence', { order: FUNDAMENTAL_ORDER, evidence: false }],
+  ['evidence + written order', { order: ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'], evidence: true }],
+  ['evidence + logical order', { order: ['FROM', 'WHERE', 'GROUP BY', 'HAVING', 'SELECT', 'ORDER BY', 'LIMIT', 'SETOP'], evidence: true }],
+  ['evidence + fundamental order', { order: FUNDAMENTAL_ORDER, evidence: true }],
+];
+for (const [name, p] of policies) {
+  score(name, items.map((it) => { const s = byId.get(it.id)!; return s.ev ? rankLabels({ ...s.ev, predResult: null!, goldResult: null! }, p) : null; }), show);
+}
+if (args.includes('--dump')) {
+  for (const it of items) {
+    const s = byId.get(it.id)!;
+    const r = s.ev ? rankLabels({ ...s.ev, predResult: null!, goldResult: null! }) : null;
+    if (r && r[0] === it.label) continue;
+    console.log(`\n#${it.id} label=${it.label} got=${r?.[0]} q=${it.question}\n  gold: ${it.gold}\n  pred: ${it.sql}`);
+    for (const e of s.ev?.slots ?? []) console.log(`   ${e.label}/${e.type} fixes=${e.fixes} sim=${e.fixSim.toFixed(2)} breaks=${e.breaks} wFrom=${e.fixesWithFrom} lit=${e.literalFix}`);
+  }
+}

@@ -1,0 +1,233 @@
+// Root cause of a failed prediction decided by meaning and by what repairs the result.
+//
+// The expert definition (dev-open/labels README): the ONE top-level clause that has to change for
+// the prediction to answer the way the reference does; surface differences do not count; when
+// several clauses are wrong the most fundamental wins; an error inside a subquery belongs to the
+// clause holding it; SETOP covers a missing/wrong set operation and any error in an arm after the
+// first; FROM covers tables, joins and join conditions.
+//
+// Steps:
+// 1. Align the clauses of prediction and reference (counterfactual.ts alignSlots) and keep the
+//    slots whose canonical forms differ (canon() on trees normalised first: count(x) = count(*)).
+// 2. Gather execution evidence per differing slot: does the reference's clause, substituted into
+//    the prediction alone, reproduce the reference's result ("fixes")? does it at least move the
+//    result toward it? does the prediction's clause, substituted into the reference, break the
+//    reference's result ("breaks")? FROM is also tried together with each other clause, because
+//    a clause that reads another table cannot be repaired without the FROM that binds it.
+// 3. A literal repair: every string/number literal swapped for the closest reference literal; if
+//    that alone reproduces the result, the clause holding it is the cause.
+// 4. Rank: clauses whose evidence says they matter come first, ordered most fundamental first.
+import { splitSql, topUnits, walk, cloneTree, makeNode } from '../clauses/index.js';
+import type { ClauseKind, SplitResult, TreeNode } from '../clauses/types.js';
+import type { ExecResult, SqlExecutor } from './executor.js';
+import { resultsMatch, hasTopLevelOrderBy } from './equivalence.js';
+import { alignSlots, buildRepair, canon, clauseNodeFor, schemaFor, similarity, tokenText, type CanonCtx, type Slot } from './counterfactual.js';
+
+export type RootLabel = 'SELECT' | 'FROM' | 'WHERE' | 'GROUP BY' | 'HAVING' | 'ORDER BY' | 'LIMIT' | 'SETOP';
+export const ROOT_LABELS: readonly RootLabel[] = ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'];
+
+/** Most fundamental decision first (what forces or explains the others). */
+export const FUNDAMENTAL_ORDER: readonly RootLabel[] = ['FROM', 'SETOP', 'WHERE', 'GROUP BY', 'HAVING', 'SELECT', 'ORDER BY', 'LIMIT'];
+
+export interface SlotEvidence {
+  slot: Slot;
+  label: RootLabel;
+  type: 'diverge' | 'extra' | 'missing';
+  /** Canonical forms differ (always true for extra/missing). */
+  differs: boolean;
+  /** Prediction with the reference's clause alone reproduces the reference's result. */
+  fixes: boolean;
+  /** Similarity (counterfactual.similarity) of that repair's result to the reference's, -1 error. */
+  fixSim: number;
+  /** Reference with the prediction's clause no longer reproduces the reference's result. */
+  breaks: boolean;
+  /** Prediction with the reference's FROM and this clause reproduces the result. */
+  fixesWithFrom: boolean;
+  /** A literal swap inside this clause alone reproduces the result. */
+  literalFix: boolean;
+  repairedSql: string | null;
+}
+
+export interface RootCauseEvidence {
+  slots: SlotEvidence[];
+  predSim: number;
+  predResult: ExecResult;
+  goldResult: ExecResult;
+}
+
+function labelOf(s: Slot): RootLabel {
+  if (s.kind === 'SETOP' || s.arm > 0) return 'SETOP';
+  if (s.kind === 'WITH') return 'FROM';
+  return s.kind as RootLabel;
+}
+
+/** A copy of the tree with meaning-preserving variants rewritten to one form. */
+export function normalizedSplit(split: SplitResult): SplitResult {
+  if (!split.tree) return split;
+  const t = cloneTree(split.tree);
+  for (const n of walk(t)) {
+    // count(col) counts the non-null values of col; the reviewers read it as count(*) (Spider's
+    // columns under count are keys or never null in practice), so it is not a divergence.
+    if (n.kind === 'aggregate' && n.label === 'COUNT' && !n.attrs?.distinct && n.children.length === 1 && n.children[0]!.kind === 'column') {
+      const star = makeNode('star', '*');
+      star.parent = n;
+      star.unit = n.unit;
+      n.children = [star];
+    }
+  }
+  return { ...split, tree: t };
+}
+
+function slotDiffers(ps: SplitResult, gs: SplitResult, s: Slot, ctx: CanonCtx): boolean {
+  if (s.p < 0 || s.g < 0) return true;
+  const pu = topUnits(ps);
+  const gu = topUnits(gs);
+  if (ps.tree && gs.tree) {
+    const pn = clauseNodeFor(ps, s.p);
+    const gn = clauseNodeFor(gs, s.g);
+    if (pn && gn) return s.kind === 'SETOP' ? pn.label !== gn.label : canon(pn, ctx) !== canon(gn, ctx);
+  }
+  return tokenText(pu[s.p]!.text) !== tokenText(gu[s.g]!.text);
+}
+
+function mirror(s: Slot): Slot {
+  return { kind: s.kind, arm: s.arm, p: s.g, g: s.p };
+}
+
+function literals(tree: TreeNode | undefined): TreeNode[] {
+  if (!tree) return [];
+  return walk(tree).filter((n) => n.kind === 'literal' && (n.attrs?.type === 'string' || n.attrs?.type === 'number') && n.span);
+}
+
+function lev(a: string, b: string): number {
+  const m = a.length;
+  const n = b.length;
+  let prev = Array.from({ length: n + 1 }, (_, j) => j);
+  for (let i = 1; i <= m; i++) {
+    const cur = [i];
+    for (let j = 1; j <= n; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = cur;
+  }
+  return prev[n]!;
+}
+
+export async function gatherEvidence(pred: string, gold: string, dbPath: string, exec: SqlExecutor,
+  opts: { goldResult?: ExecResult; predResult?: ExecResult; literalRepair?: boolean; reverse?: boolean; fromCombos?: boolean } = {}): Promise<RootCauseEvidence | null> {
+  const [goldResult, predResult] = await Promise.all([
+    opts.goldResult ?? exec.run(dbPath, gold),
+    opts.predResult ?? exec.run(dbPath, pred),
+  ]);
+  if (!goldResult.ok) return null;
+  const ordered = hasTopLevelOrderBy(gold);
+  if (resultsMatch(goldResult, predResult, ordered)) return null;
+  const ps = splitSql(pred);
+  const gs = splitSql(gold);
+  const pu = topUnits(ps);
+  const gu = topUnits(gs);
+  if (pu.length === 0 || gu.length === 0) return null;
+  const ctx: CanonCtx = { schema: schemaFor(dbPath) };
+  const psN = normalizedSplit(ps);
+  const gsN = normalizedSplit(gs);
+  const slots = alignSlots(pu, gu);
+  const predSim = similarity(goldResult, predResult);
+  const matchGold = (r: ExecResult) => resultsMatch(goldResult, r, ordered);
+  const ev: SlotEvidence[] = [];
+  for (const s of slots) {
+    const differs = slotDiffers(psN, gsN, s, ctx);
+    if (!differs) continue;
+    ev.push({
+      slot: s, label: labelOf(s), type: s.p >= 0 && s.g >= 0 ? 'diverge' : s.p >= 0 ? 'extra' : 'missing',
+      differs, fixes: false, fixSim: -1, breaks: false, fixesWithFrom: false, literalFix: false, repairedSql: null,
+    });
+  }
+  await Promise.all(ev.map(async (e) => {
+    let rep: string | null = null;
+    try { rep = buildRepair(pred, gold, ps, gs, e.slot); } catch { rep = null; }
+    e.repairedSql = rep;
+    if (rep && rep !== pred) {
+      const r = await exec.run(dbPath, rep);
+      e.fixes = matchGold(r);
+      e.fixSim = e.fixes ? 2 : similarity(goldResult, r);
+    }
+    if (opts.reverse !== false) {
+      let br: string | null = null;
+      try { br = buildRepair(gold, pred, gs, ps, mirror(e.slot)); } catch { br = null; }
+      if (br && br !== gold) e.breaks = !matchGold(await exec.run(dbPath, br));
+    }
+  }));
+  // FROM with one more clause: a clause that reads gold's tables needs gold's FROM to run.
+  const from = ev.find((e) => e.slot.kind === 'FROM' && e.slot.arm === 0 && e.repairedSql);
+  if (from && opts.fromCombos !== false) {
+    const p1 = from.repairedSql!;
+    const s1 = splitSql(p1);
+    const u1 = topUnits(s1);
+    const slots1 = alignSlots(u1, gu);
+    await Promise.all(ev.filter((e) => e !== from && !e.fixes).map(async (e) => {
+      const s = slots1.find((x) => x.kind === e.slot.kind && x.arm === e.slot.arm);
+      if (!s) return;
+      let rep: string | null = null;
+      try { rep = buildRepair(p1, gold, s1, gs, s); } catch { rep = null; }
+      if (rep && rep !== p1) e.fixesWithFrom = matchGold(await exec.run(dbPath, rep));
+    }));
+  }
+  if (opts.literalRepair !== false) {
+    const gl = literals(gs.tree);
+    const pl = literals(ps.tree);
+    if (gl.length > 0) {
+      await Promise.all(pl.map(async (lit) => {
+        const v = String(lit.attrs!.value).toLowerCase();
+        let best: TreeNode | null = null;
+        let bestD = Infinity;
+        for (const g of gl) {
+          if (g.attrs!.type !== lit.attrs!.type) continue;
+          if (String(g.attrs!.value) === String(lit.attrs!.value)) continue;
+          const d = lev(v, String(g.attrs!.value).toLowerCase());
+          if (d < bestD) { bestD = d; best = g; }
+        }
+        if (!best) return;
+        const [a, b] = lit.span!;
+        const text = gold.slice(best.span![0], best.span![1]);
+        const rep = pred.slice(0, a) + text + pred.slice(b);
+        if (!matchGold(await exec.run(dbPath, rep))) return;
+        // The clause holding the literal: its depth-0 unit.
+        const unitIdx = topUnitIndexOfOffset(ps, a);
+        const e = ev.find((x) => x.slot.p === unitIdx);
+        if (e) e.literalFix = true;
+      }));
+    }
+  }
+  return { slots: ev, predSim, predResult, goldResult };
+}
+
+function topUnitIndexOfOffset(ps: SplitResult, off: number): number {
+  const tu = topUnits(ps);
+  return tu.findIndex((u) => off >= u.start && off < u.end);
+}
+
+export type RankPolicy = {
+  /** Order between candidate labels. */
+  order: readonly RootLabel[];
+  /** Use execution evidence (fixes, literal fixes, FROM combos) before the order. */
+  evidence: boolean;
+};
+
+export const DEFAULT_POLICY: RankPolicy = { order: FUNDAMENTAL_ORDER, evidence: true };
+
+/** Labels, most likely root cause first. */
+export function rankLabels(ev: RootCauseEvidence, policy: RankPolicy = DEFAULT_POLICY): RootLabel[] {
+  const score = (e: SlotEvidence): number => {
+    if (!policy.evidence) return 0;
+    if (e.fixes || e.literalFix) return 3;
+    if (e.fixesWithFrom) return 2;
+    if (e.breaks || e.fixSim > ev.predSim) return 1;
+    return 0;
+  };
+  const best = new Map<RootLabel, number>();
+  for (const e of ev.slots) best.set(e.label, Math.max(best.get(e.label) ?? -1, score(e)));
+  // Another clause repaired only together with gold's FROM: the tables were the decision.
+  if (policy.evidence && ev.slots.some((e) => e.fixesWithFrom) && best.has('FROM')) best.set('FROM', Math.max(best.get('FROM')!, 2));
+  const cands = [...best.entries()].sort((a, b) => b[1] - a[1] || policy.order.indexOf(a[0]) - policy.order.indexOf(b[0]));
+  const out = cands.map(([l]) => l);
+  for (const l of policy.order) if (!out.includes(l)) out.push(l);
+  return out;
+}
