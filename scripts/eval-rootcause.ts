@@ -37,7 +37,7 @@ async function gather(): Promise<Stored[]> {
       const armOf = tu[rc.unitIndex]!.arm;
       cf = rc.kind === 'SETOP' || armOf > 0 ? 'SETOP' : rc.kind;
     }
-    out.push({ id: it.id, ev: ev ? { slots: ev.slots, predSim: ev.predSim } : null, cf });
+    out.push({ id: it.id, ev: ev ? { slots: ev.slots, predSim: ev.predSim, fromIsFormulation: ev.fromIsFormulation } : null, cf });
     if (++done % 50 === 0) process.stderr.write(`${done}/${items.length}\n`);
   }
   await exec.close();
@@ -84,6 +84,8 @@ const policies: [string, RankPolicy][] = [
   ['evidence + written order', { order: ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'], evidence: true }],
   ['evidence + logical order', { order: ['FROM', 'WHERE', 'GROUP BY', 'HAVING', 'SELECT', 'ORDER BY', 'LIMIT', 'SETOP'], evidence: true }],
   ['evidence + fundamental order', { order: FUNDAMENTAL_ORDER, evidence: true }],
+  ['evidence + fundamental order + formulation', { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true }],
+  ['canon + fundamental order + formulation, no evidence', { order: FUNDAMENTAL_ORDER, evidence: false, formulation: true }],
 ];
 for (const [name, p] of policies) {
   score(name, items.map((it) => { const s = byId.get(it.id)!; return s.ev ? rankLabels({ ...s.ev, predResult: null!, goldResult: null! }, p) : null; }), show);
@@ -96,4 +98,36 @@ if (args.includes('--dump')) {
     console.log(`\n#${it.id} label=${it.label} got=${r?.[0]} q=${it.question}\n  gold: ${it.gold}\n  pred: ${it.sql}`);
     for (const e of s.ev?.slots ?? []) console.log(`   ${e.label}/${e.type} fixes=${e.fixes} sim=${e.fixSim.toFixed(2)} breaks=${e.breaks} wFrom=${e.fixesWithFrom} lit=${e.literalFix}`);
   }
+}
+
+// ---- table-set features (research) ----
+import { walk as walkTree } from '../src/clauses/index.js';
+import { resolveColumn, SchemaIndex } from '../src/annotate/scope.js';
+import { schemaFromSqlite } from '../src/clauses/schema.js';
+if (args.includes('--tables')) {
+  const tablesAll = (sql: string) => { const s = splitSql(sql); return new Set(s.tree ? walkTree(s.tree).filter((n) => n.kind === 'table').map((n) => n.label) : []); };
+  const topFrom = (sql: string) => { const s = splitSql(sql); const sel = s.tree?.children[0]; const sel0 = sel?.kind === 'select' ? sel : sel?.children[0]; const f = sel0?.children.find((c) => c.kind === 'clause' && c.label === 'FROM'); return new Set(f ? walkTree(f).filter((n) => n.kind === 'table' && n.unit === f.unit).map((n) => n.label) : []); };
+  const usage = (sql: string, db: string) => {
+    const schema = new SchemaIndex(schemaFromSqlite(dbPath(db)));
+    const s = splitSql(sql); const m = new Map<string, Set<string>>();
+    if (!s.tree) return m;
+    const tu = topUnits(s);
+    for (const n of walkTree(s.tree)) { if (n.kind !== 'column') continue; const r = resolveColumn(n, schema); if (!r) continue; const u = tu.find((x) => n.span && n.span[0] >= x.start && n.span[0] < x.end); if (!u) continue; const set = m.get(r.table) ?? new Set(); set.add(u.kind); m.set(r.table, set); }
+    return m;
+  };
+  const tab = new Map<string, number>();
+  for (const it of items) {
+    const s = byId.get(it.id)!;
+    if (!s.ev?.slots.some((e) => e.label === 'FROM')) continue;
+    const pa = tablesAll(it.sql), ga = tablesAll(it.gold), pf = topFrom(it.sql), gf = topFrom(it.gold);
+    const eqAll = pa.size === ga.size && [...pa].every((t) => ga.has(t));
+    const gExtra = [...gf].filter((t) => !pf.has(t)); const pExtra = [...pf].filter((t) => !gf.has(t));
+    const gu = usage(it.gold, it.db_id);
+    const filterOnly = gExtra.length > 0 && gExtra.every((t) => [...(gu.get(t) ?? [])].every((k) => k === 'WHERE' || k === 'FROM'));
+    const pu = usage(it.sql, it.db_id);
+    const pFilterOnly = pExtra.length > 0 && pExtra.every((t) => [...(pu.get(t) ?? [])].every((k) => k === 'WHERE' || k === 'FROM'));
+    const key = `eqAll=${eqAll} sameTop=${gExtra.length + pExtra.length === 0} gExtraFilterOnly=${filterOnly} pExtraFilterOnly=${pFilterOnly} label=${it.label}`;
+    tab.set(key, (tab.get(key) ?? 0) + 1);
+  }
+  for (const [k, v] of [...tab.entries()].sort()) console.log(v, k);
 }

@@ -50,6 +50,9 @@ export interface SlotEvidence {
 
 export interface RootCauseEvidence {
   slots: SlotEvidence[];
+  /** Both statements read the same set of tables (any depth) while their top-level FROMs differ:
+   * a join written as a subquery or the reverse, a formulation rather than a table decision. */
+  fromIsFormulation: boolean;
   predSim: number;
   predResult: ExecResult;
   goldResult: ExecResult;
@@ -196,7 +199,23 @@ export async function gatherEvidence(pred: string, gold: string, dbPath: string,
       }));
     }
   }
-  return { slots: ev, predSim, predResult, goldResult };
+  const fromIsFormulation = sameTableSet(allTables(ps), allTables(gs)) && !sameTableSet(topFromTables(ps), topFromTables(gs));
+  return { slots: ev, fromIsFormulation, predSim, predResult, goldResult };
+}
+
+function allTables(s: SplitResult): Set<string> {
+  return new Set(s.tree ? walk(s.tree).filter((n) => n.kind === 'table').map((n) => n.label) : []);
+}
+
+/** Tables of the first arm's top-level FROM (not those of its subqueries). */
+function topFromTables(s: SplitResult): Set<string> {
+  const i = topUnits(s).findIndex((u) => u.kind === 'FROM');
+  const f = i >= 0 ? clauseNodeFor(s, i) : null;
+  return new Set(f ? walk(f).filter((n) => n.kind === 'table' && n.unit === f.unit).map((n) => n.label) : []);
+}
+
+function sameTableSet(a: Set<string>, b: Set<string>): boolean {
+  return a.size === b.size && [...a].every((t) => b.has(t));
 }
 
 function topUnitIndexOfOffset(ps: SplitResult, off: number): number {
@@ -209,9 +228,11 @@ export type RankPolicy = {
   order: readonly RootLabel[];
   /** Use execution evidence (fixes, literal fixes, FROM combos) before the order. */
   evidence: boolean;
+  /** A FROM that differs only as a formulation (fromIsFormulation) ranks last. */
+  formulation?: boolean;
 };
 
-export const DEFAULT_POLICY: RankPolicy = { order: FUNDAMENTAL_ORDER, evidence: true };
+export const DEFAULT_POLICY: RankPolicy = { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true };
 
 /** Labels, most likely root cause first. */
 export function rankLabels(ev: RootCauseEvidence, policy: RankPolicy = DEFAULT_POLICY): RootLabel[] {
@@ -226,6 +247,7 @@ export function rankLabels(ev: RootCauseEvidence, policy: RankPolicy = DEFAULT_P
   for (const e of ev.slots) best.set(e.label, Math.max(best.get(e.label) ?? -1, score(e)));
   // Another clause repaired only together with gold's FROM: the tables were the decision.
   if (policy.evidence && ev.slots.some((e) => e.fixesWithFrom) && best.has('FROM')) best.set('FROM', Math.max(best.get('FROM')!, 2));
+  if (policy.formulation && ev.fromIsFormulation && best.has('FROM') && best.size > 1) best.set('FROM', -1);
   const cands = [...best.entries()].sort((a, b) => b[1] - a[1] || policy.order.indexOf(a[0]) - policy.order.indexOf(b[0]));
   const out = cands.map(([l]) => l);
   for (const l of policy.order) if (!out.includes(l)) out.push(l);
