@@ -37,7 +37,7 @@ async function gather(): Promise<Stored[]> {
       const armOf = tu[rc.unitIndex]!.arm;
       cf = rc.kind === 'SETOP' || armOf > 0 ? 'SETOP' : rc.kind;
     }
-    out.push({ id: it.id, ev: ev ? { slots: ev.slots, predSim: ev.predSim, fromIsFormulation: ev.fromIsFormulation } : null, cf });
+    out.push({ id: it.id, ev: ev ? { slots: ev.slots, predSim: ev.predSim, fromIsFormulation: ev.fromIsFormulation, setopMissing: ev.setopMissing, setopIsFormulation: ev.setopIsFormulation } : null, cf });
     if (++done % 50 === 0) process.stderr.write(`${done}/${items.length}\n`);
   }
   await exec.close();
@@ -85,6 +85,7 @@ const policies: [string, RankPolicy][] = [
   ['evidence + logical order', { order: ['FROM', 'WHERE', 'GROUP BY', 'HAVING', 'SELECT', 'ORDER BY', 'LIMIT', 'SETOP'], evidence: true }],
   ['evidence + fundamental order', { order: FUNDAMENTAL_ORDER, evidence: true }],
   ['evidence + fundamental order + formulation', { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true }],
+  ['evidence + fundamental + formulation + setop', { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true }],
   ['canon + fundamental order + formulation, no evidence', { order: FUNDAMENTAL_ORDER, evidence: false, formulation: true }],
 ];
 for (const [name, p] of policies) {

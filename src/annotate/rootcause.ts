@@ -53,6 +53,11 @@ export interface RootCauseEvidence {
   /** Both statements read the same set of tables (any depth) while their top-level FROMs differ:
    * a join written as a subquery or the reverse, a formulation rather than a table decision. */
   fromIsFormulation: boolean;
+  /** Gold combines results with a set operation (at any depth) and the prediction has none. */
+  setopMissing: boolean;
+  /** ...but the prediction expresses it in its WHERE: a subquery there (IN / NOT IN / EXISTS
+   * stand for INTERSECT / EXCEPT), or an OR for gold's UNION. A formulation, not the error. */
+  setopIsFormulation: boolean;
   predSim: number;
   predResult: ExecResult;
   goldResult: ExecResult;
@@ -200,7 +205,19 @@ export async function gatherEvidence(pred: string, gold: string, dbPath: string,
     }
   }
   const fromIsFormulation = sameTableSet(allTables(ps), allTables(gs)) && !sameTableSet(topFromTables(ps), topFromTables(gs));
-  return { slots: ev, fromIsFormulation, predSim, predResult, goldResult };
+  const setops = (x: SplitResult) => (x.tree ? walk(x.tree).filter((n) => n.kind === 'setop') : []);
+  const gOps = setops(gs);
+  const setopMissing = gOps.length > 0 && setops(ps).length === 0 && ps.tree !== undefined;
+  let setopIsFormulation = false;
+  if (setopMissing) {
+    const wi = pu.findIndex((u) => u.kind === 'WHERE');
+    const w = wi >= 0 ? clauseNodeFor(ps, wi) : null;
+    const wNodes = w ? walk(w) : [];
+    const allUnion = gOps.every((n) => /^UNION/.test(n.label));
+    setopIsFormulation = wNodes.some((n) => n.kind === 'subquery' || n.kind === 'exists')
+      || (allUnion && wNodes.some((n) => (n.kind === 'logical' && n.label === 'OR') || (n.kind === 'comparison' && n.label === 'IN')));
+  }
+  return { slots: ev, fromIsFormulation, setopMissing, setopIsFormulation, predSim, predResult, goldResult };
 }
 
 function allTables(s: SplitResult): Set<string> {
@@ -230,9 +247,12 @@ export type RankPolicy = {
   evidence: boolean;
   /** A FROM that differs only as a formulation (fromIsFormulation) ranks last. */
   formulation?: boolean;
+  /** A set operation gold needs and the prediction lacks ranks first, unless the prediction
+   * formulates it in WHERE (then SETOP ranks last). */
+  setop?: boolean;
 };
 
-export const DEFAULT_POLICY: RankPolicy = { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true };
+export const DEFAULT_POLICY: RankPolicy = { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true };
 
 /** Labels, most likely root cause first. */
 export function rankLabels(ev: RootCauseEvidence, policy: RankPolicy = DEFAULT_POLICY): RootLabel[] {
@@ -248,6 +268,10 @@ export function rankLabels(ev: RootCauseEvidence, policy: RankPolicy = DEFAULT_P
   // Another clause repaired only together with gold's FROM: the tables were the decision.
   if (policy.evidence && ev.slots.some((e) => e.fixesWithFrom) && best.has('FROM')) best.set('FROM', Math.max(best.get('FROM')!, 2));
   if (policy.formulation && ev.fromIsFormulation && best.has('FROM') && best.size > 1) best.set('FROM', -1);
+  if (policy.setop && ev.setopMissing) {
+    if (!ev.setopIsFormulation) best.set('SETOP', 4);
+    else if (best.has('SETOP') && best.size > 1) best.set('SETOP', -1);
+  }
   const cands = [...best.entries()].sort((a, b) => b[1] - a[1] || policy.order.indexOf(a[0]) - policy.order.indexOf(b[0]));
   const out = cands.map(([l]) => l);
   for (const l of policy.order) if (!out.includes(l)) out.push(l);
