@@ -86,6 +86,7 @@ const policies: [string, RankPolicy][] = [
   ['evidence + fundamental order', { order: FUNDAMENTAL_ORDER, evidence: true }],
   ['evidence + fundamental order + formulation', { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true }],
   ['evidence + fundamental + formulation + setop', { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true }],
+  ['... + local (DISTINCT toggle)', { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true }],
   ['canon + fundamental order + formulation, no evidence', { order: FUNDAMENTAL_ORDER, evidence: false, formulation: true }],
 ];
 for (const [name, p] of policies) {
@@ -131,4 +132,105 @@ if (args.includes('--tables')) {
     tab.set(key, (tab.get(key) ?? 0) + 1);
   }
   for (const [k, v] of [...tab.entries()].sort()) console.log(v, k);
+}
+
+// ---- consensus (no gold): references from the other pool8 candidates ----
+import { referenceGroups } from '../src/annotate/rootcause.js';
+const POOL8 = ['dail-sql-gpt4', 'din-sql-gpt4', 'gpt4-few-shot', 'gpt4-zero-shot', 'chatgpt-zero-shot', 'c3sql-chatgpt', 'din-sql-codex', 'codex-few-shot'];
+const CPOL: RankPolicy[] = [
+  { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true },
+  { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true },
+];
+if (args.includes('--consensus')) {
+  const preds = new Map(POOL8.map((s) => [s, readFileSync(join(data, 'predictions', `${s}.sql`), 'utf8').split('\n')]));
+  const cfile = cacheFile.replace(/\.json$/, '.consensus.json');
+  type CStored = { id: number; refs: { size: number; ev: Omit<RootCauseEvidence, 'predResult' | 'goldResult'> | null }[]; reason?: string };
+  let cst: CStored[];
+  if (existsSync(cfile) && !args.includes('--fresh')) cst = JSON.parse(readFileSync(cfile, 'utf8')) as CStored[];
+  else {
+    const exec = new SqlExecutor({ workers: 2, timeoutMs: 5000 });
+    cst = [];
+    for (const it of items) {
+      const db = dbPath(it.db_id);
+      const others = POOL8.filter((s) => !((it as unknown as { systems: string[] }).systems).includes(s)).map((s) => preds.get(s)![it.index]!);
+      const own = await exec.run(db, it.sql);
+      const results = await Promise.all(others.map((o) => exec.run(db, o)));
+      const groups = referenceGroups(own, results).slice(0, 3);
+      const refs: CStored['refs'] = [];
+      for (const g of groups) {
+        const ev = await gatherEvidence(it.sql, others[g.reference]!, db, exec, { predResult: own, goldResult: results[g.reference] });
+        refs.push({ size: g.members.length, ev: ev ? { slots: ev.slots, predSim: ev.predSim, fromIsFormulation: ev.fromIsFormulation, setopMissing: ev.setopMissing, setopIsFormulation: ev.setopIsFormulation } : null });
+      }
+      cst.push({ id: it.id, refs, reason: groups.length === 0 ? 'no differing candidate that runs' : undefined });
+    }
+    await exec.close();
+    writeFileSync(cfile, JSON.stringify(cst));
+  }
+  const cById = new Map(cst.map((c) => [c.id, c]));
+  const rank = (e: CStored['refs'][number]) => (e.ev ? rankLabels({ ...e.ev, predResult: null!, goldResult: null! }) : null);
+  console.log(`no reference: ${cst.filter((c) => c.refs.length === 0).length}`);
+  score('consensus: best-ranked reference', items.map((it) => { const c = cById.get(it.id)!; return c.refs[0] ? rank(c.refs[0]) : null; }), show);
+  for (const p of CPOL) score(`consensus best ref ${JSON.stringify({ ...p, order: undefined })}`, items.map((it) => { const c = cById.get(it.id)!; return c.refs[0]?.ev ? rankLabels({ ...c.refs[0].ev, predResult: null!, goldResult: null! }, p) : null; }), false);
+  for (const K of [2, 3]) {
+    for (const mode of ['top1', 'rr'] as const) {
+      score(`consensus: vote of top ${K} references (${mode}, weight = group size)`, items.map((it) => {
+        const c = cById.get(it.id)!;
+        const votes = new Map<RootLabel, number>();
+        for (const r of c.refs.slice(0, K)) {
+          const rl = rank(r);
+          if (!rl) continue;
+          rl.forEach((l, k) => { if (mode === 'rr' || k === 0) votes.set(l, (votes.get(l) ?? 0) + r.size / (k + 1)); });
+        }
+        if (votes.size === 0) return null;
+        const first = rank(c.refs[0]!) ?? [];
+        return [...votes.entries()].sort((a, b) => b[1] - a[1] || first.indexOf(a[0]) - first.indexOf(b[0])).map(([l]) => l).concat(FUNDAMENTAL_ORDER.filter((l) => !votes.has(l)));
+      }), show);
+    }
+  }
+}
+if (args.includes('--refstats')) {
+  const preds = new Map(POOL8.map((s) => [s, readFileSync(join(data, 'predictions', `${s}.sql`), 'utf8').split('\n')]));
+  const { resultsMatch: rm, hasTopLevelOrderBy: hob } = await import('../src/annotate/equivalence.js');
+  const exec = new SqlExecutor({ workers: 2, timeoutMs: 5000 });
+  const cst = JSON.parse(readFileSync(cacheFile.replace(/\.json$/, '.consensus.json'), 'utf8')) as { id: number; refs: { size: number; ev: Omit<RootCauseEvidence, 'predResult' | 'goldResult'> | null }[] }[];
+  const tab = new Map<string, [number, number]>();
+  for (const it of items) {
+    const db = dbPath(it.db_id);
+    const others = POOL8.filter((s) => !((it as unknown as { systems: string[] }).systems).includes(s)).map((s) => preds.get(s)![it.index]!);
+    const own = await exec.run(db, it.sql);
+    const results = await Promise.all(others.map((o) => exec.run(db, o)));
+    const g = referenceGroups(own, results)[0];
+    const c = cst.find((x) => x.id === it.id)!;
+    let key = 'none';
+    if (g) {
+      const gold = await exec.run(db, it.gold);
+      key = `refCorrect=${rm(gold, results[g.reference]!, hob(it.gold))} size=${Math.min(g.members.length, 3)}`;
+    }
+    const r = c.refs[0]?.ev ? rankLabels({ ...c.refs[0].ev, predResult: null!, goldResult: null! }) : null;
+    const t = tab.get(key) ?? [0, 0];
+    t[0]++; if (r && r[0] === it.label) t[1]++;
+    tab.set(key, t);
+  }
+  await exec.close();
+  for (const [k, [n, ok]] of [...tab.entries()].sort()) console.log(`${k}: n=${n} top1=${(ok / n).toFixed(3)}`);
+}
+if (args.includes('--cdump')) {
+  const preds = new Map(POOL8.map((s) => [s, readFileSync(join(data, 'predictions', `${s}.sql`), 'utf8').split('\n')]));
+  const exec = new SqlExecutor({ workers: 2, timeoutMs: 5000 });
+  const cst = JSON.parse(readFileSync(cacheFile.replace(/\.json$/, '.consensus.json'), 'utf8')) as { id: number; refs: { size: number; ev: Omit<RootCauseEvidence, 'predResult' | 'goldResult'> | null }[] }[];
+  for (const it of items) {
+    const s = byId.get(it.id)!;
+    const rg = s.ev ? rankLabels({ ...s.ev, predResult: null!, goldResult: null! }) : null;
+    const c = cst.find((x) => x.id === it.id)!;
+    const r = c.refs[0]?.ev ? rankLabels({ ...c.refs[0].ev, predResult: null!, goldResult: null! }) : null;
+    if (!rg || rg[0] !== it.label || !r || r[0] === it.label) continue;
+    const db = dbPath(it.db_id);
+    const others = POOL8.filter((x) => !((it as unknown as { systems: string[] }).systems).includes(x)).map((x) => preds.get(x)![it.index]!);
+    const own = await exec.run(db, it.sql);
+    const results = await Promise.all(others.map((o) => exec.run(db, o)));
+    const g = referenceGroups(own, results)[0]!;
+    console.log(`\n#${it.id} label=${it.label} got=${r[0]} size=${g.members.length}\n  gold: ${it.gold}\n  ref:  ${others[g.reference]}\n  pred: ${it.sql}`);
+    for (const e of c.refs[0]!.ev!.slots) console.log(`   ${e.label}/${e.type} fixes=${e.fixes} sim=${e.fixSim.toFixed(2)} breaks=${e.breaks} wFrom=${e.fixesWithFrom} lit=${e.literalFix}`);
+  }
+  await exec.close();
 }

@@ -20,7 +20,7 @@
 import { splitSql, topUnits, walk, cloneTree, makeNode } from '../clauses/index.js';
 import type { ClauseKind, SplitResult, TreeNode } from '../clauses/types.js';
 import type { ExecResult, SqlExecutor } from './executor.js';
-import { resultsMatch, hasTopLevelOrderBy } from './equivalence.js';
+import { resultsMatch, hasTopLevelOrderBy, resultKey } from './equivalence.js';
 import { alignSlots, buildRepair, canon, clauseNodeFor, schemaFor, similarity, tokenText, type CanonCtx, type Slot } from './counterfactual.js';
 
 export type RootLabel = 'SELECT' | 'FROM' | 'WHERE' | 'GROUP BY' | 'HAVING' | 'ORDER BY' | 'LIMIT' | 'SETOP';
@@ -45,6 +45,9 @@ export interface SlotEvidence {
   fixesWithFrom: boolean;
   /** A literal swap inside this clause alone reproduces the result. */
   literalFix: boolean;
+  /** A local edit of this clause (DISTINCT added or removed) alone reproduces the result. */
+  localFix: boolean;
+
   repairedSql: string | null;
 }
 
@@ -120,7 +123,7 @@ function lev(a: string, b: string): number {
 }
 
 export async function gatherEvidence(pred: string, gold: string, dbPath: string, exec: SqlExecutor,
-  opts: { goldResult?: ExecResult; predResult?: ExecResult; literalRepair?: boolean; reverse?: boolean; fromCombos?: boolean } = {}): Promise<RootCauseEvidence | null> {
+  opts: { goldResult?: ExecResult; predResult?: ExecResult; literalRepair?: boolean; localRepair?: boolean; reverse?: boolean; fromCombos?: boolean } = {}): Promise<RootCauseEvidence | null> {
   const [goldResult, predResult] = await Promise.all([
     opts.goldResult ?? exec.run(dbPath, gold),
     opts.predResult ?? exec.run(dbPath, pred),
@@ -145,7 +148,7 @@ export async function gatherEvidence(pred: string, gold: string, dbPath: string,
     if (!differs) continue;
     ev.push({
       slot: s, label: labelOf(s), type: s.p >= 0 && s.g >= 0 ? 'diverge' : s.p >= 0 ? 'extra' : 'missing',
-      differs, fixes: false, fixSim: -1, breaks: false, fixesWithFrom: false, literalFix: false, repairedSql: null,
+      differs, fixes: false, fixSim: -1, breaks: false, fixesWithFrom: false, literalFix: false, localFix: false, repairedSql: null,
     });
   }
   await Promise.all(ev.map(async (e) => {
@@ -204,6 +207,28 @@ export async function gatherEvidence(pred: string, gold: string, dbPath: string,
       }));
     }
   }
+  // DISTINCT added to / removed from the first SELECT: the commonest one-word repair, tried even
+  // when the SELECTs agree in meaning (gold may deduplicate by a join shape or a set operation).
+  const selIdx = pu.findIndex((u) => u.kind === 'SELECT' && u.arm === 0);
+  if (selIdx >= 0 && opts.localRepair !== false) {
+    const u = pu[selIdx]!;
+    const m = /^SELECT\s+(DISTINCT\s+)?/i.exec(u.text);
+    if (m) {
+      const text = m[1] ? 'SELECT ' + u.text.slice(m[0].length) : 'SELECT DISTINCT ' + u.text.slice(m[0].length);
+      const rep = pred.slice(0, u.start) + text + pred.slice(u.end);
+      if (matchGold(await exec.run(dbPath, rep))) {
+        let sel = ev.find((e) => e.slot.kind === 'SELECT' && e.slot.arm === 0);
+        if (!sel) {
+          const slot = slots.find((x) => x.kind === 'SELECT' && x.arm === 0 && x.p === selIdx);
+          if (slot) {
+            sel = { slot, label: 'SELECT', type: 'diverge', differs: false, fixes: false, fixSim: -1, breaks: false, fixesWithFrom: false, literalFix: false, localFix: false, repairedSql: rep };
+            ev.push(sel);
+          }
+        }
+        if (sel) sel.localFix = true;
+      }
+    }
+  }
   const fromIsFormulation = sameTableSet(allTables(ps), allTables(gs)) && !sameTableSet(topFromTables(ps), topFromTables(gs));
   const setops = (x: SplitResult) => (x.tree ? walk(x.tree).filter((n) => n.kind === 'setop') : []);
   const gOps = setops(gs);
@@ -247,18 +272,20 @@ export type RankPolicy = {
   evidence: boolean;
   /** A FROM that differs only as a formulation (fromIsFormulation) ranks last. */
   formulation?: boolean;
+  /** DISTINCT toggles count as a repair of SELECT. */
+  local?: boolean;
   /** A set operation gold needs and the prediction lacks ranks first, unless the prediction
    * formulates it in WHERE (then SETOP ranks last). */
   setop?: boolean;
 };
 
-export const DEFAULT_POLICY: RankPolicy = { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true };
+export const DEFAULT_POLICY: RankPolicy = { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true };
 
 /** Labels, most likely root cause first. */
 export function rankLabels(ev: RootCauseEvidence, policy: RankPolicy = DEFAULT_POLICY): RootLabel[] {
   const score = (e: SlotEvidence): number => {
     if (!policy.evidence) return 0;
-    if (e.fixes || e.literalFix) return 3;
+    if (e.fixes || e.literalFix || (policy.local && e.localFix)) return 3;
     if (e.fixesWithFrom) return 2;
     if (e.breaks || e.fixSim > ev.predSim) return 1;
     return 0;
@@ -276,4 +303,34 @@ export function rankLabels(ev: RootCauseEvidence, policy: RankPolicy = DEFAULT_P
   const out = cands.map(([l]) => l);
   for (const l of policy.order) if (!out.includes(l)) out.push(l);
   return out;
+}
+
+// ---------- consensus reference (no gold) ----------
+
+export interface ReferenceGroup {
+  /** Candidate indexes in the group, in the caller's order. */
+  members: number[];
+  /** The group's first member: the reference SQL used. */
+  reference: number;
+}
+
+/**
+ * Groups of candidates by execution result (the verifier's majority-vote key, rows unordered,
+ * columns free), largest first, ties by the position of the first member; candidates that fail
+ * to run and those whose result equals `own` are left out (they cannot serve as a reference).
+ */
+export function referenceGroups(own: ExecResult, results: ExecResult[]): ReferenceGroup[] {
+  const ownKey = own.ok ? resultKey(own, false) : null;
+  const groups = new Map<string, number[]>();
+  results.forEach((r, i) => {
+    if (!r.ok) return;
+    const k = resultKey(r, false);
+    if (k === ownKey) return;
+    const g = groups.get(k);
+    if (g) g.push(i);
+    else groups.set(k, [i]);
+  });
+  return [...groups.values()]
+    .sort((a, b) => b.length - a.length || a[0]! - b[0]!)
+    .map((members) => ({ members, reference: members[0]! }));
 }
