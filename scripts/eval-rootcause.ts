@@ -144,7 +144,7 @@ const CPOL: RankPolicy[] = [
 if (args.includes('--consensus')) {
   const preds = new Map(POOL8.map((s) => [s, readFileSync(join(data, 'predictions', `${s}.sql`), 'utf8').split('\n')]));
   const cfile = cacheFile.replace(/\.json$/, '.consensus.json');
-  type CStored = { id: number; refs: { size: number; ev: Omit<RootCauseEvidence, 'predResult' | 'goldResult'> | null }[]; reason?: string };
+  type CStored = { id: number; refs: { size: number; group: number; first: boolean; ev: Omit<RootCauseEvidence, 'predResult' | 'goldResult'> | null }[]; reason?: string };
   let cst: CStored[];
   if (existsSync(cfile) && !args.includes('--fresh')) cst = JSON.parse(readFileSync(cfile, 'utf8')) as CStored[];
   else {
@@ -155,11 +155,13 @@ if (args.includes('--consensus')) {
       const others = POOL8.filter((s) => !((it as unknown as { systems: string[] }).systems).includes(s)).map((s) => preds.get(s)![it.index]!);
       const own = await exec.run(db, it.sql);
       const results = await Promise.all(others.map((o) => exec.run(db, o)));
-      const groups = referenceGroups(own, results).slice(0, 3);
+      const groups = referenceGroups(own, results);
       const refs: CStored['refs'] = [];
-      for (const g of groups) {
-        const ev = await gatherEvidence(it.sql, others[g.reference]!, db, exec, { predResult: own, goldResult: results[g.reference] });
-        refs.push({ size: g.members.length, ev: ev ? { slots: ev.slots, predSim: ev.predSim, fromIsFormulation: ev.fromIsFormulation, setopMissing: ev.setopMissing, setopIsFormulation: ev.setopIsFormulation } : null });
+      for (const [gi, g] of groups.entries()) {
+        for (const m of g.members) {
+          const ev = await gatherEvidence(it.sql, others[m]!, db, exec, { predResult: own, goldResult: results[m] });
+          refs.push({ size: g.members.length, group: gi, first: m === g.reference, ev: ev ? { slots: ev.slots, predSim: ev.predSim, fromIsFormulation: ev.fromIsFormulation, setopMissing: ev.setopMissing, setopIsFormulation: ev.setopIsFormulation } : null });
+        }
       }
       cst.push({ id: it.id, refs, reason: groups.length === 0 ? 'no differing candidate that runs' : undefined });
     }
@@ -169,14 +171,46 @@ if (args.includes('--consensus')) {
   const cById = new Map(cst.map((c) => [c.id, c]));
   const rank = (e: CStored['refs'][number]) => (e.ev ? rankLabels({ ...e.ev, predResult: null!, goldResult: null! }) : null);
   console.log(`no reference: ${cst.filter((c) => c.refs.length === 0).length}`);
+  for (const c of cst) c.refs = c.refs.filter((r) => r.first).concat(c.refs.filter((r) => !r.first));
   score('consensus: best-ranked reference', items.map((it) => { const c = cById.get(it.id)!; return c.refs[0] ? rank(c.refs[0]) : null; }), show);
+  const voteBy = (name: string, pick: (r: CStored['refs'][number]) => boolean, rr: boolean, conf = false, w: (r: CStored['refs'][number]) => number = () => 1) => score(name, items.map((it) => {
+    const c = cById.get(it.id)!;
+    const votes = new Map<RootLabel, number>();
+    for (const r of c.refs.filter(pick)) {
+      const rl = r.ev ? rankLabels({ ...r.ev, predResult: null!, goldResult: null! }) : null;
+      if (!rl) continue;
+      const wt = w(r);
+      rl.forEach((l, k) => { if (rr || k === 0) votes.set(l, (votes.get(l) ?? 0) + wt / (k + 1)); });
+    }
+    if (votes.size === 0) return null;
+    const first = c.refs[0] ? rank(c.refs[0]) ?? [] : [];
+    return [...votes.entries()].sort((a, b) => b[1] - a[1] || first.indexOf(a[0]) - first.indexOf(b[0])).map(([l]) => l).concat(FUNDAMENTAL_ORDER.filter((l) => !votes.has(l)));
+  }), conf);
+  voteBy('consensus: vote of every member of the top group (rank-1)', (r) => r.group === 0, false);
+  voteBy('consensus: vote of every member of the top group (rr)', (r) => r.group === 0, true);
+  voteBy('consensus: vote of every differing candidate (rank-1)', () => true, false);
+  voteBy('consensus: vote of every differing candidate (rr)', () => true, true, true);
+  voteBy('consensus: vote of members of top-2 groups (rank-1)', (r) => r.group <= 1, false);
+  const fixed = (r: CStored['refs'][number]) => (r.ev?.slots.some((e) => e.fixes || e.literalFix || e.localFix) ? 1 : 0);
+  voteBy('consensus: all differing, rr, weight 1 + [a single clause repair reproduces the ref]', () => true, true, false, (r) => 1 + fixed(r));
+  voteBy('consensus: all differing, rr, weight 1 + 2[single repair]', () => true, true, false, (r) => 1 + 2 * fixed(r));
+  score('consensus: clause disagreement (share of differing candidates whose canonical clause differs), fundamental tie-break', items.map((it) => {
+    const c = cById.get(it.id)!;
+    const cnt = new Map<RootLabel, number>();
+    for (const r of c.refs) for (const l of new Set((r.ev?.slots ?? []).filter((e) => e.differs).map((e) => e.label))) cnt.set(l, (cnt.get(l) ?? 0) + 1);
+    if (cnt.size === 0) return null;
+    return [...cnt.entries()].sort((a, b) => b[1] - a[1] || FUNDAMENTAL_ORDER.indexOf(a[0]) - FUNDAMENTAL_ORDER.indexOf(b[0])).map(([l]) => l).concat(FUNDAMENTAL_ORDER.filter((l) => !cnt.has(l)));
+  }), false);
+  voteBy('consensus: all differing, rr, weight 1/#differing clauses', () => true, true, false, (r) => 1 / Math.max(1, r.ev?.slots.length ?? 1));
+  voteBy('consensus: all differing, rr, weight group size', () => true, true, false, (r) => r.size);
+  voteBy('consensus: all differing, rr, weight 1/(group rank+1)', () => true, true, false, (r) => 1 / (r.group + 1));
   for (const p of CPOL) score(`consensus best ref ${JSON.stringify({ ...p, order: undefined })}`, items.map((it) => { const c = cById.get(it.id)!; return c.refs[0]?.ev ? rankLabels({ ...c.refs[0].ev, predResult: null!, goldResult: null! }, p) : null; }), false);
   for (const K of [2, 3]) {
     for (const mode of ['top1', 'rr'] as const) {
       score(`consensus: vote of top ${K} references (${mode}, weight = group size)`, items.map((it) => {
         const c = cById.get(it.id)!;
         const votes = new Map<RootLabel, number>();
-        for (const r of c.refs.slice(0, K)) {
+        for (const r of c.refs.filter((x) => x.first).slice(0, K)) {
           const rl = rank(r);
           if (!rl) continue;
           rl.forEach((l, k) => { if (mode === 'rr' || k === 0) votes.set(l, (votes.get(l) ?? 0) + r.size / (k + 1)); });
