@@ -4,8 +4,8 @@
 // ranking policies offline: top1, mrr, n and a confusion table per policy.
 import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { SqlExecutor } from '../src/annotate/executor.js';
-import { rootCause } from '../src/annotate/counterfactual.js';
+import { SqlExecutor } from '../src/execution/executor.js';
+import { rootCause } from '../src/annotate/rootcause.js';
 import { gatherEvidence, rankLabels, ROOT_LABELS, FUNDAMENTAL_ORDER, type RootLabel, type RootCauseEvidence, type RankPolicy } from '../src/annotate/rootcause.js';
 import { splitSql, topUnits } from '../src/clauses/index.js';
 
@@ -30,13 +30,7 @@ async function gather(): Promise<Stored[]> {
     const db = dbPath(it.db_id);
     const ev = await gatherEvidence(it.sql, it.gold, db, exec);
     const rc = await rootCause(it.sql, it.gold, db, exec);
-    let cf: string | null = null;
-    if (rc) {
-      const ps = splitSql(it.sql);
-      const tu = topUnits(ps);
-      const armOf = tu[rc.unitIndex]!.arm;
-      cf = rc.kind === 'SETOP' || armOf > 0 ? 'SETOP' : rc.kind;
-    }
+    const cf: string | null = rc ? rc.clause : null;
     out.push({ id: it.id, ev: ev ? { slots: ev.slots, predSim: ev.predSim, fromIsFormulation: ev.fromIsFormulation, setopMissing: ev.setopMissing, setopIsFormulation: ev.setopIsFormulation } : null, cf });
     if (++done % 50 === 0) process.stderr.write(`${done}/${items.length}\n`);
   }
@@ -76,7 +70,7 @@ function score(name: string, ranked: (RootLabel[] | null)[], show: boolean): num
 const stored = await gather();
 const byId = new Map(stored.map((s) => [s.id, s]));
 const show = args.includes('--confusion');
-score('counterfactual (current)', items.map((it) => { const c = byId.get(it.id)!.cf; return c ? [c as RootLabel, ...FUNDAMENTAL_ORDER.filter((x) => x !== c)] : null; }), show);
+score('rootCause() (product, default policy)', items.map((it) => { const c = byId.get(it.id)!.cf; return c ? [c as RootLabel, ...FUNDAMENTAL_ORDER.filter((x) => x !== c)] : null; }), show);
 const policies: [string, RankPolicy][] = [
   ['canon, written order, no evidence', { order: ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'], evidence: false }],
   ['canon, logical order, no evidence', { order: ['FROM', 'WHERE', 'GROUP BY', 'HAVING', 'SELECT', 'ORDER BY', 'LIMIT', 'SETOP'], evidence: false }],
@@ -169,6 +163,21 @@ if (args.includes('--consensus')) {
     writeFileSync(cfile, JSON.stringify(cst));
   }
   const cById = new Map(cst.map((c) => [c.id, c]));
+  {
+    const { consensusRootCause } = await import('../src/annotate/rootcause.js');
+    const exec = new SqlExecutor({ workers: 2, timeoutMs: 5000 });
+    const ranked: (RootLabel[] | null)[] = [];
+    const reasons = new Map<string, number>();
+    for (const it of items) {
+      const others = POOL8.filter((s) => !((it as unknown as { systems: string[] }).systems).includes(s)).map((s) => preds.get(s)![it.index]!);
+      const out = await consensusRootCause(it.sql, others, dbPath(it.db_id), exec);
+      ranked.push(out.rootCause ? out.rootCause.ranking ?? [out.rootCause.clause] : null);
+      if (!out.rootCause) reasons.set(out.reason, (reasons.get(out.reason) ?? 0) + 1);
+    }
+    await exec.close();
+    score('consensusRootCause() (product)', ranked, show);
+    console.log('null reasons:', JSON.stringify(Object.fromEntries(reasons)));
+  }
   const rank = (e: CStored['refs'][number]) => (e.ev ? rankLabels({ ...e.ev, predResult: null!, goldResult: null! }) : null);
   console.log(`no reference: ${cst.filter((c) => c.refs.length === 0).length}`);
   for (const c of cst) c.refs = c.refs.filter((r) => r.first).concat(c.refs.filter((r) => !r.first));
@@ -224,7 +233,7 @@ if (args.includes('--consensus')) {
 }
 if (args.includes('--refstats')) {
   const preds = new Map(POOL8.map((s) => [s, readFileSync(join(data, 'predictions', `${s}.sql`), 'utf8').split('\n')]));
-  const { resultsMatch: rm, hasTopLevelOrderBy: hob } = await import('../src/annotate/equivalence.js');
+  const { sameResult } = await import('../src/execution/equivalence.js');
   const exec = new SqlExecutor({ workers: 2, timeoutMs: 5000 });
   const cst = JSON.parse(readFileSync(cacheFile.replace(/\.json$/, '.consensus.json'), 'utf8')) as { id: number; refs: { size: number; ev: Omit<RootCauseEvidence, 'predResult' | 'goldResult'> | null }[] }[];
   const tab = new Map<string, [number, number]>();
@@ -238,7 +247,7 @@ if (args.includes('--refstats')) {
     let key = 'none';
     if (g) {
       const gold = await exec.run(db, it.gold);
-      key = `refCorrect=${rm(gold, results[g.reference]!, hob(it.gold))} size=${Math.min(g.members.length, 3)}`;
+      key = `refCorrect=${sameResult(gold, results[g.reference]!, it.gold)} size=${Math.min(g.members.length, 3)}`;
     }
     const r = c.refs[0]?.ev ? rankLabels({ ...c.refs[0].ev, predResult: null!, goldResult: null! }) : null;
     const t = tab.get(key) ?? [0, 0];

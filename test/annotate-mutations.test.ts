@@ -10,7 +10,7 @@ import { SqlExecutor } from '../src/execution/executor.js';
 import { sameResult } from '../src/execution/equivalence.js';
 import { SchemaIndex } from '../src/annotate/scope.js';
 import { makeMutants, fetchValues, literalColumns, MUTATION_KINDS, type MutationKind, type Mutant } from '../src/annotate/mutations.js';
-import { rootCause } from '../src/annotate/counterfactual.js';
+import { rootCause } from '../src/annotate/rootcause.js';
 import { Rng } from '../src/annotate/rng.js';
 
 let dir = '';

@@ -19,9 +19,15 @@
 // 4. Rank: clauses whose evidence says they matter come first, ordered most fundamental first.
 import { splitSql, topUnits, walk, cloneTree, makeNode } from '../clauses/index.js';
 import type { ClauseKind, SplitResult, TreeNode } from '../clauses/types.js';
-import type { ExecResult, SqlExecutor } from './executor.js';
-import { resultsMatch, hasTopLevelOrderBy, resultKey } from './equivalence.js';
-import { alignSlots, buildRepair, canon, clauseNodeFor, schemaFor, similarity, tokenText, type CanonCtx, type Slot } from './counterfactual.js';
+import type { ExecResult } from '../execution/executor.js';
+import { sameResult, rowOrderMatters, groupKey } from '../execution/equivalence.js';
+import {
+  alignSlots, buildRepair, canon, clauseNodeFor, explainSlot, schemaFor, similarity, tokenText,
+  type CanonCtx, type RootCause, type RootCauseDetail, type RootCauseInputs, type Slot, type SqlRunner,
+} from './counterfactual.js';
+import type { SchemaIndex } from './scope.js';
+
+export type { RootCause, RootCauseDetail, RootCauseInputs, SqlRunner } from './counterfactual.js';
 
 export type RootLabel = 'SELECT' | 'FROM' | 'WHERE' | 'GROUP BY' | 'HAVING' | 'ORDER BY' | 'LIMIT' | 'SETOP';
 export const ROOT_LABELS: readonly RootLabel[] = ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'];
@@ -62,6 +68,11 @@ export interface RootCauseEvidence {
    * stand for INTERSECT / EXCEPT), or an OR for gold's UNION. A formulation, not the error. */
   setopIsFormulation: boolean;
   predSim: number;
+  /** What explainSlot needs (not serialised by the research harness). */
+  ps?: SplitResult;
+  gs?: SplitResult;
+  allSlots?: Slot[];
+  ctx?: CanonCtx;
   predResult: ExecResult;
   goldResult: ExecResult;
 }
@@ -122,30 +133,44 @@ function lev(a: string, b: string): number {
   return prev[n]!;
 }
 
-export async function gatherEvidence(pred: string, gold: string, dbPath: string, exec: SqlExecutor,
-  opts: { goldResult?: ExecResult; predResult?: ExecResult; literalRepair?: boolean; localRepair?: boolean; reverse?: boolean; fromCombos?: boolean } = {}): Promise<RootCauseEvidence | null> {
+export interface EvidenceOptions {
+  goldResult?: ExecResult;
+  predResult?: ExecResult;
+  predSplit?: SplitResult;
+  goldSplit?: SplitResult;
+  schema?: SchemaIndex | null;
+  literalRepair?: boolean;
+  localRepair?: boolean;
+  reverse?: boolean;
+  fromCombos?: boolean;
+}
+
+export async function gatherEvidence(pred: string, gold: string, dbPath: string, exec: SqlRunner,
+  opts: EvidenceOptions = {}): Promise<RootCauseEvidence | null> {
   const [goldResult, predResult] = await Promise.all([
     opts.goldResult ?? exec.run(dbPath, gold),
     opts.predResult ?? exec.run(dbPath, pred),
   ]);
   if (!goldResult.ok) return null;
-  const ordered = hasTopLevelOrderBy(gold);
-  if (resultsMatch(goldResult, predResult, ordered)) return null;
-  const ps = splitSql(pred);
-  const gs = splitSql(gold);
+  const ordered = rowOrderMatters(gold);
+  if (sameResult(goldResult, predResult, { ordered })) return null;
+  const ps = opts.predSplit ?? splitSql(pred);
+  const gs = opts.goldSplit ?? splitSql(gold);
   const pu = topUnits(ps);
   const gu = topUnits(gs);
   if (pu.length === 0 || gu.length === 0) return null;
-  const ctx: CanonCtx = { schema: schemaFor(dbPath) };
+  const ctx: CanonCtx = { schema: opts.schema !== undefined ? opts.schema : schemaFor(dbPath) };
   const psN = normalizedSplit(ps);
   const gsN = normalizedSplit(gs);
   const slots = alignSlots(pu, gu);
   const predSim = similarity(goldResult, predResult);
-  const matchGold = (r: ExecResult) => resultsMatch(goldResult, r, ordered);
+  const matchGold = (r: ExecResult) => sameResult(goldResult, r, { ordered });
   const ev: SlotEvidence[] = [];
-  for (const s of slots) {
-    const differs = slotDiffers(psN, gsN, s, ctx);
-    if (!differs) continue;
+  let differing = slots.filter((s) => slotDiffers(psN, gsN, s, ctx));
+  // The normalisation can hide the one real difference (count(col) over a column with NULLs).
+  if (differing.length === 0) differing = slots.filter((s) => slotDiffers(ps, gs, s, ctx));
+  for (const s of differing) {
+    const differs = true;
     ev.push({
       slot: s, label: labelOf(s), type: s.p >= 0 && s.g >= 0 ? 'diverge' : s.p >= 0 ? 'extra' : 'missing',
       differs, fixes: false, fixSim: -1, breaks: false, fixesWithFrom: false, literalFix: false, localFix: false, repairedSql: null,
@@ -242,7 +267,7 @@ export async function gatherEvidence(pred: string, gold: string, dbPath: string,
     setopIsFormulation = wNodes.some((n) => n.kind === 'subquery' || n.kind === 'exists')
       || (allUnion && wNodes.some((n) => (n.kind === 'logical' && n.label === 'OR') || (n.kind === 'comparison' && n.label === 'IN')));
   }
-  return { slots: ev, fromIsFormulation, setopMissing, setopIsFormulation, predSim, predResult, goldResult };
+  return { slots: ev, fromIsFormulation, setopMissing, setopIsFormulation, predSim, predResult, goldResult, ps, gs, allSlots: slots, ctx };
 }
 
 function allTables(s: SplitResult): Set<string> {
@@ -320,11 +345,11 @@ export interface ReferenceGroup {
  * to run and those whose result equals `own` are left out (they cannot serve as a reference).
  */
 export function referenceGroups(own: ExecResult, results: ExecResult[]): ReferenceGroup[] {
-  const ownKey = own.ok ? resultKey(own, false) : null;
+  const ownKey = groupKey(own);
   const groups = new Map<string, number[]>();
   results.forEach((r, i) => {
-    if (!r.ok) return;
-    const k = resultKey(r, false);
+    const k = groupKey(r);
+    if (k === null) return;
     if (k === ownKey) return;
     const g = groups.get(k);
     if (g) g.push(i);
@@ -333,4 +358,112 @@ export function referenceGroups(own: ExecResult, results: ExecResult[]): Referen
   return [...groups.values()]
     .sort((a, b) => b.length - a.length || a[0]! - b[0]!)
     .map((members) => ({ members, reference: members[0]! }));
+}
+
+// ---------- the root cause (one definition: annotation, /localize, eval) ----------
+
+/** The slot explained for a ranking: the best-evidenced slot of the first label that has one. */
+function chosenSlot(ev: RootCauseEvidence, ranking: RootLabel[], policy: RankPolicy): SlotEvidence | null {
+  const tier = (e: SlotEvidence): number => (e.fixes || e.literalFix || (policy.local && e.localFix) ? 3 : e.fixesWithFrom ? 2 : e.breaks || e.fixSim > ev.predSim ? 1 : 0);
+  for (const l of ranking) {
+    const c = ev.slots.filter((e) => e.label === l);
+    if (c.length === 0) continue;
+    return c.reduce((a, b) => (tier(b) > tier(a) ? b : a));
+  }
+  return null;
+}
+
+export async function rootCauseFromEvidence(ev: RootCauseEvidence, pred: string, gold: string, dbPath: string, exec: SqlRunner,
+  opts?: RootCauseInputs, policy: RankPolicy = DEFAULT_POLICY): Promise<RootCauseDetail | null> {
+  if (!ev.ps || !ev.gs || !ev.allSlots || !ev.ctx) return null;
+  const ranking = rankLabels(ev, policy);
+  const pick = chosenSlot(ev, ranking, policy);
+  if (!pick) return null;
+  const d = await explainSlot({
+    pred, gold, dbPath, exec, ps: ev.ps, gs: ev.gs, slots: ev.allSlots, hit: pick.slot,
+    goldResult: ev.goldResult, predResult: ev.predResult, ctx: ev.ctx, opts,
+  });
+  // A SETOP gold needs (possibly inside a subquery) may have no slot of its own: the label stays
+  // the ranking's first, the explanation is that of the slot holding the difference.
+  d.clause = ranking[0]!;
+  d.ranking = ranking;
+  return d;
+}
+
+/**
+ * Root cause of `pred` against `gold` on dbPath, or null when the prediction reproduces gold's
+ * result, gold fails, either has no clauses, or nothing differs in meaning.
+ */
+export async function rootCauseDetail(pred: string, gold: string, dbPath: string, exec: SqlRunner,
+  opts?: RootCauseInputs): Promise<RootCauseDetail | null> {
+  if (typeof pred !== 'string' || typeof gold !== 'string') return null;
+  const ev = await gatherEvidence(pred, gold, dbPath, exec, {
+    goldResult: opts?.goldResult, predResult: opts?.predResult, predSplit: opts?.predSplit, goldSplit: opts?.goldSplit, schema: opts?.schema,
+  });
+  if (!ev) return null;
+  return rootCauseFromEvidence(ev, pred, gold, dbPath, exec, opts);
+}
+
+/** rootCauseDetail that never throws (null on any internal failure). */
+export async function rootCause(pred: string, gold: string, dbPath: string, exec: SqlRunner, opts?: RootCauseInputs): Promise<RootCause | null> {
+  try {
+    return await rootCauseDetail(pred, gold, dbPath, exec, opts);
+  } catch {
+    return null;
+  }
+}
+
+// ---------- consensus root cause (no gold) ----------
+
+export interface ConsensusRootCause extends RootCause {
+  /** Index (into the caller's candidates) of the reference the explanation is computed against. */
+  reference: number;
+  /** Candidates that voted (each differing candidate that runs, best-ranked first, at most maxVoters). */
+  voters: number;
+}
+
+export type ConsensusOutcome = { rootCause: ConsensusRootCause; reason?: undefined } | { rootCause: null; reason: string };
+
+/**
+ * Root cause of `sql` with the other candidates standing in for gold. The candidates are grouped
+ * by execution result (largest group first, ties by position); each candidate whose result
+ * differs from the query's and that runs is a reference. Every reference (up to maxVoters, best
+ * ranked first) ranks the clauses as gold would; the rankings vote by reciprocal rank, a
+ * reference that a single-clause repair reproduces counting double. The explanation (v*, edit
+ * script, repaired SQL, rewards) is computed against the best-ranked reference whose own ranking
+ * puts the voted clause first, else the best-ranked reference.
+ */
+export async function consensusRootCause(sql: string, candidates: string[], dbPath: string, exec: SqlRunner,
+  opts: RootCauseInputs & { results?: ExecResult[]; ownResult?: ExecResult; maxVoters?: number } = {}): Promise<ConsensusOutcome> {
+  const own = opts.ownResult ?? (await exec.run(dbPath, sql));
+  const results = opts.results ?? (await Promise.all(candidates.map((c) => exec.run(dbPath, c))));
+  const groups = referenceGroups(own, results);
+  if (groups.length === 0) {
+    return { rootCause: null, reason: results.some((r) => r.ok) ? 'every candidate that runs gives the same result as this query' : 'no other candidate runs' };
+  }
+  const refs = groups.flatMap((g) => g.members).slice(0, opts.maxVoters ?? 16);
+  const predSplit = opts.predSplit ?? splitSql(sql);
+  const schema = opts.schema !== undefined ? opts.schema : schemaFor(dbPath);
+  const evs = await Promise.all(refs.map((i) => gatherEvidence(sql, candidates[i]!, dbPath, exec, { predResult: own, goldResult: results[i], predSplit, schema })));
+  const votes = new Map<RootLabel, number>();
+  const rankings: (RootLabel[] | null)[] = evs.map((ev) => (ev && ev.slots.length > 0 ? rankLabels(ev) : null));
+  evs.forEach((ev, k) => {
+    const r = rankings[k];
+    if (!ev || !r) return;
+    const w = ev.slots.some((e) => e.fixes || e.literalFix || e.localFix) ? 2 : 1;
+    r.forEach((l, j) => votes.set(l, (votes.get(l) ?? 0) + w / (j + 1)));
+  });
+  if (votes.size === 0) return { rootCause: null, reason: 'no clause of this query differs in meaning from the differing candidates' };
+  const first = rankings.find((r) => r) ?? [];
+  const ranking = [...votes.entries()].sort((a, b) => b[1] - a[1] || first.indexOf(a[0]) - first.indexOf(b[0])).map(([l]) => l);
+  for (const l of FUNDAMENTAL_ORDER) if (!ranking.includes(l)) ranking.push(l);
+  let k = rankings.findIndex((r) => r && r[0] === ranking[0]);
+  if (k < 0) k = rankings.findIndex((r) => r);
+  const ev = evs[k]!;
+  const d = await rootCauseFromEvidence(ev, sql, candidates[refs[k]!]!, dbPath, exec, { ...opts, predSplit });
+  if (!d) return { rootCause: null, reason: 'the reference could not be aligned with this query' };
+  d.clause = ranking[0]!;
+  d.ranking = ranking;
+  const { predResult: _p, goldResult: _g, repairedResult: _r, slot: _s, predSimilarity: _ps, needsTables: _n, ...rc } = d;
+  return { rootCause: { ...rc, reference: refs[k]!, voters: rankings.filter((r) => r).length } };
 }
