@@ -3,7 +3,9 @@
 // index, db_id, question, gold, sql, label; items labelled NONE are not scored).
 //  - gold:      rootCause(sql, gold) (src/annotate/rootcause.ts), the annotation's definition;
 //  - consensus: consensusRootCause(sql, the other pool candidates of the same question), no gold;
-//  - prm:       the Clause-PRM's blame order (no gold, no execution).
+//  - prm:       the Clause-PRM's blame order (no gold, no execution);
+//  - consensus+prm: consensus where it answers, else the Clause-PRM (what a caller without gold
+//    gets from /localize with candidates: consensus_root_cause, else the model's blame).
 // Each source yields a ranking of clause labels; Top-1 / MRR compare it with the expert label, a
 // source with no answer (null) counts as a miss. The confusion table has expert labels as rows.
 import { readFileSync } from 'node:fs';
@@ -17,7 +19,7 @@ import { blameOrder, BLAME_STRATEGIES, DEFAULT_BLAME, type BlameStrategy } from 
 import { dbPath, loadPredictions, loadQuestions, resolvePool } from './spider.js';
 import { flagString, flagNumber, type ParsedArgs } from '../commands/args.js';
 
-export const LABEL_SOURCES = ['prm', 'gold', 'consensus'] as const;
+export const LABEL_SOURCES = ['prm', 'gold', 'consensus', 'consensus+prm'] as const;
 export type LabelSource = (typeof LABEL_SOURCES)[number];
 
 export interface LabelItem {
@@ -118,6 +120,13 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
   data: string; systems: string[]; modelDir?: string; device?: string; blame?: BlameStrategy; timeoutMs?: number;
   onProgress?: (done: number, total: number) => void;
 }): Promise<(RootLabel[] | null)[]> {
+  if (source === 'consensus+prm') {
+    const c = await rankingsFor(items, 'consensus', opts);
+    const need = items.filter((_, i) => !c[i]);
+    const p = need.length ? await rankingsFor(need, 'prm', { ...opts, onProgress: undefined }) : [];
+    let k = 0;
+    return c.map((r) => r ?? p[k++] ?? null);
+  }
   const out: (RootLabel[] | null)[] = [];
   if (source === 'prm') {
     const model = await loadModel(opts.modelDir ?? 'models/default', { device: (opts.device ?? 'auto') as 'auto' });
