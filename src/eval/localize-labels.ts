@@ -15,9 +15,8 @@ import { SqlExecutor } from '../execution/executor.js';
 import { rootCause, consensusRootCause, FUNDAMENTAL_ORDER, ROOT_LABELS, type RootLabel } from '../annotate/rootcause.js';
 import { loadModel } from '../scoring/onnx.js';
 import { Scorer } from '../scoring/scorer.js';
-import { blameOrder, BLAME_STRATEGIES, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
-import { dbPath, loadPredictions, loadQuestions, resolvePool } from './spider.js';
-import { flagString, flagNumber, type ParsedArgs } from '../commands/args.js';
+import { blameOrder, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
+import { dbPath, loadPredictions, loadQuestions } from './spider.js';
 
 export const LABEL_SOURCES = ['prm', 'gold', 'consensus', 'consensus+prm'] as const;
 export type LabelSource = (typeof LABEL_SOURCES)[number];
@@ -171,27 +170,4 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
     await exec.close();
   }
   return out;
-}
-
-export async function runLabels(a: ParsedArgs): Promise<number> {
-  const file = flagString(a, 'labels')!;
-  const source = flagString(a, 'source', 'gold') as LabelSource;
-  if (!LABEL_SOURCES.includes(source)) throw new Error(`--source must be one of ${LABEL_SOURCES.join(', ')}`);
-  const data = flagString(a, 'data', '../shared/data/spider/dev-open')!;
-  const blame = flagString(a, 'blame', DEFAULT_BLAME) as BlameStrategy;
-  if (!BLAME_STRATEGIES.includes(blame)) throw new Error(`--blame must be one of ${BLAME_STRATEGIES.join(', ')}`);
-  const all = loadLabels(file);
-  const items = all.filter((x) => x.label !== 'NONE');
-  const t0 = Date.now();
-  const rankings = await rankingsFor(items, source, {
-    data, systems: resolvePool(data, flagString(a, 'pool', 'pool8')!), modelDir: flagString(a, 'model', 'models/default'),
-    device: flagString(a, 'device', 'auto'), blame, timeoutMs: flagNumber(a, 'timeout-ms', 5000),
-    onProgress: (d, t) => { if (process.stderr.isTTY || d === t || d % 100 === 0) process.stderr.write(`\rlocalize labels: ${d}/${t}`); },
-  });
-  process.stderr.write('\n');
-  const r = scoreRankings(items, rankings, source);
-  console.log(`labels: ${file} (${all.length} items, ${all.length - items.length} NONE not scored), source ${source}, ${r.unanswered} unanswered, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-  console.log(confusionTable(r));
-  console.log(`localize ${source}: top1=${r.top1.toFixed(3)} mrr=${r.mrr.toFixed(3)} (n=${r.n})`);
-  return 0;
 }
