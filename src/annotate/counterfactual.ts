@@ -9,7 +9,9 @@
 //    to table.column through aliases and the schema, aliases and table aliases ignored, SELECT
 //    and GROUP BY items and inner-join FROM items as multisets, AND/OR operands as multisets,
 //    =/!= operands unordered, a > b written as b < a, <> as !=, numbers by value.
-//    The root-cause clause is the first slot whose canonical forms differ.
+//    Which differing slot is the root cause is decided in rootcause.ts (meaning, execution-verified
+//    repair, most fundamental first); this file provides the alignment, canonical forms, repairs
+//    and, for the chosen slot, steps 3-6 (explainSlot).
 // 3. Repair. The prediction with that clause replaced by gold's (spliced by spans, so the rest
 //    of the prediction keeps its text). Gold's clause is first translated into the prediction's
 //    alias names for the same tables, so that the other clauses still resolve. A missing clause
@@ -37,11 +39,19 @@ import { treeEditDistance } from './ted.js';
 import { nodeRewards, clauseRewards as unitRewards, propagationParams } from './propagation.js';
 import { SchemaIndex, resolveColumn, scopeOf, enclosingSelect } from './scope.js';
 import { schemaFromSqlite } from '../clauses/schema.js';
+import type { RootLabel } from './rootcause.js';
 
 export interface RootCause {
   /** Index into topUnits(splitSql(pred)). */
   unitIndex: number;
+  /** The blamed unit's kind. */
   kind: ClauseKind;
+  /** The root-cause clause as the expert definition names it (rootcause.ts): the unit's kind, or
+   * SETOP for a set operation or an error in an arm after the first, or the missing clause's kind
+   * when gold has a clause the prediction lacks (then unitIndex is the unit written in its place). */
+  clause: RootLabel;
+  /** All clause labels, most likely root cause first. */
+  ranking?: RootLabel[];
   node: { id: number; kind: string; label: string; span?: [number, number] };
   /** relabel/delete: node = the prediction's node id; insert: node = the prediction node the
    * inserted subtree hangs under (after following the mapping), to = the inserted label. */
@@ -64,11 +74,11 @@ export interface RootCauseDetail extends RootCause {
   needsTables: string[];
 }
 
-const ARM_ORDER: ClauseKind[] = ['WITH', 'SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT'];
+export const ARM_ORDER: ClauseKind[] = ['WITH', 'SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT'];
 
 // ---------- canonical form ----------
 
-interface CanonCtx {
+export interface CanonCtx {
   schema: SchemaIndex | null;
 }
 
@@ -195,7 +205,7 @@ function splitTop(s: string): string[] {
 
 // ---------- alignment ----------
 
-interface Slot {
+export interface Slot {
   kind: ClauseKind;
   arm: number;
   /** Indexes into topUnits of pred / gold. */
@@ -203,7 +213,7 @@ interface Slot {
   g: number;
 }
 
-function armsOf(units: ClauseUnit[]): { units: number[]; setop: number }[] {
+export function armsOf(units: ClauseUnit[]): { units: number[]; setop: number }[] {
   const arms: { units: number[]; setop: number }[] = [{ units: [], setop: -1 }];
   units.forEach((u, i) => {
     if (u.kind === 'SETOP') {
@@ -214,7 +224,7 @@ function armsOf(units: ClauseUnit[]): { units: number[]; setop: number }[] {
   return arms;
 }
 
-function alignSlots(pu: ClauseUnit[], gu: ClauseUnit[]): Slot[] {
+export function alignSlots(pu: ClauseUnit[], gu: ClauseUnit[]): Slot[] {
   const pa = armsOf(pu);
   const ga = armsOf(gu);
   const slots: Slot[] = [];
@@ -233,7 +243,7 @@ function alignSlots(pu: ClauseUnit[], gu: ClauseUnit[]): Slot[] {
   return slots;
 }
 
-function clauseNodeFor(split: SplitResult, topIndex: number): TreeNode | null {
+export function clauseNodeFor(split: SplitResult, topIndex: number): TreeNode | null {
   if (!split.tree) return null;
   const tops = split.units.map((u, i) => ({ u, i })).filter((x) => x.u.depth === 0);
   const unitIdx = tops[topIndex]?.i;
@@ -244,14 +254,14 @@ function clauseNodeFor(split: SplitResult, topIndex: number): TreeNode | null {
   return null;
 }
 
-function tokenText(s: string): string {
+export function tokenText(s: string): string {
   return s.replace(/\s+/g, ' ').trim().toLowerCase();
 }
 
 // ---------- repair ----------
 
 /** Gold's clause text in the prediction's alias names (same table -> the prediction's alias). */
-function translatedClause(goldClause: TreeNode, goldSql: string, predSplit: SplitResult, predClauseOrAnchor: TreeNode | null): string {
+export function translatedClause(goldClause: TreeNode, goldSql: string, predSplit: SplitResult, predClauseOrAnchor: TreeNode | null): string {
   const raw = goldClause.span ? goldSql.slice(goldClause.span[0], goldClause.span[1]) : renderSql(goldClause);
   const gSel = goldClause.parent;
   const pSel = predClauseOrAnchor ? (predClauseOrAnchor.kind === 'select' ? predClauseOrAnchor : predClauseOrAnchor.parent) : null;
@@ -312,7 +322,7 @@ function armEnd(units: ClauseUnit[], arms: { units: number[]; setop: number }[],
   return units[arm.units[arm.units.length - 1]!]!.end;
 }
 
-function buildRepair(pred: string, gold: string, ps: SplitResult, gs: SplitResult, slot: Slot): string | null {
+export function buildRepair(pred: string, gold: string, ps: SplitResult, gs: SplitResult, slot: Slot): string | null {
   const pu = topUnits(ps);
   const gu = topUnits(gs);
   if (slot.p >= 0 && slot.g >= 0) {
@@ -391,7 +401,7 @@ export function similarity(gold: ExecResult, r: ExecResult): number {
 // ---------- main ----------
 
 const schemaCache = new Map<string, SchemaIndex | null>();
-function schemaFor(dbPath: string): SchemaIndex | null {
+export function schemaFor(dbPath: string): SchemaIndex | null {
   if (!schemaCache.has(dbPath)) {
     let s: SchemaIndex | null = null;
     try {
@@ -405,7 +415,7 @@ function schemaFor(dbPath: string): SchemaIndex | null {
   return schemaCache.get(dbPath)!;
 }
 
-function lca(nodes: TreeNode[], root: TreeNode): TreeNode {
+export function lca(nodes: TreeNode[], root: TreeNode): TreeNode {
   if (nodes.length === 0) return root;
   const chain = (n: TreeNode): TreeNode[] => {
     const out: TreeNode[] = [];
@@ -425,7 +435,7 @@ function lca(nodes: TreeNode[], root: TreeNode): TreeNode {
   return common[common.length - 1]!;
 }
 
-function tedLabel(n: TreeNode, ctx: CanonCtx): string {
+export function tedLabel(n: TreeNode, ctx: CanonCtx): string {
   if (n.kind === 'column') return canonColumn(n, ctx);
   if (n.kind === 'literal') return canon(n, ctx);
   if (n.kind === 'comparison') return `cmp:${n.label === '<>' ? '!=' : n.label === '==' ? '=' : n.label}`;
@@ -455,54 +465,19 @@ export interface SqlRunner {
   run(dbPath: string, sql: string): Promise<ExecResult>;
 }
 
-export async function rootCause(pred: string, gold: string, dbPath: string, exec: SqlRunner,
-  opts?: RootCauseInputs): Promise<RootCause | null> {
-  try {
-    return await rootCauseDetail(pred, gold, dbPath, exec, opts);
-  } catch {
-    return null;
-  }
-}
-
-/** rootCause with the executions behind it (for annotation margins and reports). */
-export async function rootCauseDetail(pred: string, gold: string, dbPath: string, exec: SqlRunner,
-  opts?: RootCauseInputs): Promise<RootCauseDetail | null> {
-  if (typeof pred !== 'string' || typeof gold !== 'string') return null;
-  const [goldResult, predResult] = await Promise.all([
-    opts?.goldResult ?? exec.run(dbPath, gold),
-    opts?.predResult ?? exec.run(dbPath, pred),
-  ]);
-  if (!goldResult.ok) return null;
-  const orderMatters = rowOrderMatters(gold);
-  if (sameResult(goldResult, predResult, { ordered: orderMatters })) return null;
-  const ps = opts?.predSplit ?? splitSql(pred);
-  const gs = opts?.goldSplit ?? splitSql(gold);
+/**
+ * The paper's outputs for one chosen slot (rootcause.ts decides which): the repaired SQL, the
+ * minimum-cost edit script from the prediction's clause to the repaired one, v* and the
+ * propagated clause rewards.
+ */
+export async function explainSlot(args: {
+  pred: string; gold: string; dbPath: string; exec: SqlRunner; ps: SplitResult; gs: SplitResult;
+  slots: Slot[]; hit: Slot; goldResult: ExecResult; predResult: ExecResult; ctx: CanonCtx; opts?: RootCauseInputs;
+}): Promise<RootCauseDetail> {
+  const { pred, gold, dbPath, exec, ps, gs, slots, hit, goldResult, predResult, ctx, opts } = args;
   const pu = topUnits(ps);
-  const gu = topUnits(gs);
-  if (pu.length === 0 || gu.length === 0) return null;
-  const schema = opts?.schema !== undefined ? opts.schema : schemaFor(dbPath);
-  const ctx: CanonCtx = { schema };
-  const slots = alignSlots(pu, gu);
-  const bothTrees = Boolean(ps.tree && gs.tree);
-  let hit: Slot | null = null;
-  for (const s of slots) {
-    if (s.p < 0 || s.g < 0) {
-      hit = s;
-      break;
-    }
-    let same: boolean;
-    if (bothTrees) {
-      const pn = clauseNodeFor(ps, s.p);
-      const gn = clauseNodeFor(gs, s.g);
-      if (pn && gn) same = s.kind === 'SETOP' ? pn.label === gn.label : canon(pn, ctx) === canon(gn, ctx);
-      else same = tokenText(pu[s.p]!.text) === tokenText(gu[s.g]!.text);
-    } else same = tokenText(pu[s.p]!.text) === tokenText(gu[s.g]!.text);
-    if (!same) {
-      hit = s;
-      break;
-    }
-  }
-  if (!hit) return null; // same meaning clause by clause, yet different results: nothing to blame
+  const schema = ctx.schema;
+  const orderMatters = rowOrderMatters(gold);
   const slotKind: RootCauseDetail['slot'] = hit.p >= 0 && hit.g >= 0 ? 'diverge' : hit.p >= 0 ? 'extra' : 'missing';
   // The unit blamed: the diverging/extra unit, or for a missing clause the unit written in its place.
   let unitIndex = hit.p;
@@ -586,7 +561,8 @@ export async function rootCauseDetail(pred: string, gold: string, dbPath: string
     }
   }
   return {
-    unitIndex, kind: u.kind, node, editScript, clauseRewards, repairedSql, repairImproves,
+    unitIndex, kind: u.kind, clause: hit.kind === 'SETOP' || hit.arm > 0 ? 'SETOP' : hit.kind === 'WITH' ? 'FROM' : hit.kind,
+    node, editScript, clauseRewards, repairedSql, repairImproves,
     slot: slotKind, predResult, goldResult, repairedResult, predSimilarity: predSim, needsTables,
   };
 }

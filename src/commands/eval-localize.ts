@@ -1,6 +1,7 @@
 // `caper eval localize`: the command-line front of src/eval/localize.ts (flags in, table out).
 import { writeFileSync } from 'node:fs';
-import { parseArgs, flagString, flagNumber } from './args.js';
+import { parseArgs, flagString, flagNumber, type ParsedArgs } from './args.js';
+import { confusionTable, LABEL_SOURCES, loadLabels, rankingsFor, scoreRankings, type LabelSource } from '../eval/localize-labels.js';
 import type { ClauseKind } from '../clauses/types.js';
 import { loadModel } from '../scoring/onnx.js';
 import { BLAME_STRATEGIES, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
@@ -12,6 +13,8 @@ const fmt = (x: number) => x.toFixed(3);
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseArgs(argv);
+  // Against expert labels (any file in the format of dev-open/labels/root_cause.jsonl).
+  if (flagString(a, 'labels')) return runLabels(a);
   const data = flagString(a, 'data', '../shared/data/spider/dev-open')!;
   const modelDir = flagString(a, 'model', 'models/default')!;
   const systems = resolvePool(data, flagString(a, 'pool', 'pool8')!);
@@ -50,3 +53,25 @@ export async function run(argv: string[]): Promise<number> {
   return 0;
 }
 
+async function runLabels(a: ParsedArgs): Promise<number> {
+  const file = flagString(a, 'labels')!;
+  const source = flagString(a, 'source', 'gold') as LabelSource;
+  if (!LABEL_SOURCES.includes(source)) throw new Error(`--source must be one of ${LABEL_SOURCES.join(', ')}`);
+  const data = flagString(a, 'data', '../shared/data/spider/dev-open')!;
+  const blame = flagString(a, 'blame', DEFAULT_BLAME) as BlameStrategy;
+  if (!BLAME_STRATEGIES.includes(blame)) throw new Error(`--blame must be one of ${BLAME_STRATEGIES.join(', ')}`);
+  const all = loadLabels(file);
+  const items = all.filter((x) => x.label !== 'NONE');
+  const t0 = Date.now();
+  const rankings = await rankingsFor(items, source, {
+    data, systems: resolvePool(data, flagString(a, 'pool', 'pool8')!), modelDir: flagString(a, 'model', 'models/default'),
+    device: flagString(a, 'device', 'auto'), blame, timeoutMs: flagNumber(a, 'timeout-ms', 5000),
+    onProgress: (d, t) => { if (process.stderr.isTTY || d === t || d % 100 === 0) process.stderr.write(`\rlocalize labels: ${d}/${t}`); },
+  });
+  process.stderr.write('\n');
+  const r = scoreRankings(items, rankings, source);
+  console.log(`labels: ${file} (${all.length} items, ${all.length - items.length} NONE not scored), source ${source}, ${r.unanswered} unanswered, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  console.log(confusionTable(r));
+  console.log(`localize ${source}: top1=${r.top1.toFixed(3)} mrr=${r.mrr.toFixed(3)} (n=${r.n})`);
+  return 0;
+}

@@ -16,7 +16,7 @@ import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../sco
 import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
-import { rootCause, type RootCause } from '../annotate/counterfactual.js';
+import { rootCause, type RootCause } from '../annotate/rootcause.js';
 import { SchemaIndex } from '../annotate/scope.js';
 import { VerifierError } from './errors.js';
 import { createMetrics, type Metrics } from './metrics.js';

@@ -1,0 +1,173 @@
+// `caper eval localize --labels FILE --source prm|gold|consensus`: a blame source against expert
+// root-cause labels (the format of dev-open/labels/root_cause.jsonl: one JSON object a line with
+// index, db_id, question, gold, sql, label; items labelled NONE are not scored).
+//  - gold:      rootCause(sql, gold) (src/annotate/rootcause.ts), the annotation's definition;
+//  - consensus: consensusRootCause(sql, the other pool candidates of the same question), no gold;
+//  - prm:       the Clause-PRM's blame order (no gold, no execution);
+//  - consensus+prm: consensus where it answers, else the Clause-PRM (what a caller without gold
+//    gets from /localize with candidates: consensus_root_cause, else the model's blame).
+// Each source yields a ranking of clause labels; Top-1 / MRR compare it with the expert label, a
+// source with no answer (null) counts as a miss. The confusion table has expert labels as rows.
+import { readFileSync } from 'node:fs';
+import { splitSql, topUnits } from '../clauses/index.js';
+import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
+import { SqlExecutor } from '../execution/executor.js';
+import { rootCause, consensusRootCause, FUNDAMENTAL_ORDER, ROOT_LABELS, type RootLabel } from '../annotate/rootcause.js';
+import { loadModel } from '../scoring/onnx.js';
+import { Scorer } from '../scoring/scorer.js';
+import { blameOrder, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
+import { dbPath, loadPredictions, loadQuestions } from './spider.js';
+
+export const LABEL_SOURCES = ['prm', 'gold', 'consensus', 'consensus+prm'] as const;
+export type LabelSource = (typeof LABEL_SOURCES)[number];
+
+export interface LabelItem {
+  index: number;
+  db_id: string;
+  question: string;
+  gold: string;
+  sql: string;
+  label: RootLabel | 'NONE';
+  systems?: string[];
+}
+
+/** Reads a labels file; throws naming the line of the first malformed record. */
+export function loadLabels(file: string): LabelItem[] {
+  const out: LabelItem[] = [];
+  readFileSync(file, 'utf8').split('\n').forEach((line, i) => {
+    if (!line.trim()) return;
+    let r: Record<string, unknown>;
+    try {
+      r = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      throw new Error(`${file}:${i + 1}: not JSON`);
+    }
+    const label = r['label'];
+    if (typeof r['sql'] !== 'string' || typeof r['gold'] !== 'string' || typeof r['db_id'] !== 'string'
+      || typeof r['question'] !== 'string' || !Number.isInteger(r['index'])
+      || (label !== 'NONE' && !ROOT_LABELS.includes(label as RootLabel))) {
+      throw new Error(`${file}:${i + 1}: expected {index, db_id, question, gold, sql, label: ${ROOT_LABELS.join('|')}|NONE}`);
+    }
+    out.push(r as unknown as LabelItem);
+  });
+  return out;
+}
+
+/** A unit's clause label under the expert definition (an arm after the first belongs to SETOP). */
+function unitLabel(kind: string, arm: number): RootLabel {
+  if (kind === 'SETOP' || arm > 0) return 'SETOP';
+  if (kind === 'WITH') return 'FROM';
+  return kind as RootLabel;
+}
+
+/** Unit indexes (most suspect first) -> clause labels, each once, the rest appended. */
+export function labelsOfUnits(sql: string, order: number[]): RootLabel[] {
+  const tu = topUnits(splitSql(sql, { tree: false }));
+  const out: RootLabel[] = [];
+  for (const i of order) {
+    const u = tu[i];
+    if (!u) continue;
+    const l = unitLabel(u.kind, u.arm);
+    if (!out.includes(l)) out.push(l);
+  }
+  for (const l of FUNDAMENTAL_ORDER) if (!out.includes(l)) out.push(l);
+  return out;
+}
+
+export interface LabelReport {
+  source: LabelSource;
+  n: number;
+  top1: number;
+  mrr: number;
+  /** Items the source gave no answer for. */
+  unanswered: number;
+  /** expert label -> answered label (or 'null') -> count. */
+  confusion: Record<string, Record<string, number>>;
+}
+
+export function scoreRankings(items: LabelItem[], rankings: (RootLabel[] | null)[], source: LabelSource): LabelReport {
+  let top1 = 0;
+  let rr = 0;
+  let unanswered = 0;
+  const confusion: Record<string, Record<string, number>> = {};
+  items.forEach((it, i) => {
+    const r = rankings[i] ?? null;
+    if (!r) unanswered++;
+    const k = r ? r.indexOf(it.label as RootLabel) : -1;
+    if (k === 0) top1++;
+    if (k >= 0) rr += 1 / (k + 1);
+    const got = r?.[0] ?? 'null';
+    const row = (confusion[it.label] ??= {});
+    row[got] = (row[got] ?? 0) + 1;
+  });
+  const n = items.length;
+  return { source, n, top1: n ? top1 / n : 0, mrr: n ? rr / n : 0, unanswered, confusion };
+}
+
+export function confusionTable(r: LabelReport): string {
+  const cols = [...ROOT_LABELS, 'null'];
+  const lines = [`| expert \\ ${r.source} | ${cols.join(' | ')} |`, `|---|${cols.map(() => '---').join('|')}|`];
+  for (const l of ROOT_LABELS) {
+    const row = r.confusion[l];
+    if (!row) continue;
+    lines.push(`| ${l} | ${cols.map((c) => row[c] ?? 0).join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
+
+export async function rankingsFor(items: LabelItem[], source: LabelSource, opts: {
+  data: string; systems: string[]; modelDir?: string; device?: string; blame?: BlameStrategy; timeoutMs?: number;
+  onProgress?: (done: number, total: number) => void;
+}): Promise<(RootLabel[] | null)[]> {
+  if (source === 'consensus+prm') {
+    const c = await rankingsFor(items, 'consensus', opts);
+    const need = items.filter((_, i) => !c[i]);
+    const p = need.length ? await rankingsFor(need, 'prm', { ...opts, onProgress: undefined }) : [];
+    let k = 0;
+    return c.map((r) => r ?? p[k++] ?? null);
+  }
+  const out: (RootLabel[] | null)[] = [];
+  if (source === 'prm') {
+    const model = await loadModel(opts.modelDir ?? 'models/default', { device: (opts.device ?? 'auto') as 'auto' });
+    try {
+      const scorer = new Scorer(model, null);
+      const schemas = new Map<string, string>();
+      for (const [i, it] of items.entries()) {
+        let schema = schemas.get(it.db_id);
+        if (schema === undefined) schemas.set(it.db_id, (schema = schemaText(schemaFromSqlite(dbPath(opts.data, it.db_id)))));
+        const { candidates } = await scorer.score(it.question, schema, [it.sql]);
+        const c = candidates[0]!;
+        out.push(c.error ? null : labelsOfUnits(it.sql, blameOrder(c.units.map((u) => u.score), c.base, opts.blame ?? DEFAULT_BLAME)));
+        opts.onProgress?.(i + 1, items.length);
+      }
+    } finally {
+      await model.close();
+    }
+    return out;
+  }
+  const exec = new SqlExecutor({ workers: 2, timeoutMs: opts.timeoutMs ?? 5000 });
+  try {
+    const questions = source === 'consensus' ? loadQuestions(opts.data) : [];
+    const preds = source === 'consensus' ? loadPredictions(opts.data, opts.systems, questions.length) : new Map<string, string[]>();
+    for (const [i, it] of items.entries()) {
+      const db = dbPath(opts.data, it.db_id);
+      if (source === 'gold') {
+        const rc = await rootCause(it.sql, it.gold, db, exec);
+        out.push(rc ? rc.ranking ?? [rc.clause] : null);
+      } else {
+        // The other candidates: the pool's predictions for the question, less the systems that
+        // produced this SQL (when the file names them) and any identical text.
+        const others = opts.systems
+          .filter((s) => !(it.systems ?? []).includes(s))
+          .map((s) => preds.get(s)![it.index])
+          .filter((s): s is string => typeof s === 'string' && s !== it.sql);
+        const c = await consensusRootCause(it.sql, others, db, exec);
+        out.push(c.rootCause ? c.rootCause.ranking ?? [c.rootCause.clause] : null);
+      }
+      opts.onProgress?.(i + 1, items.length);
+    }
+  } finally {
+    await exec.close();
+  }
+  return out;
+}
