@@ -22,6 +22,7 @@ import { nodeRewards, clauseRewards, propagationParams } from './propagation.js'
 import { nodeTopUnit } from './mutations.js';
 import { walk } from '../clauses/index.js';
 import { seededFor } from './rng.js';
+import { shardRange } from './shards.js';
 
 export interface AnnotateOptions {
   dataDir: string;
@@ -35,6 +36,8 @@ export interface AnnotateOptions {
   selfCheck?: boolean;
   /** Only the first N questions (benchmarks, tests). */
   limit?: number;
+  /** Only shard `index` of `count` contiguous slices of the questions (after limit); see shards.ts. */
+  shard?: { index: number; count: number };
   /** Share of questions that also get a WITH-wrapped variant with one mutant inside the CTE (default 0.05). */
   cteShare?: number;
   timeoutMs?: number;
@@ -136,7 +139,10 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
   const write = o.write ?? (() => {});
   let questions = loadQuestionsFile(o.dataDir);
   if (o.limit !== undefined) questions = questions.slice(0, Math.max(0, o.limit));
-  s.questions = questions.length;
+  // A shard keeps the questions' global indices (the per-question seed and --failures lines are
+  // keyed by them), so its records are byte for byte that slice of the unsharded file.
+  const [lo, hi] = o.shard ? shardRange(questions.length, o.shard.index, o.shard.count) : [0, questions.length];
+  s.questions = hi - lo;
   const tables = spiderTables(o.dataDir);
   const exec = new SqlExecutor({ workers: o.workers ?? 2, timeoutMs: o.timeoutMs ?? 3000, maxRows: 20000, maxResultBytes: 16 << 20 });
   const dbs = new Map<string, DbCtx | null>();
@@ -289,11 +295,11 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
 
   // Questions run concurrently (the executor pool is the bottleneck); records are written in
   // question order so that a seed gives the same file.
-  const total = questions.length;
+  const total = hi - lo;
   const concurrency = Math.max(2, (o.workers ?? 2) * 3);
   const done = new Map<number, string[]>();
-  let next = 0;
-  let flushed = 0;
+  let next = lo;
+  let flushed = lo;
   let finished = 0;
   const flush = (): void => {
     while (done.has(flushed)) {
@@ -303,7 +309,7 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
     }
   };
   const worker = async (): Promise<void> => {
-    while (next < total) {
+    while (next < hi) {
       const qi = next++;
       let lines: string[] = [];
       try {

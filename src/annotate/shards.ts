@@ -1,0 +1,184 @@
+// Sharded annotation: `caper annotate --shard K/N` annotates the K-th of N contiguous slices of the
+// questions and writes its records (a part) plus a sidecar PART.shard.json; `--merge` checks that
+// the parts are the N shards of one run and concatenates them in shard order. Records depend only
+// on a question's global index (per-question seed), and a part holds its slice in question order,
+// so the merged file is byte-identical to the unsharded run.
+import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AnnotateSummary } from './tuples.js';
+
+export const PART_FORMAT = 'caper-annotate-part-v1';
+
+export interface Shard {
+  index: number;
+  count: number;
+}
+
+/** "K/N" with 0 <= K < N. */
+export function parseShard(spec: string): Shard {
+  const m = /^(\d+)\/(\d+)$/.exec(spec.trim());
+  if (!m) throw new Error(`--shard must be K/N (e.g. 0/4), got "${spec}"`);
+  const index = Number(m[1]);
+  const count = Number(m[2]);
+  if (count < 1 || index >= count) throw new Error(`--shard K/N needs 0 <= K < N, got "${spec}"`);
+  return { index, count };
+}
+
+/** [from, to) of shard `index` of `count` over `total` questions: contiguous, sizes differ by at most one. */
+export function shardRange(total: number, index: number, count: number): [number, number] {
+  return [Math.floor((total * index) / count), Math.floor((total * (index + 1)) / count)];
+}
+
+/** What must agree between the shards of one run: anything that changes the records. */
+export interface RunKey {
+  questionsSha256: string;
+  questions: number;
+  seed: number;
+  mutantsPerQuery: number;
+  alpha: number;
+  sigma: number;
+  timeoutMs: number;
+  limit: number | null;
+  failures: string[];
+}
+
+export interface PartMeta {
+  format: typeof PART_FORMAT;
+  shard: number;
+  shards: number;
+  from: number;
+  to: number;
+  run: RunKey;
+  lines: number;
+  bytes: number;
+  sha256: string;
+  summary: AnnotateSummary;
+}
+
+export const metaPath = (part: string): string => `${part}.shard.json`;
+
+/** sha256 of the questions file annotate reads (train.json, else dev.json). */
+export function questionsFileSha256(dir: string): string {
+  for (const name of ['train.json', 'dev.json']) {
+    const p = join(dir, name);
+    if (existsSync(p)) return createHash('sha256').update(readFileSync(p)).digest('hex');
+  }
+  throw new Error(`no train.json or dev.json in ${dir}`);
+}
+
+async function fileDigest(path: string): Promise<{ sha256: string; bytes: number; lines: number }> {
+  const h = createHash('sha256');
+  let bytes = 0;
+  let lines = 0;
+  for await (const chunk of createReadStream(path)) {
+    const b = chunk as Buffer;
+    h.update(b);
+    bytes += b.length;
+    for (let i = b.indexOf(10); i >= 0; i = b.indexOf(10, i + 1)) lines++;
+  }
+  return { sha256: h.digest('hex'), bytes, lines };
+}
+
+export async function writePartMeta(part: string, shard: Shard, from: number, to: number, run: RunKey, summary: AnnotateSummary): Promise<PartMeta> {
+  const meta: PartMeta = { format: PART_FORMAT, shard: shard.index, shards: shard.count, from, to, run, ...(await fileDigest(part)), summary };
+  writeFileSync(metaPath(part), JSON.stringify(meta, null, 2) + '\n');
+  return meta;
+}
+
+function readMeta(part: string): PartMeta {
+  const p = metaPath(part);
+  if (!existsSync(part)) throw new Error(`${part} does not exist`);
+  if (!existsSync(p)) throw new Error(`${p} does not exist: not a part written by "caper annotate --shard"`);
+  let m: PartMeta;
+  try {
+    m = JSON.parse(readFileSync(p, 'utf8')) as PartMeta;
+  } catch (e) {
+    throw new Error(`${p} is not valid JSON: ${(e as Error).message}`);
+  }
+  if (m?.format !== PART_FORMAT) throw new Error(`${p} is not a ${PART_FORMAT} file`);
+  return m;
+}
+
+/** Adds b's counters into a (nested objects of numbers); time is the longest shard's. */
+function addSummary(a: Record<string, unknown>, b: Record<string, unknown>): void {
+  for (const [k, v] of Object.entries(b)) {
+    if (typeof v === 'number') a[k] = k === 'ms' ? Math.max(Number(a[k] ?? 0), v) : Number(a[k] ?? 0) + v;
+    else if (v && typeof v === 'object') {
+      a[k] ??= {};
+      addSummary(a[k] as Record<string, unknown>, v as Record<string, unknown>);
+    }
+  }
+}
+
+export interface MergeResult {
+  shards: number;
+  lines: number;
+  bytes: number;
+  sha256: string;
+  summary: AnnotateSummary;
+}
+
+/**
+ * Checks that `parts` are exactly shards 0..N-1 of one run (same questions file and options),
+ * each complete (its digest matches its sidecar), then writes their concatenation to `out`
+ * (through a temporary file, so a failed merge leaves no half file behind).
+ */
+export async function mergeParts(parts: string[], out: string): Promise<MergeResult> {
+  if (parts.length === 0) throw new Error('--merge needs the part files');
+  const metas = parts.map((p) => ({ path: p, meta: readMeta(p) }));
+  const n = metas[0]!.meta.shards;
+  const key = JSON.stringify(metas[0]!.meta.run);
+  const byIndex = new Map<number, { path: string; meta: PartMeta }>();
+  for (const x of metas) {
+    if (x.meta.shards !== n) throw new Error(`${x.path} is shard ${x.meta.shard}/${x.meta.shards}, the others are of ${n}`);
+    if (JSON.stringify(x.meta.run) !== key) throw new Error(`${x.path} comes from another run (questions file or options differ from ${metas[0]!.path})`);
+    const dup = byIndex.get(x.meta.shard);
+    if (dup) throw new Error(`shard ${x.meta.shard}/${n} given twice: ${dup.path} and ${x.path}`);
+    byIndex.set(x.meta.shard, x);
+  }
+  const missing = Array.from({ length: n }, (_, i) => i).filter((i) => !byIndex.has(i));
+  if (missing.length) throw new Error(`missing shard${missing.length > 1 ? 's' : ''} ${missing.map((i) => `${i}/${n}`).join(', ')}`);
+  const ordered = Array.from({ length: n }, (_, i) => byIndex.get(i)!);
+  for (let i = 1; i < n; i++) {
+    if (ordered[i]!.meta.from !== ordered[i - 1]!.meta.to) throw new Error(`shards ${i - 1} and ${i} do not cover adjacent questions`);
+  }
+
+  const tmp = `${out}.merging-${process.pid}`;
+  const h = createHash('sha256');
+  let bytes = 0;
+  let lines = 0;
+  const w = createWriteStream(tmp);
+  const opened = new Promise<void>((res, rej) => {
+    w.once('open', () => res());
+    w.once('error', rej);
+  });
+  try {
+    await opened;
+    for (const { path, meta } of ordered) {
+      const ph = createHash('sha256');
+      let pb = 0;
+      for await (const chunk of createReadStream(path)) {
+        const b = chunk as Buffer;
+        ph.update(b);
+        h.update(b);
+        pb += b.length;
+        for (let i = b.indexOf(10); i >= 0; i = b.indexOf(10, i + 1)) lines++;
+        if (!w.write(b)) await new Promise<void>((res) => w.once('drain', () => res()));
+      }
+      bytes += pb;
+      if (ph.digest('hex') !== meta.sha256 || pb !== meta.bytes) {
+        throw new Error(`${path} does not match its ${metaPath(path)} (truncated or changed after the shard finished)`);
+      }
+    }
+    await new Promise<void>((res, rej) => w.end((e?: Error | null) => (e ? rej(e) : res())));
+    renameSync(tmp, out);
+  } catch (e) {
+    w.destroy();
+    rmSync(tmp, { force: true });
+    throw e;
+  }
+  const summary = structuredClone(ordered[0]!.meta.summary) as unknown as Record<string, unknown>;
+  for (const { meta } of ordered.slice(1)) addSummary(summary, meta.summary as unknown as Record<string, unknown>);
+  return { shards: n, lines, bytes, sha256: h.digest('hex'), summary: summary as unknown as AnnotateSummary };
+}
