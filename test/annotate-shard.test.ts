@@ -1,5 +1,6 @@
 // `caper annotate --shard K/N` + `--merge`: the merged parts are byte-identical to the unsharded
 // run, on a small Spider-layout directory built here (two databases, a --failures system).
+// Shards take every N-th question, so a part is not a slice of the file: the merge interleaves.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync, existsSync, appendFileSync } from 'node:fs';
@@ -8,7 +9,7 @@ import { join, dirname } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
-import { shardRange, parseShard } from '../src/annotate/shards.js';
+import { shardQuestions, parseShard } from '../src/annotate/shards.js';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli.js');
 let dir = '';
@@ -63,17 +64,14 @@ function cli(args: string[]): { code: number; stdout: string; stderr: string } {
 
 const RUN = ['--mutants-per-query', '3', '--seed', '7', '--workers', '1', '--quiet'];
 
-test('shard ranges are contiguous, disjoint and cover every question', () => {
+test('shards interleave the questions: disjoint, covering, sizes within one', () => {
   for (const total of [0, 1, 7, 8, 100]) {
     for (const n of [1, 2, 3, 5, 16]) {
-      let at = 0;
-      for (let k = 0; k < n; k++) {
-        const [from, to] = shardRange(total, k, n);
-        assert.equal(from, at);
-        assert.ok(to - from <= Math.ceil(total / n) && to - from >= Math.floor(total / n));
-        at = to;
-      }
-      assert.equal(at, total);
+      const parts = Array.from({ length: n }, (_, k) => shardQuestions(total, k, n));
+      assert.deepEqual(parts.flat().sort((a, b) => a - b), Array.from({ length: total }, (_, i) => i));
+      const sizes = parts.map((p) => p.length);
+      assert.ok(Math.max(...sizes) - Math.min(...sizes) <= 1);
+      parts.forEach((p, k) => assert.ok(p.every((q) => q % n === k)));
     }
   }
   assert.deepEqual(parseShard('2/4'), { index: 2, count: 4 });
@@ -93,8 +91,10 @@ test('merging the shards gives the unsharded file byte for byte', () => {
       assert.equal(r.code, 0, r.stderr);
       assert.ok(existsSync(`${parts[k]}.shard.json`));
     }
-    // every part holds its own slice only: no part is the whole file
+    // every part holds its own questions only
     assert.ok(parts.every((p) => readFileSync(p).length < fullBytes.length));
+    // ... interleaved: pasting the parts end to end would not give the file
+    assert.ok(!Buffer.concat(parts.map((p) => readFileSync(p))).equals(fullBytes));
     const merged = join(dir, `merged-${n}.jsonl`);
     const m = cli(['--merge', ...parts.slice().reverse(), '--out', merged]); // order of arguments does not matter
     assert.equal(m.code, 0, m.stderr);

@@ -1,8 +1,11 @@
-// Sharded annotation: `caper annotate --shard K/N` annotates the K-th of N contiguous slices of the
-// questions and writes its records (a part) plus a sidecar PART.shard.json; `--merge` checks that
-// the parts are the N shards of one run and concatenates them in shard order. Records depend only
-// on a question's global index (per-question seed), and a part holds its slice in question order,
-// so the merged file is byte-identical to the unsharded run.
+// Sharded annotation: `caper annotate --shard K/N` annotates the questions qi with qi % N == K and
+// writes their records (a part) plus a sidecar PART.shard.json holding, among others, the number
+// of records of each of its questions; `--merge` checks that the parts are the N shards of one run
+// and interleaves them back into question order. Records depend only on a question's global index
+// (per-question seed), so the merged file is byte-identical to the unsharded run.
+// Interleaved rather than contiguous: Spider-style files are sorted by database, and the cost of a
+// question depends on its database, so contiguous slices can differ several-fold in run time
+// (bench/results/scale.md); every K-th question spreads each database over all shards.
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -25,9 +28,11 @@ export function parseShard(spec: string): Shard {
   return { index, count };
 }
 
-/** [from, to) of shard `index` of `count` over `total` questions: contiguous, sizes differ by at most one. */
-export function shardRange(total: number, index: number, count: number): [number, number] {
-  return [Math.floor((total * index) / count), Math.floor((total * (index + 1)) / count)];
+/** The question indices of shard `index` of `count` over `total` questions: index, index + count, ... */
+export function shardQuestions(total: number, index: number, count: number): number[] {
+  const out: number[] = [];
+  for (let q = index; q < total; q += count) out.push(q);
+  return out;
 }
 
 /** What must agree between the shards of one run: anything that changes the records. */
@@ -47,13 +52,13 @@ export interface PartMeta {
   format: typeof PART_FORMAT;
   shard: number;
   shards: number;
-  from: number;
-  to: number;
   run: RunKey;
   lines: number;
   bytes: number;
   sha256: string;
   summary: AnnotateSummary;
+  /** Records of each of this shard's questions, in order (index, index + shards, ...). */
+  counts: number[];
 }
 
 export const metaPath = (part: string): string => `${part}.shard.json`;
@@ -80,8 +85,8 @@ async function fileDigest(path: string): Promise<{ sha256: string; bytes: number
   return { sha256: h.digest('hex'), bytes, lines };
 }
 
-export async function writePartMeta(part: string, shard: Shard, from: number, to: number, run: RunKey, summary: AnnotateSummary): Promise<PartMeta> {
-  const meta: PartMeta = { format: PART_FORMAT, shard: shard.index, shards: shard.count, from, to, run, ...(await fileDigest(part)), summary };
+export async function writePartMeta(part: string, shard: Shard, run: RunKey, summary: AnnotateSummary, counts: number[]): Promise<PartMeta> {
+  const meta: PartMeta = { format: PART_FORMAT, shard: shard.index, shards: shard.count, run, ...(await fileDigest(part)), summary, counts };
   writeFileSync(metaPath(part), JSON.stringify(meta, null, 2) + '\n');
   return meta;
 }
@@ -98,6 +103,21 @@ function readMeta(part: string): PartMeta {
   }
   if (m?.format !== PART_FORMAT) throw new Error(`${p} is not a ${PART_FORMAT} file`);
   return m;
+}
+
+/** The lines of a file, each with its newline (a last line without one comes out as it is). */
+async function* lineReader(path: string): AsyncGenerator<Buffer> {
+  let rest: Buffer = Buffer.alloc(0);
+  for await (const chunk of createReadStream(path)) {
+    const buf = rest.length ? Buffer.concat([rest, chunk as Buffer]) : (chunk as Buffer);
+    let start = 0;
+    for (let i = buf.indexOf(10); i >= 0; i = buf.indexOf(10, start)) {
+      yield buf.subarray(start, i + 1);
+      start = i + 1;
+    }
+    rest = buf.subarray(start);
+  }
+  if (rest.length) yield rest;
 }
 
 /** Adds b's counters into a (nested objects of numbers); time is the longest shard's. */
@@ -121,7 +141,7 @@ export interface MergeResult {
 
 /**
  * Checks that `parts` are exactly shards 0..N-1 of one run (same questions file and options),
- * each complete (its digest matches its sidecar), then writes their concatenation to `out`
+ * each complete (its digest matches its sidecar), then writes their records in question order to `out`
  * (through a temporary file, so a failed merge leaves no half file behind).
  */
 export async function mergeParts(parts: string[], out: string): Promise<MergeResult> {
@@ -140,10 +160,15 @@ export async function mergeParts(parts: string[], out: string): Promise<MergeRes
   const missing = Array.from({ length: n }, (_, i) => i).filter((i) => !byIndex.has(i));
   if (missing.length) throw new Error(`missing shard${missing.length > 1 ? 's' : ''} ${missing.map((i) => `${i}/${n}`).join(', ')}`);
   const ordered = Array.from({ length: n }, (_, i) => byIndex.get(i)!);
-  for (let i = 1; i < n; i++) {
-    if (ordered[i]!.meta.from !== ordered[i - 1]!.meta.to) throw new Error(`shards ${i - 1} and ${i} do not cover adjacent questions`);
+  const total = ordered[0]!.meta.run.questions;
+  for (const { path, meta } of ordered) {
+    const want = shardQuestions(total, meta.shard, n).length;
+    if (!Array.isArray(meta.counts) || meta.counts.length !== want || meta.counts.reduce((x, y) => x + y, 0) !== meta.lines) {
+      throw new Error(`${metaPath(path)}: its per-question counts do not fit shard ${meta.shard}/${n} of ${total} questions`);
+    }
   }
 
+  // Question qi's records are the next counts[...] lines of part qi % n.
   const tmp = `${out}.merging-${process.pid}`;
   const h = createHash('sha256');
   let bytes = 0;
@@ -153,23 +178,38 @@ export async function mergeParts(parts: string[], out: string): Promise<MergeRes
     w.once('open', () => res());
     w.once('error', rej);
   });
+  const readers = ordered.map(({ path, meta }) => ({ path, meta, it: lineReader(path), hash: createHash('sha256'), bytes: 0, pos: 0 }));
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
+  const drain = async (): Promise<void> => {
+    if (!pending.length) return;
+    if (!w.write(Buffer.concat(pending, pendingBytes))) await new Promise<void>((res) => w.once('drain', () => res()));
+    pending = [];
+    pendingBytes = 0;
+  };
+  const mismatch = (path: string) => new Error(`${path} does not match its ${metaPath(path)} (truncated or changed after the shard finished)`);
   try {
     await opened;
-    for (const { path, meta } of ordered) {
-      const ph = createHash('sha256');
-      let pb = 0;
-      for await (const chunk of createReadStream(path)) {
-        const b = chunk as Buffer;
-        ph.update(b);
-        h.update(b);
-        pb += b.length;
-        for (let i = b.indexOf(10); i >= 0; i = b.indexOf(10, i + 1)) lines++;
-        if (!w.write(b)) await new Promise<void>((res) => w.once('drain', () => res()));
+    for (let qi = 0; qi < total; qi++) {
+      const r = readers[qi % n]!;
+      const c = r.meta.counts[r.pos++]!;
+      for (let j = 0; j < c; j++) {
+        const next = await r.it.next();
+        if (next.done) throw mismatch(r.path);
+        const line = next.value;
+        r.hash.update(line);
+        r.bytes += line.length;
+        h.update(line);
+        pending.push(line);
+        pendingBytes += line.length;
+        lines++;
       }
-      bytes += pb;
-      if (ph.digest('hex') !== meta.sha256 || pb !== meta.bytes) {
-        throw new Error(`${path} does not match its ${metaPath(path)} (truncated or changed after the shard finished)`);
-      }
+      if (pendingBytes > 1 << 20) await drain();
+    }
+    await drain();
+    for (const r of readers) {
+      if (!(await r.it.next()).done || r.bytes !== r.meta.bytes || r.hash.digest('hex') !== r.meta.sha256) throw mismatch(r.path);
+      bytes += r.bytes;
     }
     await new Promise<void>((res, rej) => w.end((e?: Error | null) => (e ? rej(e) : res())));
     renameSync(tmp, out);

@@ -6,15 +6,15 @@ import { createWriteStream, existsSync, readdirSync, rmSync, statSync, type Writ
 import { parseArgs, flagNumber, flagString } from './args.js';
 import { annotate, formatSummary, loadQuestionsFile, type AnnotateSummary } from '../annotate/tuples.js';
 import { MUTATION_KINDS } from '../annotate/mutations.js';
-import { mergeParts, metaPath, parseShard, questionsFileSha256, shardRange, writePartMeta, type Shard } from '../annotate/shards.js';
+import { mergeParts, metaPath, parseShard, questionsFileSha256, writePartMeta, type Shard } from '../annotate/shards.js';
 
 const USAGE = `usage: caper annotate --data DIR --out FILE.jsonl [--mutants-per-query N] [--workers N] [--seed S]
                       [--alpha A] [--sigma S] [--failures PREDICTIONS_DIR] [--limit N]
        caper annotate --self-check --data DIR [--mutants-per-query N] [--seed S] [--workers N]
-       caper annotate ... --shard K/N --out PART.jsonl     the K-th of N slices of the questions (0 <= K < N)
+       caper annotate ... --shard K/N --out PART.jsonl     questions K, K+N, K+2N, ... (0 <= K < N)
        caper annotate --merge PART.jsonl... --out FILE.jsonl
   A shard also writes PART.jsonl.shard.json; --merge checks the parts are shards 0..N-1 of one run
-  and concatenates them: the file is byte-identical to the unsharded run's.`;
+  and interleaves them: the file is byte-identical to the unsharded run's.`;
 
 async function merge(parts: string[], out: string | undefined): Promise<number> {
   if (!out || parts.length === 0) {
@@ -131,10 +131,12 @@ export async function run(argv: string[]): Promise<number> {
   let lastDraw = 0;
   let lastDecile = -1;
   let summary: AnnotateSummary;
+  const counts: number[] = [];
   try {
     summary = await annotate({
       ...opts,
       write: stream ? (line) => void stream!.write(line + '\n') : undefined,
+      onQuestion: shard ? (_qi, n) => void counts.push(n) : undefined,
       progress: quiet ? undefined : (done, total, s) => {
         const now = performance.now();
         if (tty) {
@@ -171,13 +173,12 @@ export async function run(argv: string[]): Promise<number> {
       return 1;
     }
     if (opts.limit !== undefined) total = Math.min(total, Math.max(0, opts.limit));
-    const [from, to] = shardRange(total, shard.index, shard.count);
-    await writePartMeta(out, shard, from, to, {
+    await writePartMeta(out, shard, {
       questionsSha256: questionsFileSha256(data), questions: total, seed: opts.seed, mutantsPerQuery: opts.mutantsPerQuery,
       alpha: opts.alpha, sigma: opts.sigma, timeoutMs: opts.timeoutMs, limit: opts.limit ?? null,
       failures: failures ? readdirSync(failures).filter((f) => f.endsWith('.sql')).sort() : [],
-    }, summary);
-    console.error(`caper annotate: shard ${shard.index}/${shard.count} (questions ${from}..${to - 1}) -> ${out} + ${metaPath(out)}`);
+    }, summary, counts);
+    console.error(`caper annotate: shard ${shard.index}/${shard.count} (${counts.length} of ${total} questions) -> ${out} + ${metaPath(out)}`);
   }
   console.log(formatSummary(summary));
   if (selfCheck) {
