@@ -138,7 +138,7 @@ def test_serve_variant_is_consistent(name):
     else:
         assert "nvidia.com/gpu" not in json.dumps(res)
         assert cm["data"]["CAPER_DEVICE"] == "cpu"
-        assert cm["data"]["CAPER_THREADS"] == res["requests"]["cpu"]
+        assert int(cm["data"]["CAPER_THREADS"]) < int(res["requests"]["cpu"])  # a core left for HTTP, tokenizing, SQL
 
 
 def test_inflight_hpa_variant_targets_the_same_deployment():
