@@ -31,6 +31,42 @@ test('caper train --preset tiny --tuples FILE writes a loadable model directory'
   }
 });
 
+test('caper train --nproc 2 trains data-parallel under torchrun (gloo on CPU)', { skip: SKIP, timeout: 120_000 }, () => {
+  const dir = mkdtempSync(join(tmpdir(), 'caper-train-ddp-'));
+  try {
+    const out = join(dir, 'tinyddp');
+    const r = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples',
+      join(ROOT, 'training', 'tests', 'fixtures', 'tuples.jsonl'), '--out', out, '--steps', '4', '--seed', '2', '--no-eval',
+      '--nproc', '2', '--threads', '1'],
+    { cwd: ROOT, encoding: 'utf8', timeout: 110_000 });
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /torchrun --standalone --nproc-per-node=2/);
+    assert.match(r.stdout, /2 processes \(gloo\)/);
+    const m = JSON.parse(readFileSync(join(out, 'caper.json'), 'utf8')) as { training: { steps: number; processes: number; backend: string } };
+    assert.deepEqual([m.training.steps, m.training.processes, m.training.backend], [4, 2, 'gloo']);
+    assert.ok(existsSync(join(out, 'model.onnx')));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(join(ROOT, 'runs', 'tinyddp'), { recursive: true, force: true });
+  }
+});
+
+test('caper train rejects bad launcher flags before starting anything', () => {
+  const tuples = join(ROOT, 'training', 'tests', 'fixtures', 'tuples.jsonl');
+  for (const [args, msg] of [
+    [['--nproc', '0'], /--nproc must be an integer >= 1/],
+    [['--nproc', 'two'], /--nproc must be an integer >= 1/],
+    [['--nproc', '2', '--nnodes', '2'], /needs --master ADDR:PORT/],
+    [['--nnodes', '2', '--master', 'node0'], /--master must be ADDR:PORT/],
+    [['--nnodes', '2', '--node-rank', '2', '--master', 'node0:29500'], /--node-rank must be below --nnodes/],
+    [['--node-rank', '1'], /need --nnodes > 1/],
+  ] as const) {
+    const r = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples', tuples, ...args], { cwd: ROOT, encoding: 'utf8' });
+    assert.equal(r.status, 2, args.join(' '));
+    assert.match(r.stderr, msg);
+  }
+});
+
 test('caper train rejects bad flags without starting anything', () => {
   const r = spawnSync(process.execPath, [CLI, 'train', '--preset', 'huge'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(r.status, 2);

@@ -22,6 +22,7 @@ import { rootCauseDetail } from './rootcause.js';
 import { nodeRewards, clauseRewards, propagationParams } from './propagation.js';
 import { walk } from '../clauses/index.js';
 import { seededFor } from './rng.js';
+import { shardQuestions } from './shards.js';
 
 export interface AnnotateOptions {
   dataDir: string;
@@ -35,6 +36,10 @@ export interface AnnotateOptions {
   selfCheck?: boolean;
   /** Only the first N questions (benchmarks, tests). */
   limit?: number;
+  /** Only the questions qi with qi % count === index (after limit); see shards.ts. */
+  shard?: { index: number; count: number };
+  /** Called in output order once a question's lines are written, with their number. */
+  onQuestion?: (qi: number, lines: number) => void;
   /** Share of questions that also get a WITH-wrapped variant with one mutant inside the CTE (default 0.05). */
   cteShare?: number;
   timeoutMs?: number;
@@ -136,7 +141,10 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
   const write = o.write ?? (() => {});
   let questions = loadQuestionsFile(o.dataDir);
   if (o.limit !== undefined) questions = questions.slice(0, Math.max(0, o.limit));
-  s.questions = questions.length;
+  // A shard keeps the questions' global indices (the per-question seed and --failures lines are
+  // keyed by them), so each question's records are byte for byte those of the unsharded run.
+  const order = o.shard ? shardQuestions(questions.length, o.shard.index, o.shard.count) : questions.map((_, i) => i);
+  s.questions = order.length;
   const tables = spiderTables(o.dataDir);
   const exec = new SqlExecutor({ workers: o.workers ?? 2, timeoutMs: o.timeoutMs ?? 3000, maxRows: 20000, maxResultBytes: 16 << 20 });
   const dbs = new Map<string, DbCtx | null>();
@@ -289,22 +297,25 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
 
   // Questions run concurrently (the executor pool is the bottleneck); records are written in
   // question order so that a seed gives the same file.
-  const total = questions.length;
+  const total = order.length;
   const concurrency = Math.max(2, (o.workers ?? 2) * 3);
-  const done = new Map<number, string[]>();
+  const done = new Map<number, string[]>(); // by position in `order`
   let next = 0;
   let flushed = 0;
   let finished = 0;
   const flush = (): void => {
     while (done.has(flushed)) {
-      for (const line of done.get(flushed)!) write(line);
+      const lines = done.get(flushed)!;
+      for (const line of lines) write(line);
+      o.onQuestion?.(order[flushed]!, lines.length);
       done.delete(flushed);
       flushed++;
     }
   };
   const worker = async (): Promise<void> => {
     while (next < total) {
-      const qi = next++;
+      const pos = next++;
+      const qi = order[pos]!;
       let lines: string[] = [];
       try {
         lines = await doQuestion(qi);
@@ -312,7 +323,7 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
         // One bad question must not lose the run; it simply yields nothing.
         lines = [];
       }
-      done.set(qi, lines);
+      done.set(pos, lines);
       finished++;
       flush();
       o.progress?.(finished, total, s);

@@ -1,14 +1,36 @@
 // caper annotate --data DIR --out FILE.jsonl [--mutants-per-query N] [--workers N] [--seed S]
 //                [--alpha A] [--sigma S] [--failures PREDICTIONS_DIR] [--limit N]
 // caper annotate --self-check --data DIR [--mutants-per-query N] [--seed S]
-import { createWriteStream, existsSync, statSync, type WriteStream } from 'node:fs';
+// caper annotate ... --shard K/N --out PART.jsonl;  caper annotate --merge PART... --out FILE.jsonl
+import { createWriteStream, existsSync, readdirSync, rmSync, statSync, type WriteStream } from 'node:fs';
 import { parseArgs, flagNumber, flagString } from './args.js';
-import { annotate, formatSummary, type AnnotateSummary } from '../annotate/tuples.js';
+import { annotate, formatSummary, loadQuestionsFile, type AnnotateSummary } from '../annotate/tuples.js';
 import { MUTATION_KINDS } from '../annotate/mutations.js';
+import { mergeParts, metaPath, parseShard, questionsFileSha256, writePartMeta, type Shard } from '../annotate/shards.js';
 
 const USAGE = `usage: caper annotate --data DIR --out FILE.jsonl [--mutants-per-query N] [--workers N] [--seed S]
                       [--alpha A] [--sigma S] [--failures PREDICTIONS_DIR] [--limit N]
-       caper annotate --self-check --data DIR [--mutants-per-query N] [--seed S] [--workers N]`;
+       caper annotate --self-check --data DIR [--mutants-per-query N] [--seed S] [--workers N]
+       caper annotate ... --shard K/N --out PART.jsonl     questions K, K+N, K+2N, ... (0 <= K < N)
+       caper annotate --merge PART.jsonl... --out FILE.jsonl
+  A shard also writes PART.jsonl.shard.json; --merge checks the parts are shards 0..N-1 of one run
+  and interleaves them: the file is byte-identical to the unsharded run's.`;
+
+async function merge(parts: string[], out: string | undefined): Promise<number> {
+  if (!out || parts.length === 0) {
+    console.error(`caper annotate: --merge needs the part files and --out FILE\n${USAGE}`);
+    return 2;
+  }
+  try {
+    const r = await mergeParts(parts, out);
+    console.log(formatSummary(r.summary));
+    console.log(`merged ${r.shards} shards -> ${out}: ${r.lines} records, ${r.bytes} bytes, sha256 ${r.sha256}`);
+    return 0;
+  } catch (e) {
+    console.error(`caper annotate: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  }
+}
 
 function bar(done: number, total: number, t0: number, s: AnnotateSummary): string {
   const w = 30;
@@ -23,7 +45,7 @@ function bar(done: number, total: number, t0: number, s: AnnotateSummary): strin
 export async function run(argv: string[]): Promise<number> {
   let a;
   try {
-    a = parseArgs(argv, ['self-check', 'help', 'quiet']);
+    a = parseArgs(argv, ['self-check', 'help', 'quiet', 'merge']);
   } catch (e) {
     console.error(String(e));
     return 2;
@@ -34,6 +56,16 @@ export async function run(argv: string[]): Promise<number> {
   }
   const data = flagString(a, 'data');
   const out = flagString(a, 'out');
+  if (a.flags.has('merge')) return merge(a.positional, out);
+  let shard: Shard | undefined;
+  if (a.flags.has('shard')) {
+    try {
+      shard = parseShard(flagString(a, 'shard') ?? '');
+    } catch (e) {
+      console.error(`caper annotate: ${(e as Error).message}`);
+      return 2;
+    }
+  }
   const selfCheck = a.flags.has('self-check');
   if (!data || (!out && !selfCheck)) {
     console.error(USAGE);
@@ -62,6 +94,7 @@ export async function run(argv: string[]): Promise<number> {
       failuresDir: failures,
       selfCheck,
       limit,
+      shard,
     };
   } catch (e) {
     console.error(`caper annotate: ${e instanceof Error ? e.message : String(e)}`);
@@ -72,6 +105,8 @@ export async function run(argv: string[]): Promise<number> {
     return 2;
   }
 
+  // A sidecar left by an earlier run must not vouch for this run's part.
+  if (shard && out && !selfCheck) rmSync(metaPath(out), { force: true });
   let stream: WriteStream | null = null;
   let writeError: Error | null = null;
   if (out && !selfCheck) {
@@ -96,10 +131,12 @@ export async function run(argv: string[]): Promise<number> {
   let lastDraw = 0;
   let lastDecile = -1;
   let summary: AnnotateSummary;
+  const counts: number[] = [];
   try {
     summary = await annotate({
       ...opts,
       write: stream ? (line) => void stream!.write(line + '\n') : undefined,
+      onQuestion: shard ? (_qi, n) => void counts.push(n) : undefined,
       progress: quiet ? undefined : (done, total, s) => {
         const now = performance.now();
         if (tty) {
@@ -126,6 +163,22 @@ export async function run(argv: string[]): Promise<number> {
   if (writeError) {
     console.error(`caper annotate: cannot write ${out}: ${(writeError as Error).message}`);
     return 1;
+  }
+  if (shard && out && !selfCheck) {
+    let total;
+    try {
+      total = loadQuestionsFile(data).length;
+    } catch (e) {
+      console.error(`caper annotate: ${(e as Error).message}`);
+      return 1;
+    }
+    if (opts.limit !== undefined) total = Math.min(total, Math.max(0, opts.limit));
+    await writePartMeta(out, shard, {
+      questionsSha256: questionsFileSha256(data), questions: total, seed: opts.seed, mutantsPerQuery: opts.mutantsPerQuery,
+      alpha: opts.alpha, sigma: opts.sigma, timeoutMs: opts.timeoutMs, limit: opts.limit ?? null,
+      failures: failures ? readdirSync(failures).filter((f) => f.endsWith('.sql')).sort() : [],
+    }, summary, counts);
+    console.error(`caper annotate: shard ${shard.index}/${shard.count} (${counts.length} of ${total} questions) -> ${out} + ${metaPath(out)}`);
   }
   console.log(formatSummary(summary));
   if (selfCheck) {

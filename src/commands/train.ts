@@ -12,11 +12,42 @@ const CLI = resolve(import.meta.dirname, '..', 'cli.js');
 const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--out models/NAME]
                    [--steps N | --epochs E] [--seed S] [--loss pref|pref+reg] [--max-minutes M]
                    [--eval-data DIR] [--pool NAMES] [--no-eval]
+                   [--nproc N [--nnodes M --node-rank R --master ADDR:PORT]]
   --data DIR      Spider-layout training split to annotate (default ../shared/data/spider/train)
   --tuples FILE   an existing training JSONL (docs/FORMATS.md): skips annotation
   --out DIR       model directory (default models/<preset>)
   --base PATH     fine-tune a local Hugging Face checkpoint instead of training a preset
-  --eval-data DIR split for "caper eval localize" (default ../shared/data/spider/dev-open), --pool its systems (default pool8)`;
+  --eval-data DIR split for "caper eval localize" (default ../shared/data/spider/dev-open), --pool its systems (default pool8)
+  --nproc N       data-parallel training in N processes per machine (torchrun + DDP: one per GPU, or CPU
+                  processes with gloo); --batch-size stays the global batch, split across processes
+  --nnodes M      machines in the job (default 1); each runs the same command with its --node-rank
+                  (0..M-1) and --master ADDR:PORT of node 0; only node 0 writes the model and evaluates`;
+
+/** torchrun's launcher arguments, or null for the plain one-process run; a string is a usage error. */
+export function launcherArgs(a: ReturnType<typeof parseArgs>): string[] | null | string {
+  const int = (name: string, fallback: number, min: number): number | string => {
+    const v = flagString(a, name);
+    if (v === undefined) return a.flags.has(name) ? `--${name} needs a value` : fallback;
+    if (!/^\d+$/.test(v) || Number(v) < min) return `--${name} must be an integer >= ${min}, got "${v}"`;
+    return Number(v);
+  };
+  const nproc = int('nproc', 1, 1);
+  const nnodes = int('nnodes', 1, 1);
+  const rank = int('node-rank', 0, 0);
+  for (const v of [nproc, nnodes, rank]) if (typeof v === 'string') return v;
+  const master = flagString(a, 'master');
+  if (nnodes === 1) {
+    if (a.flags.has('node-rank') || master !== undefined) return '--node-rank and --master need --nnodes > 1';
+    // --standalone: rendezvous on a free local port, so two jobs on one machine do not collide
+    return nproc === 1 ? null : ['-m', 'torch.distributed.run', '--standalone', `--nproc-per-node=${nproc}`];
+  }
+  if (master === undefined) return '--nnodes > 1 needs --master ADDR:PORT (node 0\'s address)';
+  const m = /^(.+):(\d{1,5})$/.exec(master);
+  if (!m || Number(m[2]) > 65535) return `--master must be ADDR:PORT, got "${master}"`;
+  if ((rank as number) >= (nnodes as number)) return `--node-rank must be below --nnodes (${nnodes})`;
+  return ['-m', 'torch.distributed.run', `--nproc-per-node=${nproc}`, `--nnodes=${nnodes}`, `--node-rank=${rank}`,
+    `--master-addr=${m[1]}`, `--master-port=${m[2]}`];
+}
 
 function stamp(t0: number): string {
   const s = Math.round((Date.now() - t0) / 1000);
@@ -62,6 +93,12 @@ export async function run(argv: string[]): Promise<number> {
     console.error('caper train: --seed must be a non-negative integer');
     return 2;
   }
+  const launcher = launcherArgs(a);
+  if (typeof launcher === 'string') {
+    console.error(`caper train: ${launcher}\n${USAGE}`);
+    return 2;
+  }
+  const mainNode = flagString(a, 'node-rank', '0') === '0';
   const name = basename(out);
   const runDir = join(ROOT, 'runs', name);
   const t0 = Date.now();
@@ -104,8 +141,8 @@ export async function run(argv: string[]): Promise<number> {
   }
 
   // 2 + 3. training and export (one Python process: export needs the trained weights in memory)
-  step(2, `training (${base ? `base ${base}` : `preset ${preset}`}) -> ${out}; export follows in the same process`);
-  const pyArgs = ['-m', 'caper_train.train', '--data', tuples, '--out', out, '--preset', preset, '--seed', seed,
+  step(2, `training (${base ? `base ${base}` : `preset ${preset}`}${launcher ? `, torchrun ${launcher.slice(2).join(' ')}` : ''}) -> ${out}; export follows in the same process`);
+  const pyArgs = [...(launcher ?? []), '-m', 'caper_train.train', '--data', tuples, '--out', out, '--preset', preset, '--seed', seed,
     '--checkpoint', join(runDir, 'checkpoint')];
   if (base) pyArgs.push('--base', resolve(base));
   // The shipped models/default was trained with these; `caper train --preset default` repeats them.
@@ -118,6 +155,10 @@ export async function run(argv: string[]): Promise<number> {
   if (tr.code !== 0) {
     console.error(`caper train: training failed (exit ${tr.code})`);
     return tr.code;
+  }
+  if (!mainNode) {
+    console.log(`\n[caper train done +${stamp(t0)}] node ${flagString(a, 'node-rank')} finished its share; node 0 writes ${out}`);
+    return 0;
   }
   step(3, `exported ${join(out, 'model.onnx')}, model.int8.onnx, tokenizer.json, caper.json, MODEL_CARD.md`);
 

@@ -2,6 +2,8 @@
 
     python -m caper_train.train --data FILE.jsonl --out models/NAME --preset tiny|default
         [--base PATH] [--steps N | --epochs E] [--seed S] [--max-length L] [--loss pref|pref+reg]
+    python -m torch.distributed.run --standalone --nproc-per-node N -m caper_train.train ...   (DDP, see
+        "data parallelism" below: gloo on CPU, nccl on CUDA; --batch-size stays the global batch)
 
 Loss (per batch):
   pairs (u+, u-) sharing a prefix, compared at their last <clause> marker, r± = raw model output:
@@ -22,6 +24,7 @@ import os
 import random
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +38,16 @@ from .model import PRESETS, RewardModel, build_from_base, build_from_preset, use
 from .tok import CaperTokenizer, train_tokenizer
 
 
+_RANK = 0  # set by init_distributed: only rank 0 of a torchrun job prints
+
+
+def _world() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def log(msg: str) -> None:
+    if _RANK != 0:
+        return
     print(f"[caper-train {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
@@ -218,7 +230,11 @@ def collate_rows(rows: list, device: torch.device):
     return ids.to(device), mask.to(device), pids.to(device), pair_idx, traj_pos, sum(len(s) for s in seqs)
 
 
-def compute_loss(rewards: torch.Tensor, pair_idx, traj_pos, args) -> tuple[torch.Tensor, dict]:
+def compute_loss(rewards: torch.Tensor, pair_idx, traj_pos, args,
+                 n_pairs: int | None = None, n_marks: int | None = None) -> tuple[torch.Tensor, dict]:
+    """Mean pair loss + reg_weight * mean marker loss. n_pairs / n_marks are the denominators of
+    those means; under DDP they are the counts of the whole global step, not of this rank's part,
+    so that the ranks' losses add up to the one-process loss of the same step."""
     stats: dict = {}
     loss = rewards.new_zeros(())
     if pair_idx:
@@ -227,20 +243,84 @@ def compute_loss(rewards: torch.Tensor, pair_idx, traj_pos, args) -> tuple[torch
         rn = rewards[t[:, 2].long(), t[:, 3].long()]
         delta = t[:, 4].float()
         if args.pref_form == "margin":
-            lp = F.softplus(-(rp - rn - delta)).mean()
+            per = F.softplus(-(rp - rn - delta))
         else:
-            lp = ((1.0 + delta) * F.softplus(-(rp - rn))).mean()
+            per = (1.0 + delta) * F.softplus(-(rp - rn))
+        lp = per.sum() / (n_pairs or len(pair_idx))
         loss = loss + lp
-        stats["pref"] = float(lp.detach())
-        stats["acc"] = float((rp > rn).float().mean())
+        stats["pref_sum"] = float(per.detach().sum())
+        stats["correct"] = float((rp > rn).sum())
         stats["n_pairs"] = len(pair_idx)
+        stats["pref"] = float(per.detach().mean())
+        stats["acc"] = stats["correct"] / len(pair_idx)
     if traj_pos and args.loss == "pref+reg":
         t = torch.tensor(traj_pos, device=rewards.device)
         r = rewards[t[:, 0].long(), t[:, 1].long()]
-        lr = F.binary_cross_entropy_with_logits(r, t[:, 2].float())
+        per = F.binary_cross_entropy_with_logits(r, t[:, 2].float(), reduction="none")
+        lr = per.sum() / (n_marks or len(traj_pos))
         loss = loss + args.reg_weight * lr
-        stats["reg"] = float(lr.detach())
+        stats["reg_sum"] = float(per.detach().sum())
+        stats["n_marks"] = len(traj_pos)
+        stats["reg"] = float(per.detach().mean())
     return loss, stats
+
+
+# ---------------------------------------------------------------- data parallelism
+# Every rank builds the same global schedule of steps (same data, same seed, same rng) and takes a
+# disjoint, deterministic part of each step, DistributedSampler-style but at step granularity: the
+# records of step s are exactly those of one process at step s. Each rank normalizes its loss by the
+# step's global pair / marker counts and multiplies by the world size, so DDP's gradient average is
+# the gradient of the one-process loss: N processes with about B/N records each reproduce one
+# process with batch B, up to floating-point summation order.
+
+
+def step_counts(batch: list, packed: bool, loss: str) -> tuple[int, int]:
+    """(pairs, trajectory markers) of a global step: the denominators of its means."""
+    recs = [it for _, rs in batch for it in rs] if packed else batch
+    pairs = sum(1 for it in recs if isinstance(it, PairExample))
+    marks = sum(len(it.markers) for it in recs if isinstance(it, TrajExample)) if loss == "pref+reg" else 0
+    return pairs, marks
+
+
+def split_points(weights: list[int], world: int) -> list[int]:
+    """Cut points of `weights` into `world` contiguous parts of about equal weight (tokens); every
+    part gets at least one unit when there are as many units as parts."""
+    n, tot = len(weights), float(sum(weights))
+    cuts, j, cum = [0], 0, 0.0
+    for i in range(1, world):
+        target = tot * i / world
+        while j < n and cum + weights[j] / 2 <= target:  # a unit goes where its midpoint falls
+            cum += weights[j]
+            j += 1
+        cuts.append(j)
+    cuts.append(n)
+    if n >= world:
+        for i in range(1, world):
+            cuts[i] = max(cuts[i], cuts[i - 1] + 1)
+        for i in range(world - 1, 0, -1):
+            cuts[i] = min(cuts[i], cuts[i + 1] - 1)
+    return cuts
+
+
+def rank_share(batch: list, rank: int, world: int, packed: bool) -> list:
+    """This rank's part of a global step. Packed rows may be cut between records; the pieces keep
+    their row's head, so every record still sees its own prompt head and nothing else."""
+    if world == 1:
+        return batch
+    if packed:
+        units = [(r, it) for r, (_, recs) in enumerate(batch) for it in recs]
+        weights = [branch_tokens(it, len(batch[r][0])) for r, it in units]
+    else:
+        units = list(enumerate(batch))
+        weights = [item_len(it) * (2 if isinstance(it, PairExample) else 1) for _, it in units]
+    cuts = split_points(weights, world)
+    mine = units[cuts[rank]:cuts[rank + 1]]
+    if not packed:
+        return [it for _, it in mine]
+    rows: dict[int, list] = {}
+    for r, it in mine:
+        rows.setdefault(r, []).append(it)
+    return [(batch[r][0], recs) for r, recs in rows.items()]
 
 
 # ---------------------------------------------------------------- evaluation
@@ -321,6 +401,7 @@ def parse_args(argv=None):
     ap.add_argument("--dump-rewards", help="write Python rewards at the markers of a few prompts here (JSON)")
     ap.add_argument("--dump-count", type=int, default=8)
     ap.add_argument("--log-every", type=int, default=20)
+    ap.add_argument("--curve", help="write the global loss of every step here (JSON Lines; rank 0 under torchrun)")
     ap.add_argument("--no-pack", dest="pack", action="store_false",
                     help="one row per sequence instead of prefix-tree rows (same rewards, ~3x the tokens)")
     ap.add_argument("--row-tokens", type=int, default=ROW_TOKENS, help="token cap of a packed row")
@@ -343,29 +424,124 @@ def load_tokenizer(a, records, preset) -> CaperTokenizer:
     return CaperTokenizer(train_tokenizer(corpus_texts(records), vocab_size=vocab))
 
 
-def main(argv=None) -> int:
-    a = parse_args(argv)
+@dataclass
+class Dist:
+    """Where this process sits in a torchrun job; rank 0 of world 1 when run alone."""
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    backend: str | None = None
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(cuda: bool) -> Dist:
+    """torchrun sets WORLD_SIZE/RANK/LOCAL_RANK and the rendezvous address; a world of one runs
+    exactly the single-process path (no process group, no DDP wrapper)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Dist()
+    import torch.distributed as dist
+    backend = "nccl" if cuda else "gloo"
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if cuda:
+        torch.cuda.set_device(local)
+    dist.init_process_group(backend=backend)
+    d = Dist(rank=dist.get_rank(), world=dist.get_world_size(), local_rank=local, backend=backend)
+    global _RANK
+    _RANK = d.rank
+    return d
+
+
+def all_sum(values: list[float], d: Dist, device) -> list[float]:
+    if d.world == 1:
+        return values
+    import torch.distributed as dist
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t.tolist()
+
+
+def all_max(value: float, d: Dist, device) -> float:
+    if d.world == 1:
+        return value
+    import torch.distributed as dist
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def same_everywhere(value, d: Dist):
+    """Rank 0's value, on every rank (the tokenizer, the data hash)."""
+    if d.world == 1:
+        return value
+    import torch.distributed as dist
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+@dataclass
+class Setup:
+    a: argparse.Namespace
+    dist: Dist
+    device: torch.device
+    cuda: bool
+    preset: dict
+    max_length: int
+    out: Path
+    ckpt: Path
+    t_start: float
+
+
+def setup(a: argparse.Namespace) -> Setup:
     t_start = time.time()
     if a.threads:
         torch.set_num_threads(a.threads)
     seed_everything(a.seed)
-    preset = PRESETS[a.preset]
-    max_length = a.max_length or preset["max_length"]
     cuda = torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
+    d = init_distributed(cuda)
+    device = torch.device(f"cuda:{d.local_rank}" if cuda and d.world > 1 else ("cuda" if cuda else "cpu"))
+    preset = PRESETS[a.preset]
     out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+    if d.main:
+        out.mkdir(parents=True, exist_ok=True)
     ckpt = Path(a.checkpoint or Path("runs") / out.name)
+    return Setup(a, d, device, cuda, preset, a.max_length or preset["max_length"], out, ckpt, t_start)
 
+
+@dataclass
+class Data:
+    records: list[dict]
+    tok: CaperTokenizer
+    ds: Dataset
+    train: Dataset
+    val: Dataset
+    items: list
+    data_sha: str
+
+
+def load_data(s: Setup) -> Data | None:
+    """Records, tokenizer (trained on rank 0 and sent to the others: one tokenizer for the job)
+    and the question-level train/validation split. None when there is nothing to train on."""
+    a = s.a
+    sha = file_sha256(a.data)
+    if same_everywhere(sha, s.dist) != sha:
+        raise SystemExit(f"rank {s.dist.rank}: {a.data} differs from rank 0's (sha256 {sha}); every node needs the same file")
     records, bad = read_records(a.data)
     if not records:
         log(f"no usable records in {a.data} ({bad} malformed lines)")
-        return 2
+        return None
     log(f"{len(records)} records from {a.data} ({bad} malformed lines skipped)")
-    tok = load_tokenizer(a, records, preset)
+    tok_json = load_tokenizer(a, records, s.preset).full.to_str() if s.dist.main else None
+    tok_json = same_everywhere(tok_json, s.dist)
+    from tokenizers import Tokenizer
+    tok = CaperTokenizer(Tokenizer.from_str(tok_json))
     log(f"tokenizer: {tok.vocab_size} ids")
 
-    ds = build_dataset(records, tok, max_length)
+    ds = build_dataset(records, tok, s.max_length)
     train = Dataset(skipped=ds.skipped)
     val = Dataset()
     for p in ds.pairs:
@@ -374,23 +550,31 @@ def main(argv=None) -> int:
         (val if in_validation(t.group, a.val_frac) else train).trajs.append(t)
     if not train.pairs and not val.pairs:
         log("no preference pairs: nothing to train on")
-        return 2
+        return None
     if not train.pairs:  # a tiny file can hash every question into validation
         train, val = ds, Dataset()
     items: list = list(train.pairs) + (list(train.trajs) if a.loss == "pref+reg" else [])
     log(f"train: {len(train.pairs)} pairs, {len(train.trajs)} trajectories; val: {len(val.pairs)} pairs, "
         f"{len(val.trajs)} trajectories; skipped {ds.skipped}")
+    return Data(records, tok, ds, train, val, items, sha)
 
-    # ---- model
+
+def build_model(s: Setup, tok: CaperTokenizer) -> tuple[RewardModel, float]:
+    """The model on its device, and the peak learning rate. Sets a.batch_size when not given."""
+    a = s.a
     if a.base:
-        dtype = torch.bfloat16 if cuda else torch.float32
+        dtype = torch.bfloat16 if s.cuda else torch.float32
         model = build_from_base(a.base, dtype, a.seed, attn=a.attn)
         emb = model.backbone.get_input_embeddings()
         if tok.vocab_size > emb.num_embeddings:
             model.backbone.resize_token_embeddings(tok.vocab_size)
-        ckpt_on = (getattr(model.backbone, "activation_checkpointing_enable", None)
-                   or model.backbone.gradient_checkpointing_enable)
-        ckpt_on()
+        if hasattr(model.backbone, "activation_checkpointing_enable"):
+            model.backbone.activation_checkpointing_enable()
+        elif s.dist.world > 1:
+            # DDP and reentrant checkpointing disagree on when a parameter's gradient is ready.
+            model.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.backbone.gradient_checkpointing_enable()
         model.backbone.config.use_cache = False
         if a.lora:
             try:
@@ -405,140 +589,202 @@ def main(argv=None) -> int:
         a.batch_size = a.batch_size or 16
     else:
         model = build_from_preset(a.preset, tok.vocab_size, a.seed, attn=a.attn)
-        lr = a.lr or preset["lr"]
-        a.batch_size = a.batch_size or preset["batch_size"]
-    model.to(device).train()
-    n_params = model.parameter_count()
-    log(f"model: {'base ' + a.base if a.base else 'preset ' + a.preset}, {n_params:,} parameters, device {device}")
+        lr = a.lr or s.preset["lr"]
+        a.batch_size = a.batch_size or s.preset["batch_size"]
+    model.to(s.device).train()
+    log(f"model: {'base ' + a.base if a.base else 'preset ' + a.preset}, {model.parameter_count():,} parameters, "
+        f"device {s.device}" + (f", {s.dist.world} processes ({s.dist.backend})" if s.dist.world > 1 else ""))
+    return model, lr
 
-    steps_per_epoch = max(1, math.ceil(len(items) / a.batch_size))
-    total = a.steps if a.steps else max(1, int(round(a.epochs * steps_per_epoch)))
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.01,
-                            betas=(0.9, 0.98))
-    warm = max(1, int(a.warmup * total))
-    budget_s = a.max_minutes * 60 if a.max_minutes else None
 
-    def lr_at(step: int, elapsed: float) -> float:
+@dataclass
+class Schedule:
+    lr: float
+    total: int
+    steps_per_epoch: int
+    warm: int
+    budget_s: float | None
+
+    def lr_at(self, step: int, elapsed: float) -> float:
         # Progress is the further of steps and wall time, so a --max-minutes run still anneals
         # to the end of its schedule instead of stopping at a high learning rate.
-        prog = step / total
-        if budget_s:
-            prog = max(prog, elapsed / budget_s)
+        prog = step / self.total
+        if self.budget_s:
+            prog = max(prog, elapsed / self.budget_s)
         prog = min(1.0, prog)
-        return lr * min(1.0, (step + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * prog)))
-    log(f"{total} steps ({total / steps_per_epoch:.2f} epochs of {steps_per_epoch}), batch {a.batch_size}, "
-        f"lr {lr}, loss {a.loss} ({a.pref_form})")
+        return self.lr * min(1.0, (step + 1) / self.warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * prog)))
 
+
+def make_schedule(a: argparse.Namespace, n_items: int, lr: float) -> Schedule:
+    steps_per_epoch = max(1, math.ceil(n_items / a.batch_size))
+    total = a.steps if a.steps else max(1, int(round(a.epochs * steps_per_epoch)))
+    sch = Schedule(lr, total, steps_per_epoch, max(1, int(a.warmup * total)),
+                   a.max_minutes * 60 if a.max_minutes else None)
+    log(f"{total} steps ({total / steps_per_epoch:.2f} epochs of {steps_per_epoch}), batch {a.batch_size}"
+        f"{f' ({a.batch_size / _world():.0f} per process)' if _world() > 1 else ''}, lr {lr}, loss {a.loss} ({a.pref_form})")
+    return sch
+
+
+@dataclass
+class TrainRun:
+    steps: int = 0
+    last: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    records: int = 0
+    sequences: int = 0
+    tokens: int = 0
+
+
+def train_loop(s: Setup, model: RewardModel, items: list, sch: Schedule) -> TrainRun:
+    """The optimizer loop. Under DDP every rank walks the same global steps and computes its part;
+    logged figures are global (summed over ranks), and only rank 0 logs and writes --curve."""
+    a, d, device = s.a, s.dist, s.device
+    net = model
+    if d.world > 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        net = DDP(model, device_ids=[d.local_rank] if s.cuda else None)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=sch.lr, weight_decay=0.01,
+                            betas=(0.9, 0.98))
+    curve = open(a.curve, "w") if a.curve and d.main else None
     rng = random.Random(a.seed)
     batches: list = []
+    run = TrainRun()
     t_train = time.time()
     c_train = time.process_time()
-    seqs_done = toks_done = recs_done = 0
     window: dict = {}
-    last = {}
-    step = 0
-    deadline = t_train + budget_s if budget_s else None
-    while step < total:
+    while run.steps < sch.total:
         if not batches:
             batches = (make_row_batches(items, a.batch_size, rng, a.row_tokens) if a.pack
                        else make_batches(items, a.batch_size, rng))
         batch = batches.pop()
-        if a.pack:
-            ids, mask, pids, pidx, tpos, ntok = collate_rows(batch, device)
-            batch = [it for _, recs in batch for it in recs]
-        else:
-            ids, mask, pids, pidx, tpos, ntok = collate(batch, device)
-        rewards = model(ids, mask, pids)
-        loss, st = compute_loss(rewards, pidx, tpos, a)
+        n_pairs, n_marks = step_counts(batch, a.pack, a.loss)
+        part = rank_share(batch, d.rank, d.world, a.pack)
+        recs = [it for _, rs in batch for it in rs] if a.pack else batch
+        if part:
+            ids, mask, pids, pidx, tpos, ntok = collate_rows(part, device) if a.pack else collate(part, device)
+            rewards = net(ids, mask, pids)
+            loss, st = compute_loss(rewards, pidx, tpos, a, n_pairs, n_marks)
+        else:  # fewer records than ranks: this rank still joins the gradient all-reduce, with zeros
+            one = torch.full((1, 1), PAD_ID, dtype=torch.long, device=device)
+            rewards = net(one, torch.ones_like(one), None)
+            loss, st, ntok = rewards.new_zeros(()), {}, 0
+        if d.world > 1:
+            loss = loss * d.world + rewards.sum() * 0.0  # DDP averages; the zero term keeps every rank in the graph
+        elapsed = all_max(time.time() - t_train, d, device) if sch.budget_s else time.time() - t_train
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, time.time() - t_train)
+            g["lr"] = sch.lr_at(run.steps, elapsed)
         opt.zero_grad(set_to_none=True)
-        if loss.requires_grad:
+        if n_pairs or n_marks:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
-        step += 1
-        seqs_done += sum(2 if isinstance(it, PairExample) else 1 for it in batch)  # a packed pair is 2
-        recs_done += len(batch)
-        toks_done += ntok
-        for k, v in st.items():
+        run.steps += 1
+        pref_sum, correct, reg_sum, ntok = all_sum(
+            [st.get("pref_sum", 0.0), st.get("correct", 0.0), st.get("reg_sum", 0.0), float(ntok)], d, device)
+        gst: dict = {}
+        if n_pairs:
+            gst["pref"] = pref_sum / n_pairs
+            gst["acc"] = correct / n_pairs
+        if n_marks:
+            gst["reg"] = reg_sum / n_marks
+        run.sequences += sum(2 if isinstance(it, PairExample) else 1 for it in recs)  # a packed pair is 2
+        run.records += len(recs)
+        run.tokens += int(ntok)
+        if curve:
+            total_loss = gst.get("pref", 0.0) + (a.reg_weight * gst["reg"] if "reg" in gst else 0.0)
+            curve.write(json.dumps({"step": run.steps, "loss": total_loss, **gst, "lr": opt.param_groups[0]["lr"],
+                                    "records": len(recs)}) + "\n")
+        for k, v in gst.items():
             window.setdefault(k, []).append(v)
-        if step % a.log_every == 0 or step == total:
+        if run.steps % a.log_every == 0 or run.steps == sch.total:
             el = time.time() - t_train
-            avg = {k: float(np.mean(v)) for k, v in window.items() if k != "n_pairs"}
-            last = avg
+            run.last = {k: float(np.mean(v)) for k, v in window.items()}
             window = {}
-            eta = el / step * (total - step)
+            eta = el / run.steps * (sch.total - run.steps)
             # cpu = share of the torch threads this process got: the machine may be shared
             cpu = (time.process_time() - c_train) / max(el, 1e-9) / torch.get_num_threads()
-            log(f"step {step}/{total} " + " ".join(f"{k}={v:.4f}" for k, v in avg.items()) +
-                f" | {recs_done / el:.1f} rec/s {seqs_done / el:.1f} seq/s {toks_done / el:.0f} tok/s cpu {cpu:.0%}"
+            log(f"step {run.steps}/{sch.total} " + " ".join(f"{k}={v:.4f}" for k, v in run.last.items()) +
+                f" | {run.records / el:.1f} rec/s {run.sequences / el:.1f} seq/s {run.tokens / el:.0f} tok/s cpu {cpu:.0%}"
                 f" | {el:.0f}s elapsed, eta {eta:.0f}s")
-        if deadline and time.time() > deadline:
-            log(f"--max-minutes reached at step {step}")
+        if sch.budget_s and elapsed > sch.budget_s:
+            log(f"--max-minutes reached at step {run.steps}")
             break
-    train_s = time.time() - t_train
-    train_cpu_s = time.process_time() - c_train
-    model.eval()
-    use_attention(model, "eager")
+    if curve:
+        curve.close()
+    run.seconds = time.time() - t_train
+    run.cpu_seconds = time.process_time() - c_train
+    return run
 
-    metrics: dict = {"train_" + k: v for k, v in last.items()}
+
+def final_metrics(s: Setup, model: RewardModel, data: Data, run: TrainRun) -> dict:
+    metrics: dict = {"train_" + k: v for k, v in run.last.items()}
     # Root-cause clause frequencies of the training pairs: `caper eval localize` ranks clauses by
     # it for its prior baseline when no --prior file is given.
     prior: dict[str, int] = {}
-    for r in records:
+    for r in data.records:
         if r["type"] == "pair" and isinstance(r.get("clause"), str):
             prior[r["clause"]] = prior.get(r["clause"], 0) + 1
     metrics["clause_prior"] = prior
-    if val.pairs or val.trajs:
-        metrics.update({"val_" + k: v for k, v in evaluate(model, val.pairs, val.trajs, device, a).items()})
+    if data.val.pairs or data.val.trajs:
+        metrics.update({"val_" + k: v for k, v in evaluate(model, data.val.pairs, data.val.trajs, s.device, s.a).items()})
     log(f"metrics: {json.dumps(metrics)}")
+    return metrics
 
-    # ---- save
-    model.save(ckpt, {"preset": a.preset, "base": a.base, "max_length": max_length})
-    tok.save(out / "tokenizer.json")
-    tok.save(ckpt / "tokenizer.json")
+
+def save_and_export(s: Setup, model: RewardModel, data: Data) -> dict | None:
+    """Checkpoint, tokenizer, ONNX export (fp32 + int8) and the optional reward dump."""
+    a = s.a
+    model.save(s.ckpt, {"preset": a.preset, "base": a.base, "max_length": s.max_length})
+    data.tok.save(s.out / "tokenizer.json")
+    data.tok.save(s.ckpt / "tokenizer.json")
     export_info = None
+    ds = data.ds
     sample_seqs = [p.chosen for p in ds.pairs[:4]] + [p.rejected for p in ds.pairs[:4]] + [t.ids for t in ds.trajs[:4]]
     if not a.no_export:
-        from .export import INPUT_NAMES, OUTPUT_NAME, export
+        from .export import export
         export_model = model.backbone.merge_and_unload() if a.lora and hasattr(model.backbone, "merge_and_unload") else None
         if export_model is not None:
             model.backbone = export_model
-        export_info = export(model.cpu(), out, sample_seqs)
+        export_info = export(model.cpu(), s.out, sample_seqs)
         log(f"exported: {json.dumps(export_info)}")
     if a.dump_rewards:
-        dump_rewards(model.cpu().float(), tok, records[: a.dump_count], max_length, a.dump_rewards)
+        dump_rewards(model.cpu().float(), data.tok, data.records[: a.dump_count], s.max_length, a.dump_rewards)
+    return export_info
 
-    seq_s = seqs_done / train_s if train_s > 0 else 0.0
-    tok_s = toks_done / train_s if train_s > 0 else 0.0
+
+def write_manifest(s: Setup, model: RewardModel, data: Data, sch: Schedule, run: TrainRun, metrics: dict,
+                   export_info: dict | None, argv) -> None:
+    a, tok, train_s = s.a, data.tok, run.seconds
     manifest = {
-        "name": out.name,
+        "name": s.out.name,
         "template": TEMPLATE,
         "marker": MARKER,
         "marker_id": tok.special_id(MARKER),
-        "special_ids": {s: tok.special_id(s) for s in SPECIAL_TOKENS if s in tok._special},
+        "special_ids": {t: tok.special_id(t) for t in SPECIAL_TOKENS if t in tok._special},
         "pad_id": PAD_ID,
-        "max_length": max_length,
+        "max_length": s.max_length,
         "output_name": "rewards",
         "input_names": ["input_ids", "attention_mask"],
-        "parameters": n_params,
+        "parameters": model.parameter_count(),
         "vocab_size": tok.vocab_size,
-        "data_hash": "sha256:" + file_sha256(a.data),
+        "data_hash": "sha256:" + data.data_sha,
         "metrics": metrics,
         "files": {"model": "model.onnx", "model_int8": "model.int8.onnx", "tokenizer": "tokenizer.json"},
         "training": {
-            "preset": None if a.base else a.preset, "base": a.base, "seed": a.seed, "steps": step,
-            "epochs": round(step / steps_per_epoch, 3), "batch_size": a.batch_size, "lr": lr, "loss": a.loss,
+            "preset": None if a.base else a.preset, "base": a.base, "seed": a.seed, "steps": run.steps,
+            "epochs": round(run.steps / sch.steps_per_epoch, 3), "batch_size": a.batch_size, "lr": sch.lr, "loss": a.loss,
             "pref_form": a.pref_form, "reg_weight": a.reg_weight if a.loss == "pref+reg" else None,
-            "train_pairs": len(train.pairs), "train_trajectories": len(train.trajs),
-            "val_pairs": len(val.pairs), "val_trajectories": len(val.trajs), "skipped": ds.skipped,
-            "records": len(records), "data_file": os.path.basename(a.data),
-            "train_seconds": round(train_s, 1), "total_seconds": round(time.time() - t_start, 1),
-            "sequences_per_second": round(seq_s, 2), "tokens_per_second": round(tok_s, 1),
-            "records_per_second": round(recs_done / train_s, 2) if train_s > 0 else 0.0,
-            "cpu_share": round(train_cpu_s / train_s / torch.get_num_threads(), 3) if train_s > 0 else 0.0,
-            "torch_threads": torch.get_num_threads(), "device": str(device),
+            "train_pairs": len(data.train.pairs), "train_trajectories": len(data.train.trajs),
+            "val_pairs": len(data.val.pairs), "val_trajectories": len(data.val.trajs), "skipped": data.ds.skipped,
+            "records": len(data.records), "data_file": os.path.basename(a.data),
+            "train_seconds": round(train_s, 1), "total_seconds": round(time.time() - s.t_start, 1),
+            "sequences_per_second": round(run.sequences / train_s, 2) if train_s > 0 else 0.0,
+            "tokens_per_second": round(run.tokens / train_s, 1) if train_s > 0 else 0.0,
+            "records_per_second": round(run.records / train_s, 2) if train_s > 0 else 0.0,
+            "cpu_share": round(run.cpu_seconds / train_s / torch.get_num_threads(), 3) if train_s > 0 else 0.0,
+            "torch_threads": torch.get_num_threads(), "device": str(s.device),
+            "processes": s.dist.world, "backend": s.dist.backend,
             "torch": torch.__version__, "packed_pairs": a.pack, "train_attention": a.attn,
             "command": "python -m caper_train.train " + " ".join(sys.argv[1:] if argv is None else argv),
         },
@@ -546,10 +792,32 @@ def main(argv=None) -> int:
     }
     if a.no_export:
         manifest["files"] = {"tokenizer": "tokenizer.json"}
-    (out / "caper.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    (out / "MODEL_CARD.md").write_text(model_card(manifest, model))
-    log(f"wrote {out} in {time.time() - t_start:.0f}s")
-    return 0
+    (s.out / "caper.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    (s.out / "MODEL_CARD.md").write_text(model_card(manifest, model))
+
+
+def main(argv=None) -> int:
+    s = setup(parse_args(argv))
+    try:
+        data = load_data(s)
+        if data is None:
+            return 2
+        model, lr = build_model(s, data.tok)
+        sch = make_schedule(s.a, len(data.items), lr)
+        run = train_loop(s, model, data.items, sch)
+        if not s.dist.main:  # rank 0 evaluates, saves and exports; the others are done
+            return 0
+        model.eval()
+        use_attention(model, "eager")
+        metrics = final_metrics(s, model, data, run)
+        export_info = save_and_export(s, model, data)
+        write_manifest(s, model, data, sch, run, metrics, export_info, argv)
+        log(f"wrote {s.out} in {time.time() - s.t_start:.0f}s")
+        return 0
+    finally:
+        if s.dist.world > 1:
+            import torch.distributed as dist
+            dist.destroy_process_group()
 
 
 def dump_rewards(model: RewardModel, tok, records: list[dict], max_length: int, path: str) -> None:
