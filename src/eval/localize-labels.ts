@@ -54,7 +54,7 @@ export function loadLabels(file: string): LabelItem[] {
 }
 
 /** A unit's clause label under the expert definition (an arm after the first belongs to SETOP). */
-function unitLabel(kind: string, arm: number): RootLabel {
+export function unitLabel(kind: string, arm: number): RootLabel {
   if (kind === 'SETOP' || arm > 0) return 'SETOP';
   if (kind === 'WITH') return 'FROM';
   return kind as RootLabel;

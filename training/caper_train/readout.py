@@ -1,0 +1,188 @@
+"""Blame readouts over the Clause-PRM's clause features, fitted with cross-validation by database.
+
+    python -m caper_train.readout dump --init MODEL_OR_CKPT --items runs/prm-items.jsonl \
+        --real runs/devopen-real.jsonl --out runs/feat-NAME.pt
+    python -m caper_train.readout cv --features runs/feat-NAME.pt [--hidden] [--l2 L] [--out FILE.json]
+
+`dump` runs the model once over every pool candidate (items from scripts/prm-items.ts) and keeps,
+per clause unit, the raw output at its marker and the final hidden state there, plus the unit's
+clause label; each candidate that failed gets its root-cause unit from the real-candidate
+annotation (`caper annotate --candidates`, rootcause.ts's definition).
+
+`cv` fits, per fold, a listwise readout on the failures of the OTHER folds' databases:
+score(u) = w . x(u), softmax over the candidate's units, cross-entropy against the root-cause unit,
+with x(u) = [raw, raw - previous raw, first, last, position, clause-label one-hot] (+ the hidden
+state with --hidden). The blamed ranking is the units by descending score. Top-1 / MRR are measured
+on the fold's expert-labelled items; `fused` adds the consensus root cause (the other pool8
+candidates, no gold) as features of a second fit on the other folds' labelled items.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .cv import DEFAULT_FOLDS, FUNDAMENTAL, rank_metrics, read_jsonl, score_items
+from .data import group_key
+from .tok import CaperTokenizer
+from .train import load_init, log
+
+LABELS = ["SELECT", "FROM", "WHERE", "GROUP BY", "HAVING", "ORDER BY", "LIMIT", "SETOP"]
+
+
+def unit_key(db: str, question: str, units: list[str]) -> tuple:
+    return (db, question, tuple(units))
+
+
+def dump(a) -> int:
+    items = read_jsonl(a.items)
+    roots: dict[tuple, int] = {}
+    for r in read_jsonl(a.real):
+        if r["type"] == "trajectory" and r.get("correct") is False:
+            rw = r["rewards"]
+            roots[unit_key(r["db_id"], r["question"], [u["text"] for u in r["units"]])] = int(np.argmin(rw))
+    tok = CaperTokenizer.load(str(Path(a.init) / "tokenizer.json"))
+    model = load_init(a.init, attn="sdpa")
+    log(f"scoring {len(items)} candidates")
+    sc = score_items(model, tok, items, 512, hidden=True)
+    rows = []
+    for it, s in zip(items, sc):
+        if s is None:
+            continue
+        root = roots.get(unit_key(it["db_id"], it["question"], [u["text"] for u in it["units"]]))
+        rows.append({"index": it["index"], "db_id": it["db_id"], "system": it["system"], "sql": it["sql"],
+                     "labels": [u["label"] for u in it["units"]], "raw": s["raw"], "base": s["base"],
+                     "hidden": torch.from_numpy(s["hidden"]).half(), "root": root,
+                     "expert": it.get("label"), "consensus": it.get("consensus")})
+    torch.save(rows, a.out)
+    log(f"wrote {len(rows)} candidates ({sum(r['root'] is not None for r in rows)} with a root cause) to {a.out}")
+    return 0
+
+
+def unit_features(r: dict, hidden: bool) -> torch.Tensor:
+    raw = torch.tensor(r["raw"], dtype=torch.float32)
+    n = len(raw)
+    prev = torch.cat([torch.tensor([r["base"]]), raw[:-1]])
+    pos = torch.arange(n, dtype=torch.float32)
+    lab = torch.zeros(n, len(LABELS))
+    for i, l in enumerate(r["labels"]):
+        lab[i, LABELS.index(l)] = 1.0
+    cols = [raw[:, None], (raw - prev)[:, None], (pos == 0).float()[:, None], (pos == n - 1).float()[:, None],
+            (pos / max(1, n - 1))[:, None], lab, lab * raw[:, None]]
+    if hidden:
+        cols.append(r["hidden"].float())
+    return torch.cat(cols, 1)
+
+
+def fit(lists: list[tuple[torch.Tensor, int]], l2: float, epochs: int = 300) -> torch.Tensor:
+    d = lists[0][0].shape[1]
+    w = torch.zeros(d, requires_grad=True)
+    X = [x for x, _ in lists]
+    y = [t for _, t in lists]
+    opt = torch.optim.LBFGS([w], lr=0.5, max_iter=epochs, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = sum(F.cross_entropy((x @ w)[None], torch.tensor([t])) for x, t in zip(X, y)) / len(X) + l2 * (w * w).sum()
+        loss.backward()
+        return loss
+    opt.step(closure)
+    return w.detach()
+
+
+def ranking(labels: list[str], scores: torch.Tensor) -> list[str]:
+    order = sorted(range(len(labels)), key=lambda i: (-float(scores[i]), i))
+    out: list[str] = []
+    for i in order:
+        if labels[i] not in out:
+            out.append(labels[i])
+    return out + [l for l in FUNDAMENTAL if l not in out]
+
+
+def consensus_scores(r: dict) -> torch.Tensor:
+    """Per unit: reciprocal rank of its label in the consensus ranking (0 when there is none)."""
+    c = r.get("consensus") or []
+    return torch.tensor([1.0 / (c.index(l) + 1) if l in c else 0.0 for l in r["labels"]])
+
+
+def cv(a) -> int:
+    rows = torch.load(a.features, weights_only=False)
+    folds = [f.split(",") for f in a.folds.split("|")]
+    # One list per distinct failing candidate (several systems writing the same SQL count once).
+    seen, train_lists = set(), []
+    for r in rows:
+        if r["root"] is None or len(r["labels"]) < 1:
+            continue
+        k = (r["index"], r["sql"])
+        if k in seen:
+            continue
+        seen.add(k)
+        train_lists.append(r)
+    labelled = [r for r in rows if r.get("expert")]
+    res = {"args": vars(a), "folds": []}
+    all_m, all_f, all_c, all_l = [], [], [], []
+    for fi, dbs in enumerate(folds):
+        dbs = set(dbs)
+        tr = [(unit_features(r, a.hidden), r["root"]) for r in train_lists if r["db_id"] not in dbs and len(r["labels"]) > 1]
+        w = fit(tr, a.l2)
+        test = [r for r in labelled if r["db_id"] in dbs]
+        model_rank = [ranking(r["labels"], unit_features(r, a.hidden) @ w) for r in test]
+        labs = [r["expert"] for r in test]
+        # Fused: score = readout + beta * consensus reciprocal rank, beta fitted on the other folds'
+        # labelled items (expert labels of other databases only).
+        other = [r for r in labelled if r["db_id"] not in dbs]
+        best_b, best_t = 0.0, -1.0
+        for b in [0, 0.5, 1, 2, 3, 4, 6, 8, 12, 20, 50]:
+            rk = []
+            for r in other:
+                s = unit_features(r, a.hidden) @ w
+                rk.append(ranking(r["labels"], s / (s.std() + 1e-6) + b * consensus_scores(r)))
+            t = rank_metrics(rk, [r["expert"] for r in other])["top1"]
+            if t > best_t + 1e-9:
+                best_b, best_t = b, t
+        fused_rank = []
+        for r in test:
+            s = unit_features(r, a.hidden) @ w
+            fused_rank.append(ranking(r["labels"], s / (s.std() + 1e-6) + best_b * consensus_scores(r)))
+        cons_rank = [(r.get("consensus") or None) for r in test]
+        fm = {"fold": fi, "dbs": sorted(dbs), "train_lists": len(tr), "model": rank_metrics(model_rank, labs),
+              "fused": rank_metrics(fused_rank, labs), "beta": best_b, "consensus": rank_metrics(cons_rank, labs)}
+        log(json.dumps(fm))
+        res["folds"].append(fm)
+        all_m += model_rank
+        all_f += fused_rank
+        all_c += cons_rank
+        all_l += labs
+    for name, rk in (("model", all_m), ("fused", all_f), ("consensus", all_c)):
+        res[name] = rank_metrics(rk, all_l)
+        res[name + "_mean_of_folds"] = {k: float(np.mean([f[name][k] for f in res["folds"]])) for k in ("top1", "mrr")}
+    log(json.dumps({k: v for k, v in res.items() if k not in ("args", "folds")}))
+    if a.out:
+        Path(a.out).write_text(json.dumps(res, indent=2) + "\n")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("dump")
+    d.add_argument("--init", required=True)
+    d.add_argument("--items", required=True)
+    d.add_argument("--real", required=True)
+    d.add_argument("--out", required=True)
+    c = sub.add_parser("cv")
+    c.add_argument("--features", required=True)
+    c.add_argument("--folds", default=DEFAULT_FOLDS)
+    c.add_argument("--hidden", action="store_true")
+    c.add_argument("--l2", type=float, default=1e-3)
+    c.add_argument("--out")
+    a = ap.parse_args(argv)
+    return dump(a) if a.cmd == "dump" else cv(a)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
