@@ -855,19 +855,27 @@ export async function makeMutants(o: MutateOptions, stats?: MutateStats): Promis
     byKind.set(c.kind, l);
   }
   for (const l of byKind.values()) o.rng.shuffle(l);
-  // Weighted order without replacement (key u^(1/w), largest first); uniform weights give a shuffle.
+  // Draw order: repeatedly a kind with odds proportional to its weight among the kinds that still
+  // have candidates, then that kind's next candidate (uniform weights: a fair interleaving).
   const weights = o.weights === undefined ? KIND_WEIGHTS : o.weights ?? {};
-  const kinds = [...byKind.keys()].map((k) => ({ k, key: o.rng.next() ** (1 / (weights[k] ?? 1)) }))
-    .sort((a, b) => b.key - a.key).map((x) => x.k);
+  const w = (k: MutationKind): number => weights[k] ?? 1;
+  const left = new Map([...byKind.entries()].map(([k, l]) => [k, [...l]]));
   const first: Candidate[] = [];
-  for (let round = 0; first.length < all.length; round++) {
-    for (const k of kinds) {
-      const l = byKind.get(k)!;
-      if (round < l.length) first.push(l[round]!);
+  while (left.size > 0) {
+    const ks = [...left.keys()];
+    let u = o.rng.next() * ks.reduce((a, k) => a + w(k), 0);
+    let pick = ks[ks.length - 1]!;
+    for (const k of ks) {
+      u -= w(k);
+      if (u < 0) {
+        pick = k;
+        break;
+      }
     }
+    const l = left.get(pick)!;
+    first.push(l.shift()!);
+    if (l.length === 0) left.delete(pick);
   }
-  // Later passes draw other alternatives for the same nodes (another column, another value);
-  // repeats of an identical mutant are skipped below.
   const order = [...first, ...first, ...first];
   const maxTries = o.maxTries ?? 4 * o.n + 4;
   const kept: Mutant[] = [];
@@ -877,6 +885,9 @@ export async function makeMutants(o: MutateOptions, stats?: MutateStats): Promis
   let tries = 0;
   for (const c of order) {
     if (kept.length >= o.n || tries >= maxTries) break;
+    // A kind weighted below 1 is also thinned: real systems make these errors less often than
+    // they are available to inject (column swaps especially), so only that share of them is kept.
+    if (w(c.kind) < 1 && o.rng.next() >= w(c.kind)) continue;
     const clone = cloneTree(tree);
     const byId = new Map(walk(clone).map((x) => [x.id, x]));
     let ap: Applied | null;

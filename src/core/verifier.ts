@@ -16,7 +16,9 @@ import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../sco
 import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
-import { rootCause, type RootCause } from '../annotate/rootcause.js';
+import { rootCause, consensusRootCause, unitLabel, type RootCause, type ConsensusRootCause } from '../annotate/rootcause.js';
+import { fusedBlameOrder, fusedBetaOf } from '../scoring/blame.js';
+import { topUnits } from '../clauses/index.js';
 import { SchemaIndex } from '../annotate/scope.js';
 import { VerifierError } from './errors.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -109,6 +111,9 @@ export interface RerankResult {
 export interface LocalizeRequest extends Context {
   sql: string;
   gold?: string;
+  /** Other candidates for the same question (needs a database): their results stand in for gold
+   * (consensus root cause) and blame fuses it with the model's verdicts (blame.ts). */
+  candidates?: string[];
 }
 
 export interface LocalizeResult {
@@ -121,6 +126,10 @@ export interface LocalizeResult {
     /** Why there is no root cause although the results differ. */
     rootCauseError?: string;
   };
+  /** Present when candidates were given: the consensus root cause, or why there is none. */
+  consensus?: { rootCause: ConsensusRootCause | null; reason?: string };
+  /** 'fused' when blame combines the model with the consensus, else 'model'. */
+  blameSource: 'model' | 'fused';
   timing: Timing;
 }
 
@@ -324,6 +333,9 @@ export class Verifier {
   async localize(req: LocalizeRequest): Promise<LocalizeResult> {
     const t0 = performance.now();
     const scorer = this.requireScorer();
+    if ((req.candidates?.length ?? 0) > 0 && req.db_id === undefined) {
+      throw new VerifierError('invalid_value', 'candidates are compared by execution and need a db_id', { field: 'candidates' });
+    }
     const ctx = this.resolve(req);
     const gold = req.gold;
     const withGold = gold !== undefined && ctx.dbPath !== null && this.executor !== null;
@@ -332,8 +344,32 @@ export class Verifier {
       this.score(scorer, req.question, ctx.schema, [req.sql]),
       withGold ? this.executeAll(ctx.dbPath!, [gold!, req.sql]) : null,
     );
-    const candidate = scored.candidates[0]!;
-    const out: LocalizeResult = { candidate, model: this.modelName, timing: { ...scored.timing, execution_ms: 0, total_ms: 0 } };
+    let candidate = scored.candidates[0]!;
+    const out: LocalizeResult = { candidate, model: this.modelName, blameSource: 'model', timing: { ...scored.timing, execution_ms: 0, total_ms: 0 } };
+    const others = req.candidates ?? [];
+    if (others.length > 0) {
+      if (!ctx.dbPath || !this.executor) throw new VerifierError('invalid_value', 'candidates are compared by execution and need a db_id', { field: 'candidates' });
+      const t1 = performance.now();
+      if (Math.max(req.sql.length, ...others.map((c) => c.length)) > ROOT_CAUSE_MAX_CHARS) {
+        out.consensus = { rootCause: null, reason: `consensus analysis skipped: a query is longer than ${ROOT_CAUSE_MAX_CHARS} characters` };
+      } else {
+        this.checkExecQueue(others.length + 1);
+        const c = await consensusRootCause(req.sql, others, ctx.dbPath, this.runner(), {
+          predSplit: candidate.split, schema: this.schemaOf(req.db_id!).index,
+        });
+        out.consensus = c.rootCause ? { rootCause: c.rootCause } : { rootCause: null, reason: c.reason };
+      }
+      const tu = topUnits(candidate.split);
+      if (!candidate.error && tu.length === candidate.units.length && candidate.units.length > 0) {
+        const labels = tu.map((u) => unitLabel(u.kind, u.arm));
+        const ranking = out.consensus.rootCause ? out.consensus.rootCause.ranking ?? [out.consensus.rootCause.clause] : null;
+        const beta = this.model ? fusedBetaOf(this.model.manifest) : undefined;
+        candidate = { ...candidate, blame: fusedBlameOrder(candidate.units.map((u) => u.raw), labels, ranking, beta) };
+        out.candidate = candidate;
+        out.blameSource = 'fused';
+      }
+      out.timing.execution_ms += performance.now() - t1;
+    }
     if (exec) {
       const t1 = performance.now();
       const [goldResult, predResult] = exec.results as [ExecResult, ExecResult];
@@ -357,7 +393,7 @@ export class Verifier {
           if (!rc) out.gold.rootCauseError = 'the results differ, but no clause of the query differs in meaning from the gold query';
         }
       }
-      out.timing.execution_ms = exec.ms + (performance.now() - t1);
+      out.timing.execution_ms += exec.ms + (performance.now() - t1);
     }
     out.timing.total_ms = performance.now() - t0;
     return out;

@@ -1,6 +1,7 @@
 // POST /localize: one query's clause scores and blame ranking; with gold and a database, also the
 // counterfactual root cause (which clause, which node, the edit that repairs it).
 import type { FastifyInstance } from 'fastify';
+import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
 import { num, timingBody } from './shape.js';
 import { warningOf } from '../core/verifier.js';
@@ -11,6 +12,7 @@ interface LocalizeBody {
   schema?: string;
   db_id?: string;
   gold?: string;
+  candidates?: string[];
 }
 
 const body = {
@@ -23,6 +25,10 @@ const body = {
     schema: S.schemaText,
     db_id: S.dbId,
     gold: { ...S.sqlString, description: 'reference SQL; with db_id enables the counterfactual root cause' },
+    candidates: {
+      type: 'array', maxItems: L.maxCandidates, items: { type: 'string', maxLength: S.sqlString.maxLength },
+      description: 'other candidate SQL for the question (needs db_id): their results stand in for gold (consensus root cause), and blame fuses it with the model',
+    },
   },
 } as const;
 
@@ -97,6 +103,19 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
               units: { type: 'array', items: unitOut },
               base_score: { type: ['number', 'null'], description: 'score at the <sql> token, before any clause' },
               blame: { type: 'array', items: blameItem, description: 'most suspect clause first' },
+              blame_source: { type: 'string', enum: ['model', 'fused'], description: "fused: the model's clause verdicts combined with the consensus root cause of the candidates" },
+              consensus_root_cause: {
+                type: ['object', 'null'],
+                properties: {
+                  clause: { type: 'string' },
+                  ranking: { type: 'array', items: { type: 'string' } },
+                  unit: { type: 'integer' },
+                  reference: { type: 'integer', description: 'index into candidates of the reference the explanation is computed against' },
+                  voters: { type: 'integer' },
+                  repaired_sql: { type: 'string' },
+                },
+              },
+              consensus_error: { type: 'string' },
               gold_match: { type: 'boolean', description: 'with gold: whether sql returns the gold result' },
               root_cause: rootCauseOut,
               root_cause_error: { type: 'string' },
@@ -116,6 +135,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         ...(b.schema !== undefined ? { schema: b.schema } : {}),
         ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
         ...(b.gold !== undefined ? { gold: b.gold } : {}),
+        ...(b.candidates !== undefined ? { candidates: b.candidates } : {}),
       });
       const c = r.candidate;
       const units = c.units.map((u, index) => ({ index, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), raw: num(u.raw) }));
@@ -124,7 +144,14 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         const before = k === 0 ? c.base : c.units[k - 1]!.score;
         return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), drop: num(before - u.score) };
       });
-      const out: Record<string, unknown> = { sql: b.sql, parsed: c.parsed, units, base_score: num(c.base), blame, model: r.model };
+      const out: Record<string, unknown> = { sql: b.sql, parsed: c.parsed, units, base_score: num(c.base), blame, blame_source: r.blameSource, model: r.model };
+      if (r.consensus) {
+        const rc = r.consensus.rootCause;
+        out.consensus_root_cause = rc
+          ? { clause: rc.clause, ranking: rc.ranking ?? [rc.clause], unit: rc.unitIndex, reference: rc.reference, voters: rc.voters, repaired_sql: rc.repairedSql }
+          : null;
+        if (r.consensus.reason !== undefined) out.consensus_error = r.consensus.reason;
+      }
       const w = warningOf(c);
       if (w) out.warning = w;
       if (r.gold) {

@@ -37,3 +37,36 @@ export function blameOrder(scores: number[], base: number, strategy: BlameStrate
 }
 
 export const sigmoid = (x: number): number => 1 / (1 + Math.exp(-x));
+
+/**
+ * Fused blame (issue 12): the model's clause verdicts combined with the consensus root cause of the
+ * other candidates (rootcause.ts consensusRootCause: the clause the differing candidates' results
+ * point at, no gold). Per unit, suspicion = -raw standardized over the candidate's units (the "min"
+ * readout, scale-free) plus beta times the reciprocal rank of the unit's clause label in the
+ * consensus ranking. beta comes from the model's caper.json (`blame.fused_beta`, fitted by
+ * cross-validation grouped by database on dev-open's expert labels, caper_train.readout) or
+ * FUSED_BETA. Without a consensus ranking the order is the model's alone.
+ *
+ * @param raw    model outputs at the units' markers
+ * @param labels each unit's clause label under the expert definition (unitLabel in rootcause.ts)
+ * @returns unit indexes, most suspect first; ties keep written order
+ */
+export function fusedBlameOrder(raw: number[], labels: string[], consensus: readonly string[] | null, beta: number = FUSED_BETA): number[] {
+  const n = raw.length;
+  const mean = raw.reduce((a, b) => a + b, 0) / Math.max(1, n);
+  const sd = Math.sqrt(raw.reduce((a, b) => a + (b - mean) ** 2, 0) / Math.max(1, n));
+  const rr = (l: string): number => {
+    const k = consensus ? consensus.indexOf(l) : -1;
+    return k >= 0 ? 1 / (k + 1) : 0;
+  };
+  return order(raw.map((r, i) => (Number.isFinite(r) ? -r / (sd + 1e-6) : 0) + beta * rr(labels[i]!)));
+}
+
+/** Default weight of the consensus in fusedBlameOrder when the model does not name one. */
+export const FUSED_BETA = 4;
+
+/** The fused-blame weight a model directory names (caper.json `blame.fused_beta`), else FUSED_BETA. */
+export function fusedBetaOf(manifest: { [k: string]: unknown }): number {
+  const b = (manifest['blame'] as { fused_beta?: unknown } | undefined)?.fused_beta;
+  return typeof b === 'number' && Number.isFinite(b) && b >= 0 ? b : FUSED_BETA;
+}

@@ -140,14 +140,14 @@ def cv(a) -> int:
             rk = []
             for r in other:
                 s = unit_features(r, a.hidden) @ w
-                rk.append(ranking(r["labels"], s / (s.std() + 1e-6) + b * consensus_scores(r)))
+                rk.append(ranking(r["labels"], s / (s.std(unbiased=False) + 1e-6) + b * consensus_scores(r)))
             t = rank_metrics(rk, [r["expert"] for r in other])["top1"]
             if t > best_t + 1e-9:
                 best_b, best_t = b, t
         fused_rank = []
         for r in test:
             s = unit_features(r, a.hidden) @ w
-            fused_rank.append(ranking(r["labels"], s / (s.std() + 1e-6) + best_b * consensus_scores(r)))
+            fused_rank.append(ranking(r["labels"], s / (s.std(unbiased=False) + 1e-6) + best_b * consensus_scores(r)))
         cons_rank = [(r.get("consensus") or None) for r in test]
         fm = {"fold": fi, "dbs": sorted(dbs), "train_lists": len(tr), "model": rank_metrics(model_rank, labs),
               "fused": rank_metrics(fused_rank, labs), "beta": best_b, "consensus": rank_metrics(cons_rank, labs)}
