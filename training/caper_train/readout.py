@@ -78,20 +78,36 @@ def unit_features(r: dict, hidden: bool) -> torch.Tensor:
     return torch.cat(cols, 1)
 
 
-def fit(lists: list[tuple[torch.Tensor, int]], l2: float, epochs: int = 300) -> torch.Tensor:
+def pad_lists(lists: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    n = max(x.shape[0] for x, _ in lists)
     d = lists[0][0].shape[1]
-    w = torch.zeros(d, requires_grad=True)
-    X = [x for x, _ in lists]
-    y = [t for _, t in lists]
-    opt = torch.optim.LBFGS([w], lr=0.5, max_iter=epochs, line_search_fn="strong_wolfe")
+    X = torch.zeros(len(lists), n, d)
+    M = torch.zeros(len(lists), n, dtype=torch.bool)
+    for i, (x, _) in enumerate(lists):
+        X[i, :x.shape[0]] = x
+        M[i, :x.shape[0]] = True
+    return X, M, torch.tensor([t for _, t in lists])
+
+
+def fit(lists: list[tuple[torch.Tensor, int]], l2: float, iters: int = 200) -> torch.Tensor:
+    """Listwise softmax regression: L-BFGS on mean cross-entropy + l2 |w|^2 (padded units masked)."""
+    X, M, y = pad_lists(lists)
+    # Features on one scale, so one l2 fits all; folded back into w at the end.
+    flat = X[M]
+    mu, sd = flat.mean(0), flat.std(0) + 1e-6
+    Xs = torch.where(M[..., None], (X - mu) / sd, torch.zeros(()))
+    w = torch.zeros(X.shape[2], requires_grad=True)
+    opt = torch.optim.LBFGS([w], lr=1.0, max_iter=iters, line_search_fn="strong_wolfe")
 
     def closure():
         opt.zero_grad()
-        loss = sum(F.cross_entropy((x @ w)[None], torch.tensor([t])) for x, t in zip(X, y)) / len(X) + l2 * (w * w).sum()
+        logits = (Xs @ w).masked_fill(~M, -1e9)
+        loss = F.cross_entropy(logits, y) + l2 * (w * w).sum()
         loss.backward()
         return loss
     opt.step(closure)
-    return w.detach()
+    # score = ((x - mu) / sd) . w = x . (w / sd) + const; the constant does not change a ranking.
+    return (w.detach() / sd)
 
 
 def ranking(labels: list[str], scores: torch.Tensor) -> list[str]:
