@@ -10,6 +10,7 @@ import { splitSql, topUnits } from '../src/clauses/index.js';
 import { schemaFromSqlite, schemaText } from '../src/clauses/schema.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { consensusRootCause } from '../src/annotate/rootcause.js';
+import { sameResult } from '../src/execution/equivalence.js';
 import { loadLabels, unitLabel } from '../src/eval/localize-labels.js';
 import { dbPath, loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
 
@@ -23,7 +24,10 @@ const labelsFile = flag('labels', join(data, 'labels/root_cause.jsonl'));
 const out = flag('out', 'runs/prm-items.jsonl');
 const pool = resolvePool(data, flag('pool', 'pool16'));
 const pool8 = resolvePool(data, 'pool8');
-const withConsensus = args.includes('--consensus');
+const withConsensus = args.includes('--consensus') || args.includes('--consensus-all');
+// --consensus-all: also every other distinct candidate whose result differs from gold's (the
+// training lists of a fitted fused-blame combiner), not only the labelled ones.
+const consensusAll = args.includes('--consensus-all');
 
 const questions = loadQuestions(data);
 const preds = loadPredictions(data, pool, questions.length);
@@ -62,6 +66,13 @@ for (const [index, q] of questions.entries()) {
       rec['label'] = lab.label;
       rec['label_id'] = (lab as unknown as { id?: number }).id ?? null;
       if (withConsensus) rec['consensus'] = await consensusOf(index, sql, lab.systems ?? []);
+    } else if (consensusAll && first && exec) {
+      const db = dbPath(data, q.db_id);
+      const [g, p] = await Promise.all([exec.run(db, q.query), exec.run(db, sql)]);
+      if (g.ok && !sameResult(g, p, q.query)) {
+        const producers = pool.filter((s) => preds.get(s)![index] === sql);
+        rec['consensus'] = await consensusOf(index, sql, producers);
+      }
     }
     lines.push(JSON.stringify(rec));
   }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fusedBlameOrder, fusedBetaOf, blameOrder, sigmoid, FUSED_BETA } from '../src/scoring/blame.js';
+import { fusedBlameOrder, fusedBetaOf, blameOrder, sigmoid, FUSED_BETA, blameFeatures, linearBlameOrder, linearBlameOf, fusedOrderFor } from '../src/scoring/blame.js';
 
 const labels = ['SELECT', 'FROM', 'WHERE', 'ORDER BY'];
 
@@ -30,4 +30,34 @@ test('the fused weight comes from caper.json when valid', () => {
   assert.equal(fusedBetaOf({}), FUSED_BETA);
   assert.equal(fusedBetaOf({ blame: { fused_beta: -1 } }), FUSED_BETA);
   assert.equal(fusedBetaOf({ blame: { fused_beta: 'x' } }), FUSED_BETA);
+});
+
+test('blame features: the definitions caper_train.readout fits (same example as training/tests/test_readout.py)', () => {
+  const raw = [2, 0, 1];
+  const f = blameFeatures(raw, 3, ['SELECT', 'FROM', 'WHERE'], ['WHERE', 'SELECT']);
+  const sd = Math.sqrt(2 / 3);
+  assert.ok(Math.abs(f[0]!.get('z')! - -1 / (sd + 1e-6)) < 1e-9);
+  assert.ok(Math.abs(f[1]!.get('z')! - 1 / (sd + 1e-6)) < 1e-9);
+  assert.deepEqual([0, 1, 2].map((i) => f[i]!.get('rr')), [0.5, 0, 1]);
+  assert.deepEqual([0, 1, 2].map((i) => f[i]!.get('top')), [0, 0, 1]);
+  assert.deepEqual([0, 1, 2].map((i) => f[i]!.get('drop')), [-1, -2, 1]);
+  assert.deepEqual([0, 1, 2].map((i) => f[i]!.get('pos')), [0, 0.5, 1]);
+  assert.deepEqual([0, 1, 2].map((i) => f[i]!.get('raw*FROM')), [0, 0, 0]);
+  assert.deepEqual([0, 1, 2].map((i) => f[i]!.get('raw*WHERE')), [0, 0, 1]);
+  assert.equal(f[2]!.get('is:WHERE'), 1);
+  // No consensus: the consensus features are 0, has_z too.
+  const g = blameFeatures(raw, 3, ['SELECT', 'FROM', 'WHERE'], null);
+  assert.deepEqual(g.map((x) => [x.get('rr'), x.get('top'), x.get('has_z')]), [[0, 0, 0], [0, 0, 0], [0, 0, 0]]);
+});
+
+test('linear blame: weights pick the order; unknown features or a bad manifest fall back', () => {
+  const raw = [2, 0, 1];
+  const labels = ['SELECT', 'FROM', 'WHERE'];
+  assert.deepEqual(linearBlameOrder({ features: ['z'], weights: [1] }, raw, 0, labels, null), [1, 2, 0]);
+  assert.deepEqual(linearBlameOrder({ features: ['rr', 'z'], weights: [10, 1] }, raw, 0, labels, ['WHERE', 'SELECT']), [2, 0, 1]);
+  assert.equal(linearBlameOrder({ features: ['nope'], weights: [1] }, raw, 0, labels, null), null);
+  assert.equal(linearBlameOf({ blame: { fused_linear: { features: ['z'], weights: ['x'] } } }), null);
+  const m = { blame: { fused_linear: { features: ['rr', 'z'], weights: [10, 1] } } };
+  assert.deepEqual(fusedOrderFor(m, raw, 0.5, labels, ['WHERE', 'SELECT']), [2, 0, 1]);
+  assert.deepEqual(fusedOrderFor({}, raw, 0.5, labels, null), [1, 2, 0]);
 });

@@ -17,7 +17,7 @@ import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
 import { rootCause, consensusRootCause, unitLabel, type RootCause, type ConsensusRootCause } from '../annotate/rootcause.js';
-import { fusedBlameOrder, fusedBetaOf } from '../scoring/blame.js';
+import { fusedOrderFor } from '../scoring/blame.js';
 import { topUnits } from '../clauses/index.js';
 import { SchemaIndex } from '../annotate/scope.js';
 import { VerifierError } from './errors.js';
@@ -363,8 +363,7 @@ export class Verifier {
       if (!candidate.error && tu.length === candidate.units.length && candidate.units.length > 0) {
         const labels = tu.map((u) => unitLabel(u.kind, u.arm));
         const ranking = out.consensus.rootCause ? out.consensus.rootCause.ranking ?? [out.consensus.rootCause.clause] : null;
-        const beta = this.model ? fusedBetaOf(this.model.manifest) : undefined;
-        candidate = { ...candidate, blame: fusedBlameOrder(candidate.units.map((u) => u.raw), labels, ranking, beta) };
+        candidate = { ...candidate, blame: fusedOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, ranking) };
         out.candidate = candidate;
         out.blameSource = 'fused';
       }

@@ -16,7 +16,7 @@ import { SqlExecutor } from '../execution/executor.js';
 import { rootCause, consensusRootCause, unitLabel, FUNDAMENTAL_ORDER, ROOT_LABELS, type RootLabel } from '../annotate/rootcause.js';
 import { loadModel } from '../scoring/onnx.js';
 import { Scorer } from '../scoring/scorer.js';
-import { blameOrder, fusedBlameOrder, fusedBetaOf, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
+import { blameOrder, fusedBlameOrder, fusedOrderFor, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
 import { dbPath, loadPredictions, loadQuestions } from './spider.js';
 
 export const LABEL_SOURCES = ['prm', 'gold', 'consensus', 'consensus+prm', 'fused'] as const;
@@ -130,7 +130,9 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
       if (!r) return c[i] ?? null;
       const tu = topUnits(splitSql(it.sql, { tree: false }));
       const labels = tu.map((u) => unitLabel(u.kind, u.arm));
-      return labelsOfUnits(it.sql, fusedBlameOrder(r, labels, c[i] ?? null, opts.beta ?? raw.beta));
+      const order = opts.beta !== undefined ? fusedBlameOrder(r.raw, labels, c[i] ?? null, opts.beta)
+        : fusedOrderFor(raw.manifest, r.raw, r.base, labels, c[i] ?? null);
+      return labelsOfUnits(it.sql, order);
     });
   }
   const out: (RootLabel[] | null)[] = [];
@@ -179,20 +181,20 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
   return out;
 }
 
-/** The model's raw outputs at each unit of each item (null when it cannot score the item). */
-async function prmRaw(items: LabelItem[], opts: { data: string; modelDir?: string; device?: string }): Promise<{ scores: (number[] | null)[]; beta: number }> {
+/** The model's raw outputs at each unit of each item and its <sql> score (null when it cannot score the item). */
+async function prmRaw(items: LabelItem[], opts: { data: string; modelDir?: string; device?: string }): Promise<{ scores: ({ raw: number[]; base: number } | null)[]; manifest: { [k: string]: unknown } }> {
   const model = await loadModel(opts.modelDir ?? 'models/default', { device: (opts.device ?? 'auto') as 'auto' });
   try {
     const scorer = new Scorer(model, null);
     const schemas = new Map<string, string>();
-    const scores: (number[] | null)[] = [];
+    const scores: ({ raw: number[]; base: number } | null)[] = [];
     for (const it of items) {
       let schema = schemas.get(it.db_id);
       if (schema === undefined) schemas.set(it.db_id, (schema = schemaText(schemaFromSqlite(dbPath(opts.data, it.db_id)))));
       const c = (await scorer.score(it.question, schema, [it.sql])).candidates[0]!;
-      scores.push(c.error ? null : c.units.map((u) => u.raw));
+      scores.push(c.error ? null : { raw: c.units.map((u) => u.raw), base: c.base });
     }
-    return { scores, beta: fusedBetaOf(model.manifest) };
+    return { scores, manifest: model.manifest };
   } finally {
     await model.close();
   }

@@ -63,7 +63,27 @@ def dump(a) -> int:
     return 0
 
 
-def unit_features(r: dict, hidden: bool) -> torch.Tensor:
+FEATURE_NAMES = (["raw", "drop", "first", "last", "pos"] + [f"is:{l}" for l in LABELS] + [f"raw*{l}" for l in LABELS])
+FUSE_NAMES = ["z", "rr", "top", "has_z"]
+
+
+def fuse_features(r: dict) -> torch.Tensor:
+    """Per unit: the model's verdict standardized within the candidate (-raw: higher = more
+    suspect), and the consensus: reciprocal rank of the unit's label, first place, whether there
+    is a consensus at all, and that flag times the standardized verdict (trust the model more
+    where no other candidate speaks)."""
+    raw = torch.tensor(r["raw"], dtype=torch.float32)
+    z = -(raw - raw.mean()) / (raw.std(unbiased=False) + 1e-6)
+    c = r.get("consensus") or []
+    rr = torch.tensor([1.0 / (c.index(l) + 1) if l in c else 0.0 for l in r["labels"]])
+    top = torch.tensor([1.0 if c and c[0] == l else 0.0 for l in r["labels"]])
+    has = torch.full_like(rr, 1.0 if c else 0.0)
+    return torch.stack([z, rr, top, has * z], 1)
+
+
+def unit_features(r: dict, hidden: bool, fuse: bool = False) -> torch.Tensor:
+    if fuse:
+        return torch.cat([fuse_features(r), unit_features(r, hidden)], 1)
     raw = torch.tensor(r["raw"], dtype=torch.float32)
     n = len(raw)
     prev = torch.cat([torch.tensor([r["base"]]), raw[:-1]])
@@ -110,6 +130,39 @@ def fit(lists: list[tuple[torch.Tensor, int]], l2: float, iters: int = 200) -> t
     return (w.detach() / sd)
 
 
+class MLPReadout(torch.nn.Module):
+    def __init__(self, d: int, h: int):
+        super().__init__()
+        self.lin = torch.nn.Linear(d, 1)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, h), torch.nn.GELU(), torch.nn.Linear(h, 1))
+
+    def forward(self, x):
+        return (self.lin(x) + self.mlp(x)).squeeze(-1)
+
+
+def fit_mlp(lists: list[tuple[torch.Tensor, int]], l2: float, hidden: int, epochs: int = 60, seed: int = 0):
+    """The linear readout plus a small MLP over the same features (more capacity), Adam, weight decay."""
+    torch.manual_seed(seed)
+    X, M, y = pad_lists(lists)
+    flat = X[M]
+    mu, sd = flat.mean(0), flat.std(0) + 1e-6
+    Xs = torch.where(M[..., None], (X - mu) / sd, torch.zeros(()))
+    net = MLPReadout(X.shape[2], hidden)
+    opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=l2)
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        perm = torch.randperm(len(y), generator=g)
+        for i in range(0, len(y), 64):
+            b = perm[i:i + 64]
+            logits = net(Xs[b]).masked_fill(~M[b], -1e9)
+            loss = F.cross_entropy(logits, y[b])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    net.eval()
+    return lambda x: net((x - mu) / sd).detach()
+
+
 def ranking(labels: list[str], scores: torch.Tensor) -> list[str]:
     order = sorted(range(len(labels)), key=lambda i: (-float(scores[i]), i))
     out: list[str] = []
@@ -127,6 +180,16 @@ def consensus_scores(r: dict) -> torch.Tensor:
 
 def cv(a) -> int:
     rows = torch.load(a.features, weights_only=False)
+    if a.items_consensus:
+        # Consensus rankings of every failing candidate (scripts/prm-items.ts --consensus-all): the
+        # training lists of the fitted combiner need them, not only the labelled items.
+        cons = {}
+        for it in read_jsonl(a.items_consensus):
+            if "consensus" in it:
+                cons[(it["index"], it["sql"])] = it["consensus"]
+        for r in rows:
+            if (r["index"], r["sql"]) in cons:
+                r["consensus"] = cons[(r["index"], r["sql"])]
     folds = [f.split(",") for f in a.folds.split("|")]
     # One list per distinct failing candidate (several systems writing the same SQL count once).
     seen, train_lists = set(), []
@@ -143,10 +206,16 @@ def cv(a) -> int:
     all_m, all_f, all_c, all_l = [], [], [], []
     for fi, dbs in enumerate(folds):
         dbs = set(dbs)
-        tr = [(unit_features(r, a.hidden), r["root"]) for r in train_lists if r["db_id"] not in dbs and len(r["labels"]) > 1]
-        w = fit(tr, a.l2)
+        tr = [(unit_features(r, a.hidden, a.fuse), r["root"]) for r in train_lists if r["db_id"] not in dbs and len(r["labels"]) > 1]
+        if a.min_readout:
+            score = lambda x: -x[:, 0]  # noqa: E731  (feature 0 is raw)
+        elif a.mlp:
+            score = fit_mlp(tr, a.l2, a.mlp)
+        else:
+            w = fit(tr, a.l2)
+            score = lambda x, w=w: x @ w  # noqa: E731
         test = [r for r in labelled if r["db_id"] in dbs]
-        model_rank = [ranking(r["labels"], unit_features(r, a.hidden) @ w) for r in test]
+        model_rank = [ranking(r["labels"], score(unit_features(r, a.hidden, a.fuse))) for r in test]
         labs = [r["expert"] for r in test]
         # Fused: score = readout + beta * consensus reciprocal rank, beta fitted on the other folds'
         # labelled items (expert labels of other databases only).
@@ -155,14 +224,14 @@ def cv(a) -> int:
         for b in [0, 0.5, 1, 2, 3, 4, 6, 8, 12, 20, 50]:
             rk = []
             for r in other:
-                s = unit_features(r, a.hidden) @ w
+                s = score(unit_features(r, a.hidden, a.fuse))
                 rk.append(ranking(r["labels"], s / (s.std(unbiased=False) + 1e-6) + b * consensus_scores(r)))
             t = rank_metrics(rk, [r["expert"] for r in other])["top1"]
             if t > best_t + 1e-9:
                 best_b, best_t = b, t
         fused_rank = []
         for r in test:
-            s = unit_features(r, a.hidden) @ w
+            s = score(unit_features(r, a.hidden, a.fuse))
             fused_rank.append(ranking(r["labels"], s / (s.std(unbiased=False) + 1e-6) + best_b * consensus_scores(r)))
         cons_rank = [(r.get("consensus") or None) for r in test]
         fm = {"fold": fi, "dbs": sorted(dbs), "train_lists": len(tr), "model": rank_metrics(model_rank, labs),
@@ -177,6 +246,14 @@ def cv(a) -> int:
         res[name] = rank_metrics(rk, all_l)
         res[name + "_mean_of_folds"] = {k: float(np.mean([f[name][k] for f in res["folds"]])) for k in ("top1", "mrr")}
     log(json.dumps({k: v for k, v in res.items() if k not in ("args", "folds")}))
+    if a.export:
+        # The shipped combiner: the same fit on every database's failures (the CV above measured it).
+        if a.hidden or a.mlp or a.min_readout:
+            raise SystemExit("--export needs the linear readout without --hidden (the service sees raw outputs only)")
+        w = fit([(unit_features(r, False, a.fuse), r["root"]) for r in train_lists if len(r["labels"]) > 1], a.l2)
+        names = (FUSE_NAMES if a.fuse else []) + FEATURE_NAMES
+        Path(a.export).write_text(json.dumps({"features": names, "weights": [round(float(x), 6) for x in w]}, indent=2) + "\n")
+        log(f"wrote {a.export}")
     if a.out:
         Path(a.out).write_text(json.dumps(res, indent=2) + "\n")
     return 0
@@ -195,6 +272,11 @@ def main(argv=None) -> int:
     c.add_argument("--folds", default=DEFAULT_FOLDS)
     c.add_argument("--hidden", action="store_true")
     c.add_argument("--l2", type=float, default=1e-3)
+    c.add_argument("--export", help="also fit on all databases and write {features, weights} here (caper.json blame.fused_linear)")
+    c.add_argument("--items-consensus", help="prm-items.ts --consensus-all output: consensus of every failing candidate")
+    c.add_argument("--fuse", action="store_true", help="fit the combiner with consensus features on the training failures")
+    c.add_argument("--mlp", type=int, default=0, help="hidden width of an MLP readout (0: linear)")
+    c.add_argument("--min-readout", action="store_true", help="no fit: blame = lowest raw first (the service's 'min')")
     c.add_argument("--out")
     a = ap.parse_args(argv)
     return dump(a) if a.cmd == "dump" else cv(a)
