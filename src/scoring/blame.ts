@@ -63,7 +63,7 @@ export function fusedBlameOrder(raw: number[], labels: string[], consensus: read
 }
 
 /** Default weight of the consensus in fusedBlameOrder when the model does not name one. */
-export const FUSED_BETA = 4;
+export const FUSED_BETA = 6;
 
 /** The fused-blame weight a model directory names (caper.json `blame.fused_beta`), else FUSED_BETA. */
 export function fusedBetaOf(manifest: { [k: string]: unknown }): number {

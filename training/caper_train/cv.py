@@ -208,6 +208,8 @@ def parse_args(argv=None):
     ap.add_argument("--reg-weight", type=float, default=0.5)
     ap.add_argument("--listwise", type=float, default=0.0, help="weight of the listwise root-cause loss")
     ap.add_argument("--positives-per-question", type=int, default=2)
+    ap.add_argument("--failures-only", action="store_true", help="real records: failing trajectories only (cheapest)")
+    ap.add_argument("--score-labelled-only", action="store_true", help="score only the fold's labelled items")
     ap.add_argument("--no-dedupe", dest="dedupe", action="store_false")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int)
@@ -232,6 +234,8 @@ def main(argv=None) -> int:
     if a.dedupe:
         real = dedupe(real)
     real = cap_positives(real, a.positives_per_question, rng)
+    if a.failures_only:
+        real = [r for r in real if r["type"] == "trajectory" and r.get("correct") is False]
     replay_train, replay_val = [], []
     if a.replay:
         for r in read_jsonl(a.replay):
@@ -249,7 +253,7 @@ def main(argv=None) -> int:
     for fi in todo:
         dbs = set(folds[fi])
         train_recs = [r for r in real if r["db_id"] not in dbs] + replay_train
-        fold_items = [it for it in items if it["db_id"] in dbs]
+        fold_items = [it for it in items if it["db_id"] in dbs and (it.get("label") or not a.score_labelled_only)]
         model = load_init(a.init, attn="sdpa")
         res: dict = {"fold": fi, "dbs": sorted(dbs), "train_records": len(train_recs), "items": len(fold_items)}
         lab_idx = [i for i, it in enumerate(fold_items) if it.get("label")]
