@@ -178,8 +178,32 @@ def consensus_scores(r: dict) -> torch.Tensor:
     return torch.tensor([1.0 / (c.index(l) + 1) if l in c else 0.0 for l in r["labels"]])
 
 
+def label_fused_ranking(r: dict, s: torch.Tensor, beta: float, missing: float) -> list[str]:
+    """Fusion over clause labels rather than units: a label the query lacks (a missing set
+    operation, GROUP BY, ...) can come first when the consensus names it. Unit labels score their
+    best unit's standardized suspicion plus beta x consensus reciprocal rank; absent labels score
+    `missing` plus the same consensus term; labels in neither come last in fundamental order."""
+    z = s / (s.std(unbiased=False) + 1e-6) if len(s) > 1 else s * 0
+    c = r.get("consensus") or []
+    best: dict[str, float] = {}
+    for l, v in zip(r["labels"], z.tolist()):
+        best[l] = max(best.get(l, -1e9), v)
+    score = {l: v + (beta / (c.index(l) + 1) if l in c else 0.0) for l, v in best.items()}
+    for k, l in enumerate(c):
+        if l not in score:
+            score[l] = missing + beta / (k + 1)
+    out = sorted(score, key=lambda l: (-score[l], FUNDAMENTAL.index(l)))
+    return out + [l for l in FUNDAMENTAL if l not in out]
+
+
 def cv(a) -> int:
     rows = torch.load(a.features, weights_only=False)
+    if a.scores:
+        # Clause scores from caper_train.cv (each candidate scored by the model of its own fold):
+        # fused figures for fine-tuned models. Only the scored candidates remain.
+        sc = {(x["index"], x["sql"]): x for x in read_jsonl(a.scores) if x.get("raw") is not None}
+        rows = [dict(r, raw=sc[(r["index"], r["sql"])]["raw"], base=sc[(r["index"], r["sql"])]["base"])
+                for r in rows if (r["index"], r["sql"]) in sc]
     if a.items_consensus:
         # Consensus rankings of every failing candidate (scripts/prm-items.ts --consensus-all): the
         # training lists of the fitted combiner need them, not only the labelled items.
@@ -203,7 +227,7 @@ def cv(a) -> int:
         train_lists.append(r)
     labelled = [r for r in rows if r.get("expert")]
     res = {"args": vars(a), "folds": []}
-    all_m, all_f, all_c, all_l = [], [], [], []
+    all_m, all_f, all_c, all_l, all_lf = [], [], [], [], []
     for fi, dbs in enumerate(folds):
         dbs = set(dbs)
         tr = [(unit_features(r, a.hidden, a.fuse), r["root"]) for r in train_lists if r["db_id"] not in dbs and len(r["labels"]) > 1]
@@ -233,16 +257,28 @@ def cv(a) -> int:
         for r in test:
             s = score(unit_features(r, a.hidden, a.fuse))
             fused_rank.append(ranking(r["labels"], s / (s.std(unbiased=False) + 1e-6) + best_b * consensus_scores(r)))
+        # Label-level fusion: beta and the bias of labels the query lacks, fitted the same way.
+        best_lb, best_lt = (0.0, 0.0), -1.0
+        olabs = [r["expert"] for r in other]
+        oscores = [score(unit_features(r, a.hidden, a.fuse)) for r in other]
+        for b in [0, 1, 2, 4, 6, 8, 12]:
+            for mb in [-4, -2, -1, 0, 1, 2]:
+                t = rank_metrics([label_fused_ranking(r, sc, b, mb) for r, sc in zip(other, oscores)], olabs)["top1"]
+                if t > best_lt + 1e-9:
+                    best_lb, best_lt = (b, mb), t
+        lf_rank = [label_fused_ranking(r, score(unit_features(r, a.hidden, a.fuse)), *best_lb) for r in test]
         cons_rank = [(r.get("consensus") or None) for r in test]
         fm = {"fold": fi, "dbs": sorted(dbs), "train_lists": len(tr), "model": rank_metrics(model_rank, labs),
-              "fused": rank_metrics(fused_rank, labs), "beta": best_b, "consensus": rank_metrics(cons_rank, labs)}
+              "fused": rank_metrics(fused_rank, labs), "beta": best_b, "consensus": rank_metrics(cons_rank, labs),
+              "fused_labels": rank_metrics(lf_rank, labs), "label_beta_missing": list(best_lb)}
         log(json.dumps(fm))
         res["folds"].append(fm)
         all_m += model_rank
         all_f += fused_rank
         all_c += cons_rank
         all_l += labs
-    for name, rk in (("model", all_m), ("fused", all_f), ("consensus", all_c)):
+        all_lf += lf_rank
+    for name, rk in (("model", all_m), ("fused", all_f), ("consensus", all_c), ("fused_labels", all_lf)):
         res[name] = rank_metrics(rk, all_l)
         res[name + "_mean_of_folds"] = {k: float(np.mean([f[name][k] for f in res["folds"]])) for k in ("top1", "mrr")}
     log(json.dumps({k: v for k, v in res.items() if k not in ("args", "folds")}))
@@ -273,6 +309,7 @@ def main(argv=None) -> int:
     c.add_argument("--hidden", action="store_true")
     c.add_argument("--l2", type=float, default=1e-3)
     c.add_argument("--export", help="also fit on all databases and write {features, weights} here (caper.json blame.fused_linear)")
+    c.add_argument("--scores", help="caper_train.cv scores.jsonl: use these held-out clause scores (with --min-readout)")
     c.add_argument("--items-consensus", help="prm-items.ts --consensus-all output: consensus of every failing candidate")
     c.add_argument("--fuse", action="store_true", help="fit the combiner with consensus features on the training failures")
     c.add_argument("--mlp", type=int, default=0, help="hidden width of an MLP readout (0: linear)")
