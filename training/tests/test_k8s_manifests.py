@@ -149,7 +149,7 @@ def test_inflight_hpa_variant_targets_the_same_deployment():
     (m,) = hpa["spec"]["metrics"]
     assert m["type"] == "Pods" and m["pods"]["metric"]["name"] == "caper_inflight_requests"
     # the metric is derived from a histogram the server exports
-    assert "caper_http_request_duration_seconds" in (REPO / "src" / "routes" / "context.ts").read_text()
+    assert "caper_http_request_duration_seconds" in (REPO / "src" / "core" / "metrics.ts").read_text()
 
 
 def test_annotate_jobs_shard_and_merge_consistently():
