@@ -51,3 +51,23 @@ def test_weights_recovered_from_the_tiny_model_reproduce_onnxruntime():
     model, manifest = recover(ROOT / "models" / "tiny")
     assert check_parity(model, ROOT / "models" / "tiny") < 1e-4
     assert model.parameter_count() == manifest["parameters"]
+
+
+def test_cv_helpers_dedupe_positives_and_label_ranking():
+    import random
+
+    from caper_train.cv import cap_positives, dedupe, label_ranking, rank_metrics
+    base = {"db_id": "d", "question": "q", "schema": "s"}
+    t = lambda units, correct: dict(base, type="trajectory", units=[{"kind": "SELECT", "text": u} for u in units],  # noqa: E731
+                                     rewards=[0] * len(units), correct=correct, source="counterfactual")
+    recs = [t(["SELECT a"], False), t(["SELECT a"], False), t(["SELECT b"], True), t(["SELECT c"], True), t(["SELECT d"], True)]
+    d = dedupe(recs)
+    assert len(d) == 4  # two systems wrote the same failing SQL: one record
+    kept = cap_positives(d, 1, random.Random(0))
+    assert sum(r["correct"] for r in kept) == 1 and sum(not r["correct"] for r in kept) == 1
+    units = [{"label": "SELECT"}, {"label": "FROM"}, {"label": "WHERE"}, {"label": "SETOP"}, {"label": "SETOP"}]
+    r = label_ranking(units, [0.5, 2.0, -1.0, 0.1, -3.0])
+    assert r[:4] == ["SETOP", "WHERE", "SELECT", "FROM"]  # each label once, lowest score first
+    assert sorted(r) == sorted(["SELECT", "FROM", "WHERE", "SETOP", "GROUP BY", "HAVING", "ORDER BY", "LIMIT"])
+    m = rank_metrics([r, None], ["WHERE", "FROM"])
+    assert m == {"n": 2, "top1": 0.0, "mrr": 0.25}
