@@ -97,6 +97,43 @@ test('caper annotate writes pair and trajectory records in the documented format
   assert.equal(readFileSync(out2, 'utf8'), readFileSync(out, 'utf8'));
 });
 
+test('caper annotate --candidates: real failures and successes of a candidate pool, --dbs keeps only those databases', () => {
+  // A second database with its own question, so --dbs has something to leave out.
+  mkdirSync(join(dir, 'pool', 'database', 'shop'), { recursive: true });
+  mkdirSync(join(dir, 'pool', 'database', 'zoo'), { recursive: true });
+  writeFileSync(join(dir, 'pool', 'database', 'shop', 'shop.sqlite'), readFileSync(join(dir, 'database', 'shop', 'shop.sqlite')));
+  const z = new Database(join(dir, 'pool', 'database', 'zoo', 'zoo.sqlite'));
+  z.exec("CREATE TABLE animal (animal_id INTEGER PRIMARY KEY, name TEXT, legs INTEGER); INSERT INTO animal VALUES (1,'cat',4),(2,'hen',2),(3,'ant',6);");
+  z.close();
+  const qs = [...QUESTIONS.slice(0, 4), { db_id: 'zoo', question: 'Animals with four legs.', query: 'SELECT name FROM animal WHERE legs = 4' }];
+  writeFileSync(join(dir, 'pool', 'dev.json'), JSON.stringify(qs));
+  mkdirSync(join(dir, 'pool', 'predictions'));
+  const sysA = readFileSync(join(dir, 'predictions', 'sysA.sql'), 'utf8').split('\n').slice(0, 4);
+  writeFileSync(join(dir, 'pool', 'predictions', 'sysA.sql'), [...sysA, 'SELECT name FROM animal WHERE legs > 4'].join('\n') + '\n');
+  writeFileSync(join(dir, 'pool', 'predictions', 'sysB.sql'), [QUESTIONS[0]!.query, 'SELECT name FROM customer WHERE age >= 30 ORDER BY age DESC',
+    QUESTIONS[2]!.query, QUESTIONS[3]!.query, 'SELECT name FROM animal WHERE legs = 4'].join('\n') + '\n');
+  const out = join(dir, 'pool.jsonl');
+  const r = cli(['--data', join(dir, 'pool'), '--out', out, '--mutants-per-query', '0', '--candidates', '--workers', '1', '--quiet']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /counterfactual: 10 predictions, 4 failures, 4 root causes/);
+  const recs = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+  assert.ok(recs.every((x) => x.source === 'gold' || x.source === 'counterfactual'), 'no injected faults with --mutants-per-query 0');
+  const wrong = recs.filter((x) => x.type === 'trajectory' && x.correct === false);
+  assert.equal(wrong.length, 4);
+  const zooWrong = wrong.find((x) => x.db_id === 'zoo')!;
+  assert.deepEqual((zooWrong.units as { kind: string }[]).map((u) => u.kind), ['SELECT', 'FROM', 'WHERE']);
+  assert.deepEqual(zooWrong.rewards, [0, 0, -1], 'the root cause is WHERE (legs > 4 for legs = 4)');
+  const right = recs.filter((x) => x.type === 'trajectory' && x.correct === true && x.source === 'counterfactual');
+  assert.equal(right.length, 6, 'sysB\'s four right answers and sysA\'s two');
+  // --dbs: only zoo's question.
+  const outZ = join(dir, 'pool-zoo.jsonl');
+  assert.equal(cli(['--data', join(dir, 'pool'), '--out', outZ, '--mutants-per-query', '0', '--candidates', '--dbs', 'zoo', '--quiet']).code, 0);
+  const zrecs = readFileSync(outZ, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+  // gold, sysA's failure and its repair pair, sysB's success.
+  assert.ok(zrecs.length === 4 && zrecs.every((x) => x.db_id === 'zoo'), JSON.stringify(zrecs.map((x) => x.db_id)));
+  assert.equal(cli(['--data', join(dir, 'pool'), '--out', outZ, '--dbs', ',']).code, 2);
+});
+
 test('caper annotate --self-check ends with the recovery line', () => {
   const r = cli(['--self-check', '--data', dir, '--mutants-per-query', '5', '--seed', '1', '--quiet']);
   assert.equal(r.code, 0, r.stderr);

@@ -70,6 +70,10 @@ const CASES: { kind: MutationKind; sql: string; clauses: string[]; vstar: string
   { kind: 'drop_conjunct', sql: "SELECT name FROM singer WHERE age > 30 AND country = 'France'", clauses: ['WHERE'], vstar: ['logical'] },
   { kind: 'in_not_in', sql: 'SELECT name FROM singer WHERE singer_id IN (SELECT singer_id FROM singer_in_concert)', clauses: ['WHERE'], vstar: ['comparison'] },
   { kind: 'set_op', sql: "SELECT name FROM singer WHERE age > 30 UNION SELECT name FROM singer WHERE country = 'France'", clauses: ['SETOP'], vstar: ['setop'] },
+  { kind: 'literal_case', sql: "SELECT name FROM singer WHERE country = 'France'", clauses: ['WHERE'], vstar: ['literal'] },
+  { kind: 'min_max', sql: "SELECT name FROM singer WHERE age > (SELECT min(age) FROM singer WHERE country = 'Spain')", clauses: ['WHERE'], vstar: ['aggregate'] },
+  { kind: 'drop_join', sql: 'SELECT T1.name FROM singer AS T1 JOIN singer_in_concert AS T2 ON T1.singer_id = T2.singer_id', clauses: ['FROM'], vstar: ['join'] },
+  { kind: 'extra_join', sql: 'SELECT T1.name FROM stadium AS T1 WHERE T1.capacity > 1000', clauses: ['FROM'], vstar: ['clause'] },
 ];
 
 test('the catalogue has at least 10 kinds and every kind is exercised below', () => {
@@ -106,6 +110,37 @@ for (const c of CASES) {
     }
   });
 }
+
+test('drop_join leaves alone a joined table whose columns the query reads', async () => {
+  const ms = await mutate('SELECT T2.concert_name FROM stadium AS T1 JOIN concert AS T2 ON T1.stadium_id = T2.stadium_id', 'drop_join');
+  assert.equal(ms.length, 0);
+});
+
+test('extra_join joins on a foreign key with a fresh alias', async () => {
+  const ms = await mutate('SELECT T1.name FROM stadium AS T1 WHERE T1.capacity > 1000', 'extra_join');
+  assert.ok(ms.length >= 1);
+  assert.match(ms[0]!.sql, /FROM stadium AS T1 JOIN concert AS T2 ON T1\.stadium_id = T2\.stadium_id WHERE/i);
+});
+
+test('the weighted kind order favours heavy kinds: join and set-op faults come first more often than column swaps', async () => {
+  const sql = "SELECT T1.name FROM singer AS T1 JOIN singer_in_concert AS T2 ON T1.singer_id = T2.singer_id WHERE T1.country = 'France' AND T1.age > 20";
+  const split = splitSql(sql);
+  const gold = await ex.run(db, sql);
+  const values = await fetchValues(ex, db, schema, literalColumns(split, schema));
+  const first = async (weights: Parameters<typeof makeMutants>[0]['weights']) => {
+    const counts: Record<string, number> = {};
+    for (let seed = 0; seed < 30; seed++) {
+      const [m] = await makeMutants({ sql, split, dbPath: db, exec: ex, schema, values, gold, rng: new Rng(seed), n: 1, weights });
+      if (m) counts[m.kind] = (counts[m.kind] ?? 0) + 1;
+    }
+    return counts;
+  };
+  const weighted = await first(undefined);
+  const uniform = await first(null);
+  const fromKinds = (c: Record<string, number>) => (c['drop_join'] ?? 0) + (c['drop_conjunct'] ?? 0);
+  assert.ok(fromKinds(weighted) > fromKinds(uniform), `weighted ${JSON.stringify(weighted)} vs uniform ${JSON.stringify(uniform)}`);
+  assert.ok((weighted['column_swap'] ?? 0) <= (uniform['column_swap'] ?? 0));
+});
 
 test('mutants are reproducible for a seed', async () => {
   const sql = "SELECT name, age FROM singer WHERE country = 'France' AND age > 20 ORDER BY age DESC LIMIT 3";

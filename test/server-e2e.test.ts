@@ -285,6 +285,35 @@ test('/localize: units, blame ranking; with gold the execution verdict and root 
   assert.match(r.repaired_sql, /age > 40/);
 });
 
+test('/localize with candidates: consensus root cause from the other candidates, fused blame ranks its clause first', async () => {
+  // Three of four candidates filter on the right age; the query filters on another one. With a
+  // weight large enough, the consensus (WHERE) decides the first place whatever the tiny model says.
+  const sql = 'SELECT name FROM singer WHERE age > 20 ORDER BY name';
+  const candidates = ['SELECT name FROM singer WHERE age > 40 ORDER BY name', 'SELECT name FROM singer WHERE age > 40 ORDER BY name',
+    'SELECT name FROM singer WHERE 40 < age ORDER BY name'];
+  const r = await srv.post('/localize', { question: 'Names of singers older than 40', sql, db_id: 'shop', candidates });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.equal(r.body.blame_source, 'fused');
+  assert.equal(r.body.consensus_root_cause.clause, 'WHERE');
+  assert.equal(r.body.consensus_root_cause.ranking[0], 'WHERE');
+  assert.ok(r.body.consensus_root_cause.voters >= 1);
+  assert.equal(r.body.blame.length, r.body.units.length);
+  assert.deepEqual([...r.body.blame.map((b: { unit: number }) => b.unit)].sort(), r.body.units.map((u: { index: number }) => u.index));
+  assert.equal(r.body.blame[0].kind, 'WHERE', JSON.stringify(r.body.blame));
+  // Candidates that all agree with the query: no consensus, blame is the model's own order.
+  const same = await srv.post('/localize', { question: 'Names of singers older than 40', sql, db_id: 'shop', candidates: [sql] });
+  assert.equal(same.status, 200);
+  assert.equal(same.body.consensus_root_cause, null);
+  assert.match(same.body.consensus_error, /same result/);
+  const plain = await srv.post('/localize', { question: 'Names of singers older than 40', sql });
+  assert.equal(plain.body.blame_source, 'model');
+  assert.deepEqual(same.body.blame.map((b: { unit: number }) => b.unit), plain.body.blame.map((b: { unit: number }) => b.unit));
+  // Candidates need a database to run on.
+  const bad = await srv.post('/localize', { question: 'q', sql, candidates });
+  assert.equal(bad.status, 422, JSON.stringify(bad.body));
+  assert.equal(bad.body.field, 'candidates');
+});
+
 test('bad inputs: JSON errors with the right status and field, never a 500', async () => {
   const cases: [string, unknown, number, string | undefined][] = [
     ['/rerank', { question: Q }, 400, 'candidates'],

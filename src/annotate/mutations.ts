@@ -6,7 +6,7 @@
 // exactly the mutated tree; if not, the clause is re-rendered, then the whole query; a candidate
 // none of whose texts round-trips is dropped. A mutant is kept only if it executes and its result
 // differs from the original's (sameResult with the original's ORDER BY rule).
-import { splitSql, renderSql, walk, cloneTree, topUnits, nodeTopUnit } from '../clauses/index.js';
+import { splitSql, renderSql, walk, cloneTree, topUnits, nodeTopUnit, makeNode } from '../clauses/index.js';
 import type { ClauseKind, SplitResult, TreeNode } from '../clauses/types.js';
 import type { ExecResult, SqlExecutor } from '../execution/executor.js';
 import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
@@ -16,7 +16,7 @@ import type { Rng } from './rng.js';
 export const MUTATION_KINDS = [
   'column_swap', 'column_swap_join', 'comparison_op', 'aggregate', 'distinct', 'and_or', 'literal',
   'join_key', 'order_direction', 'order_key', 'limit', 'group_key', 'having', 'drop_conjunct',
-  'in_not_in', 'set_op',
+  'in_not_in', 'set_op', 'literal_case', 'min_max', 'drop_join', 'extra_join',
 ] as const;
 export type MutationKind = (typeof MUTATION_KINDS)[number];
 
@@ -499,6 +499,108 @@ const setOp: MutationFn = (n, c) => {
   });
 };
 
+
+// ---- kinds real systems make that the kinds above miss (issue 12: measured on dev-open's 16
+// systems, bench/results/error-mix.md): a value written in the wrong case, MIN for MAX (the
+// "than any" comparisons), a join left out, a join too many.
+
+/** literal_case: a string value in another case ('France' -> 'france'): SQLite's = is case-sensitive. */
+const literalCase: MutationFn = (n, c) => {
+  if (n.kind !== 'literal' || n.attrs?.type !== 'string' || typeof n.attrs.value !== 'string' || !c.clause) return [];
+  if (c.clause.label !== 'WHERE' && c.clause.label !== 'HAVING') return [];
+  const v = n.attrs.value as string;
+  const title = v.toLowerCase().replace(/(^|[\s-])(\p{L})/gu, (_, a: string, b: string) => a + b.toUpperCase());
+  const alts = [...new Set([v.toLowerCase(), v.toUpperCase(), title])].filter((x) => x !== v);
+  if (alts.length === 0) return [];
+  return one(n, (byId, rng) => {
+    const m = byId.get(n.id)!;
+    setLiteral(m, rng.pick(alts)!);
+    return { vStar: n.id, node: m, spliceId: n.id };
+  });
+};
+
+/** min_max: MIN <-> MAX, the slip of "older than any" / "larger than all" comparisons. */
+const minMax: MutationFn = (n) => {
+  if (n.kind !== 'aggregate' || (n.label !== 'MIN' && n.label !== 'MAX')) return [];
+  return one(n, (byId) => {
+    const m = byId.get(n.id)!;
+    m.label = n.label === 'MIN' ? 'MAX' : 'MIN';
+    return { vStar: n.id, node: m, spliceId: n.id };
+  });
+};
+
+/** Columns of the whole statement that resolve to a FROM entry, outside `except`. */
+function entryUsed(root: TreeNode, entry: { table: string; alias: string | null }, schema: SchemaIndex, except: TreeNode): boolean {
+  const inside = (x: TreeNode): boolean => {
+    for (let p: TreeNode | null = x; p; p = p.parent) if (p === except) return true;
+    return false;
+  };
+  for (const x of walk(root)) {
+    if (x.kind === 'star' && x.label === '*' && !inside(x)) return true;
+    if (x.kind !== 'column' || inside(x)) continue;
+    const r = resolveColumn(x, schema);
+    if (!r || sameEntry(r.entry, entry)) return true; // unresolved: maybe this table's, keep it
+  }
+  return false;
+}
+
+/** drop_join: a joined table that only its own ON condition reads, left out (a filter lost). */
+const dropJoin: MutationFn = (n, c) => {
+  if (n.kind !== 'clause' || n.label !== 'FROM') return [];
+  const root = c.split.tree!;
+  const out: Proposal[] = [];
+  for (const j of n.children) {
+    const t = j.children[0];
+    if (j.kind !== 'join' || !t || t.kind !== 'table') continue;
+    const entry = { table: t.label, alias: typeof t.attrs?.alias === 'string' ? (t.attrs.alias as string).toLowerCase() : null };
+    if (!c.schema.tables.has(entry.table) || entryUsed(root, entry, c.schema, j)) continue;
+    out.push({
+      target: j,
+      apply: (byId) => {
+        const cl = byId.get(n.id)!;
+        cl.children = cl.children.filter((x) => x.id !== j.id);
+        return { vStar: j.id, node: cl, spliceId: n.id };
+      },
+    });
+  }
+  return out;
+};
+
+/** extra_join: one more table joined on a foreign key of a FROM table (rows multiply or vanish). */
+const extraJoin: MutationFn = (n, c) => {
+  if (n.kind !== 'clause' || n.label !== 'FROM' || !n.parent || n.parent.kind !== 'select') return [];
+  const scope = scopeOf(n.parent);
+  if (scope.length === 0 || scope.some((e) => !e.table)) return [];
+  const present = new Set(scope.map((e) => e.table));
+  const links = scope.flatMap((e) => c.schema.fks.flatMap((f) => {
+    if (f.from === e.table && !present.has(f.to)) return [{ e, col: f.fromCol, other: f.to, otherCol: f.toCol }];
+    if (f.to === e.table && !present.has(f.from)) return [{ e, col: f.toCol, other: f.from, otherCol: f.fromCol }];
+    return [];
+  })).filter((l) => c.schema.tables.has(l.other) && c.schema.column(l.e.table, l.col) && c.schema.column(l.other, l.otherCol));
+  if (links.length === 0) return [];
+  const aliased = scope.some((e) => e.alias);
+  return one(n, (byId, rng) => {
+    const l = rng.pick(links)!;
+    const cl = byId.get(n.id)!;
+    const t = c.schema.tables.get(l.other)!;
+    let alias: string | null = null;
+    if (aliased) {
+      const taken = new Set(scope.map((e) => e.alias ?? ''));
+      for (let k = scope.length + 1; !alias; k++) if (!taken.has(`t${k}`)) alias = `T${k}`;
+    }
+    const q = alias ?? t.name;
+    const a = makeNode('column', `${l.e.qualifier}.${c.schema.column(l.e.table, l.col)!.name}`.toLowerCase(),
+      [], { qualifier: l.e.qualifier, name: c.schema.column(l.e.table, l.col)!.name });
+    const b = makeNode('column', `${q}.${c.schema.column(l.other, l.otherCol)!.name}`.toLowerCase(),
+      [], { qualifier: q, name: c.schema.column(l.other, l.otherCol)!.name });
+    const table = makeNode('table', t.name.toLowerCase(), [], alias ? { name: t.name, alias } : { name: t.name });
+    const join = makeNode('join', 'JOIN', [table, makeNode('comparison', '=', [a, b])]);
+    join.parent = cl;
+    cl.children.push(join);
+    return { vStar: n.id, node: cl, spliceId: n.id };
+  });
+};
+
 /** Every mutation kind, in the order they are tried on each node. */
 const MUTATIONS: readonly (readonly [MutationKind, MutationFn])[] = [
   ['group_key', keyColumn('GROUP BY')],
@@ -517,6 +619,10 @@ const MUTATIONS: readonly (readonly [MutationKind, MutationFn])[] = [
   ['join_key', joinKey],
   ['order_direction', orderDirection],
   ['set_op', setOp],
+  ['literal_case', literalCase],
+  ['min_max', minMax],
+  ['drop_join', dropJoin],
+  ['extra_join', extraJoin],
 ];
 
 export function enumerateCandidates(split: SplitResult, schema: SchemaIndex, values: ValueTable): Candidate[] {
@@ -709,7 +815,24 @@ export interface MutateOptions {
   maxTries?: number;
   /** Only these kinds (tests). */
   kinds?: readonly MutationKind[];
+  /** Relative odds of a kind coming early in the draw (default KIND_WEIGHTS; null: uniform, the
+   * mix before issue 12). */
+  weights?: Partial<Record<MutationKind, number>> | null;
 }
+
+/**
+ * The mix of injected faults, reweighted toward the errors real systems make. Measured on dev-open
+ * (16 systems, 1,552 distinct failures, root cause by rootcause.ts) against the uniform draw on
+ * Spider train (bench/results/error-mix.md): real root causes are WHERE 39% / SELECT 20% / FROM 20%
+ * / SETOP 8% / GROUP BY 8%, with whole conditions and joins missing or extra; the uniform draw gave
+ * SELECT 36% / FROM 6% / SETOP 1.5% and 59% column swaps. So column swaps and ORDER BY / LIMIT
+ * edits come later in the draw, joins, set operations and conjuncts earlier.
+ */
+export const KIND_WEIGHTS: Partial<Record<MutationKind, number>> = {
+  column_swap: 0.35, group_key: 0.6, order_key: 0.4, order_direction: 0.4, limit: 0.4, comparison_op: 0.7,
+  column_swap_join: 1.5, join_key: 1.5, drop_join: 3, extra_join: 2.5, set_op: 3, drop_conjunct: 3, and_or: 2,
+  distinct: 1.5, min_max: 1.5, in_not_in: 1.5, literal_case: 1.2,
+};
 
 export interface MutateStats {
   tried: Partial<Record<MutationKind, number>>;
@@ -732,16 +855,27 @@ export async function makeMutants(o: MutateOptions, stats?: MutateStats): Promis
     byKind.set(c.kind, l);
   }
   for (const l of byKind.values()) o.rng.shuffle(l);
-  const kinds = o.rng.shuffle([...byKind.keys()]);
+  // Draw order: repeatedly a kind with odds proportional to its weight among the kinds that still
+  // have candidates, then that kind's next candidate (uniform weights: a fair interleaving).
+  const weights = o.weights === undefined ? KIND_WEIGHTS : o.weights ?? {};
+  const w = (k: MutationKind): number => weights[k] ?? 1;
+  const left = new Map([...byKind.entries()].map(([k, l]) => [k, [...l]]));
   const first: Candidate[] = [];
-  for (let round = 0; first.length < all.length; round++) {
-    for (const k of kinds) {
-      const l = byKind.get(k)!;
-      if (round < l.length) first.push(l[round]!);
+  while (left.size > 0) {
+    const ks = [...left.keys()];
+    let u = o.rng.next() * ks.reduce((a, k) => a + w(k), 0);
+    let pick = ks[ks.length - 1]!;
+    for (const k of ks) {
+      u -= w(k);
+      if (u < 0) {
+        pick = k;
+        break;
+      }
     }
+    const l = left.get(pick)!;
+    first.push(l.shift()!);
+    if (l.length === 0) left.delete(pick);
   }
-  // Later passes draw other alternatives for the same nodes (another column, another value);
-  // repeats of an identical mutant are skipped below.
   const order = [...first, ...first, ...first];
   const maxTries = o.maxTries ?? 4 * o.n + 4;
   const kept: Mutant[] = [];
@@ -751,6 +885,9 @@ export async function makeMutants(o: MutateOptions, stats?: MutateStats): Promis
   let tries = 0;
   for (const c of order) {
     if (kept.length >= o.n || tries >= maxTries) break;
+    // A kind weighted below 1 is also thinned: real systems make these errors less often than
+    // they are available to inject (column swaps especially), so only that share of them is kept.
+    if (w(c.kind) < 1 && o.rng.next() >= w(c.kind)) continue;
     const clone = cloneTree(tree);
     const byId = new Map(walk(clone).map((x) => [x.id, x]));
     let ap: Applied | null;

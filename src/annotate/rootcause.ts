@@ -41,6 +41,13 @@ export type { RootCause, RootCauseDetail, RootCauseInputs, RootLabel, SqlRunner 
 
 export const ROOT_LABELS: readonly RootLabel[] = ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'];
 
+/** A unit's clause label under the expert definition (an arm after the first belongs to SETOP). */
+export function unitLabel(kind: string, arm: number): RootLabel {
+  if (kind === 'SETOP' || arm > 0) return 'SETOP';
+  if (kind === 'WITH') return 'FROM';
+  return kind as RootLabel;
+}
+
 /** Most fundamental decision first (what forces or explains the others). */
 export const FUNDAMENTAL_ORDER: readonly RootLabel[] = ['FROM', 'SETOP', 'WHERE', 'GROUP BY', 'HAVING', 'SELECT', 'ORDER BY', 'LIMIT'];
 

@@ -33,6 +33,8 @@ export interface AnnotateOptions {
   sigma?: number;
   /** Directory of <system>.sql files aligned with the questions file. */
   failuresDir?: string;
+  /** Only questions on these databases (cross-validation folds); others yield no records. */
+  onlyDbs?: ReadonlySet<string>;
   selfCheck?: boolean;
   /** Only the first N questions (benchmarks, tests). */
   limit?: number;
@@ -192,6 +194,7 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
   const doQuestion = async (qi: number): Promise<string[]> => {
     const q = questions[qi]!;
     const out: string[] = [];
+    if (o.onlyDbs && !o.onlyDbs.has(q.db_id)) return out;
     const db = dbFor(q.db_id);
     if (!db) {
       s.skipped.noDb++;

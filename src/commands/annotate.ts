@@ -3,16 +3,20 @@
 // caper annotate --self-check --data DIR [--mutants-per-query N] [--seed S]
 // caper annotate ... --shard K/N --out PART.jsonl;  caper annotate --merge PART... --out FILE.jsonl
 import { createWriteStream, existsSync, readdirSync, rmSync, statSync, type WriteStream } from 'node:fs';
+import { join } from 'node:path';
 import { parseStrict, flagNumber, flagString } from './args.js';
 import { annotate, formatSummary, loadQuestionsFile, type AnnotateSummary } from '../annotate/tuples.js';
 import { MUTATION_KINDS } from '../annotate/mutations.js';
 import { mergeParts, metaPath, parseShard, questionsFileSha256, writePartMeta, type Shard } from '../annotate/shards.js';
 
 export const USAGE = `usage: caper annotate --data DIR --out FILE.jsonl [--mutants-per-query N] [--workers N] [--seed S]
-                      [--alpha A] [--sigma S] [--failures PREDICTIONS_DIR] [--limit N]
+                      [--alpha A] [--sigma S] [--failures PREDICTIONS_DIR | --candidates] [--dbs A,B] [--limit N]
        caper annotate --self-check --data DIR [--mutants-per-query N] [--seed S] [--workers N]
        caper annotate ... --shard K/N --out PART.jsonl     questions K, K+N, K+2N, ... (0 <= K < N)
        caper annotate --merge PART.jsonl... --out FILE.jsonl
+  --candidates    DIR is a candidate pool (DIR/predictions/<system>.sql aligned with the questions):
+                  real failures (root cause by rootcause.ts) and real successes become records
+  --dbs A,B       only the questions of these databases (cross-validation folds)
   A shard also writes PART.jsonl.shard.json; --merge checks the parts are shards 0..N-1 of one run
   and interleaves them: the file is byte-identical to the unsharded run's.`;
 
@@ -44,8 +48,8 @@ function bar(done: number, total: number, t0: number, s: AnnotateSummary): strin
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, {
-    values: ['data', 'out', 'mutants-per-query', 'workers', 'seed', 'alpha', 'sigma', 'failures', 'limit', 'timeout-ms', 'shard'],
-    booleans: ['self-check', 'quiet', 'merge'],
+    values: ['data', 'out', 'mutants-per-query', 'workers', 'seed', 'alpha', 'sigma', 'failures', 'limit', 'timeout-ms', 'shard', 'dbs'],
+    booleans: ['self-check', 'quiet', 'merge', 'candidates'],
     // --merge takes its part files as arguments
     positional: argv.includes('--merge') ? Number.POSITIVE_INFINITY : 0,
   });
@@ -74,7 +78,15 @@ export async function run(argv: string[]): Promise<number> {
     console.error(`caper annotate: --data ${data} is not a directory`);
     return 2;
   }
-  const failures = flagString(a, 'failures');
+  // --candidates: the split is a candidate pool (Spider layout with predictions/<system>.sql, like
+  // dev-open): every system's prediction becomes a real-failure or real-success record.
+  const failures = flagString(a, 'failures') ?? (a.flags.has('candidates') ? join(data, 'predictions') : undefined);
+  const dbsFlag = flagString(a, 'dbs');
+  const onlyDbs = dbsFlag ? new Set(dbsFlag.split(',').map((x) => x.trim()).filter(Boolean)) : undefined;
+  if (a.flags.has('dbs') && (!onlyDbs || onlyDbs.size === 0)) {
+    console.error('caper annotate: --dbs needs a comma-separated list of database ids');
+    return 2;
+  }
   if (failures && (!existsSync(failures) || !statSync(failures).isDirectory())) {
     console.error(`caper annotate: --failures ${failures} is not a directory`);
     return 2;
@@ -91,6 +103,7 @@ export async function run(argv: string[]): Promise<number> {
       sigma: flagNumber(a, 'sigma', 1),
       timeoutMs: flagNumber(a, 'timeout-ms', 3000),
       failuresDir: failures,
+      onlyDbs,
       selfCheck,
       limit,
       shard,

@@ -78,6 +78,7 @@ async function runLabels(a: ParsedArgs): Promise<number> {
   const rankings = await rankingsFor(items, source, {
     data, systems: resolvePool(data, flagString(a, 'pool', 'pool8')!), modelDir: flagString(a, 'model', 'models/default'),
     device: flagString(a, 'device', 'auto'), blame, timeoutMs: flagNumber(a, 'timeout-ms', 5000),
+    ...(a.flags.has('beta') ? { beta: flagNumber(a, 'beta', 0) } : {}),
     onProgress: (d, t) => { if (process.stderr.isTTY || d === t || d % 100 === 0) process.stderr.write(`\rlocalize labels: ${d}/${t}`); },
   });
   process.stderr.write('\n');

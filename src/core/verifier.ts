@@ -19,10 +19,11 @@ import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { extractSql, executionBlame, type Extracted } from './candidates.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
-import { rootCause, consensusRootCause, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
+import { rootCause, consensusRootCause, unitLabel, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
+import { fusedOrderFor } from '../scoring/blame.js';
 
 export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../annotate/rootcause.js';
-import { splitSql } from '../clauses/index.js';
+import { splitSql, topUnits } from '../clauses/index.js';
 import { SchemaIndex } from '../annotate/scope.js';
 import { VerifierError } from './errors.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -210,6 +211,9 @@ export interface LocalizeResult {
   };
   /** Present when candidates were given. */
   consensus?: ConsensusOutcome;
+  /** 'fused' when blame combines the model's clause verdicts with the consensus root cause
+   * (src/scoring/blame.ts), 'execution' when the query's own error names the clause, else 'model'. */
+  blameSource: 'model' | 'fused' | 'execution';
   timing: Timing;
   usage: ScoreUsage;
 }
@@ -553,6 +557,7 @@ export class Verifier {
       const candidate = verified(scored.candidates[0]!, found, predResult);
       const out: LocalizeResult = {
         candidate,
+        blameSource: candidate.blameFromExecution ? 'execution' : 'model',
         warnings: contextWarnings(req),
         ...(predResult ? { execution: outcome(predResult) } : {}),
         model: this.modelName,
@@ -579,6 +584,17 @@ export class Verifier {
         }
         out.timing.execution_ms += candExec ? candExec.ms : 0;
         out.timing.execution_ms += performance.now() - t1;
+        // An execution error that names a clause outranks any vote; otherwise the consensus and
+        // the model's verdicts are fused (beta in caper.json, fitted by grouped cross-validation).
+        const rc = out.consensus?.rootCause;
+        const split = scored.candidates[0]!.split;
+        const tu = split ? topUnits(split) : [];
+        if (rc && !candidate.blameFromExecution && !candidate.error && tu.length === candidate.units.length && tu.length > 0) {
+          const labels = tu.map((u) => unitLabel(u.kind, u.arm));
+          const order = fusedOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, rc.ranking ?? [rc.clause]);
+          out.candidate = { ...candidate, blame: order };
+          out.blameSource = 'fused';
+        }
       }
       if (exec && withGold) {
         const t1 = performance.now();

@@ -4,21 +4,22 @@
 //  - gold:      rootCause(sql, gold) (src/annotate/rootcause.ts), the annotation's definition;
 //  - consensus: consensusRootCause(sql, the other pool candidates of the same question), no gold;
 //  - prm:       the Clause-PRM's blame order (no gold, no execution);
-//  - consensus+prm: consensus where it answers, else the Clause-PRM (what a caller without gold
-//    gets from /localize with candidates: consensus_root_cause, else the model's blame).
+//  - consensus+prm: consensus where it answers, else the Clause-PRM;
+//  - fused: the Clause-PRM's clause verdicts plus the consensus ranking (scoring/blame.ts
+//    fusedBlameOrder, weight from the model's caper.json): what /localize with candidates returns.
 // Each source yields a ranking of clause labels; Top-1 / MRR compare it with the expert label, a
 // source with no answer (null) counts as a miss. The confusion table has expert labels as rows.
 import { readFileSync } from 'node:fs';
 import { splitSql, topUnits } from '../clauses/index.js';
 import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
 import { SqlExecutor } from '../execution/executor.js';
-import { rootCause, consensusRootCause, FUNDAMENTAL_ORDER, ROOT_LABELS, type RootLabel } from '../annotate/rootcause.js';
+import { rootCause, consensusRootCause, unitLabel, FUNDAMENTAL_ORDER, ROOT_LABELS, type RootLabel } from '../annotate/rootcause.js';
 import { loadModel } from '../scoring/onnx.js';
 import { Scorer } from '../scoring/scorer.js';
-import { blameOrder, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
+import { blameOrder, fusedBlameOrder, fusedOrderFor, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
 import { dbPath, loadPredictions, loadQuestions } from './spider.js';
 
-export const LABEL_SOURCES = ['prm', 'gold', 'consensus', 'consensus+prm'] as const;
+export const LABEL_SOURCES = ['prm', 'gold', 'consensus', 'consensus+prm', 'fused'] as const;
 export type LabelSource = (typeof LABEL_SOURCES)[number];
 
 export interface LabelItem {
@@ -53,12 +54,7 @@ export function loadLabels(file: string): LabelItem[] {
   return out;
 }
 
-/** A unit's clause label under the expert definition (an arm after the first belongs to SETOP). */
-function unitLabel(kind: string, arm: number): RootLabel {
-  if (kind === 'SETOP' || arm > 0) return 'SETOP';
-  if (kind === 'WITH') return 'FROM';
-  return kind as RootLabel;
-}
+export { unitLabel } from '../annotate/rootcause.js';
 
 /** Unit indexes (most suspect first) -> clause labels, each once, the rest appended. */
 export function labelsOfUnits(sql: string, order: number[]): RootLabel[] {
@@ -117,7 +113,7 @@ export function confusionTable(r: LabelReport): string {
 
 export async function rankingsFor(items: LabelItem[], source: LabelSource, opts: {
   data: string; systems: string[]; modelDir?: string; device?: string; blame?: BlameStrategy; timeoutMs?: number;
-  onProgress?: (done: number, total: number) => void;
+  onProgress?: (done: number, total: number) => void; beta?: number;
 }): Promise<(RootLabel[] | null)[]> {
   if (source === 'consensus+prm') {
     const c = await rankingsFor(items, 'consensus', opts);
@@ -125,6 +121,19 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
     const p = need.length ? await rankingsFor(need, 'prm', { ...opts, onProgress: undefined }) : [];
     let k = 0;
     return c.map((r) => r ?? p[k++] ?? null);
+  }
+  if (source === 'fused') {
+    const c = await rankingsFor(items, 'consensus', opts);
+    const raw = await prmRaw(items, opts);
+    return items.map((it, i) => {
+      const r = raw.scores[i];
+      if (!r) return c[i] ?? null;
+      const tu = topUnits(splitSql(it.sql, { tree: false }));
+      const labels = tu.map((u) => unitLabel(u.kind, u.arm));
+      const order = opts.beta !== undefined ? fusedBlameOrder(r.raw, labels, c[i] ?? null, opts.beta)
+        : fusedOrderFor(raw.manifest, r.raw, r.base, labels, c[i] ?? null);
+      return labelsOfUnits(it.sql, order);
+    });
   }
   const out: (RootLabel[] | null)[] = [];
   if (source === 'prm') {
@@ -170,4 +179,23 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
     await exec.close();
   }
   return out;
+}
+
+/** The model's raw outputs at each unit of each item and its <sql> score (null when it cannot score the item). */
+async function prmRaw(items: LabelItem[], opts: { data: string; modelDir?: string; device?: string }): Promise<{ scores: ({ raw: number[]; base: number } | null)[]; manifest: { [k: string]: unknown } }> {
+  const model = await loadModel(opts.modelDir ?? 'models/default', { device: (opts.device ?? 'auto') as 'auto' });
+  try {
+    const scorer = new Scorer(model, null);
+    const schemas = new Map<string, string>();
+    const scores: ({ raw: number[]; base: number } | null)[] = [];
+    for (const it of items) {
+      let schema = schemas.get(it.db_id);
+      if (schema === undefined) schemas.set(it.db_id, (schema = schemaText(schemaFromSqlite(dbPath(opts.data, it.db_id)))));
+      const c = (await scorer.score(it.question, schema, [it.sql])).candidates[0]!;
+      scores.push(c.error ? null : { raw: c.units.map((u) => u.raw), base: c.base });
+    }
+    return { scores, manifest: model.manifest };
+  } finally {
+    await model.close();
+  }
 }

@@ -91,6 +91,10 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
               units: { type: 'array', items: unitOut },
               base_score: { type: ['number', 'null'], description: 'score at the <sql> token, before any clause' },
               blame: { type: 'array', items: blameItem, description: 'most suspect clause first' },
+              blame_source: {
+                type: 'string', enum: ['model', 'fused', 'execution'],
+                description: "model: the Clause-PRM's verdicts; fused: combined with the consensus root cause of the candidates; execution: the query's own error names the clause",
+              },
               gold_match: { type: 'boolean', description: 'with gold: whether sql returns the gold result' },
               root_cause: S.rootCauseOut,
               root_cause_error: { type: 'string' },
@@ -123,7 +127,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         const source = i === 0 && c.blameFromExecution ? { source: 'execution', reason: c.blameFromExecution } : { source: 'model' };
         return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), drop: num(before - u.score), ...source };
       });
-      const out: Record<string, unknown> = { sql: b.sql, parsed: c.parsed, units, base_score: num(c.base), blame, model: r.model };
+      const out: Record<string, unknown> = { sql: b.sql, parsed: c.parsed, units, base_score: num(c.base), blame, blame_source: r.blameSource, model: r.model };
       const w = warningOf(c);
       if (w) out.warning = w;
       if (r.warnings.length) out.warnings = r.warnings;

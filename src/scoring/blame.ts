@@ -37,3 +37,107 @@ export function blameOrder(scores: number[], base: number, strategy: BlameStrate
 }
 
 export const sigmoid = (x: number): number => 1 / (1 + Math.exp(-x));
+
+/**
+ * Fused blame (issue 12): the model's clause verdicts combined with the consensus root cause of the
+ * other candidates (rootcause.ts consensusRootCause: the clause the differing candidates' results
+ * point at, no gold). Per unit, suspicion = -raw standardized over the candidate's units (the "min"
+ * readout, scale-free) plus beta times the reciprocal rank of the unit's clause label in the
+ * consensus ranking. beta comes from the model's caper.json (`blame.fused_beta`, fitted by
+ * cross-validation grouped by database on dev-open's expert labels, caper_train.readout) or
+ * FUSED_BETA. Without a consensus ranking the order is the model's alone.
+ *
+ * @param raw    model outputs at the units' markers
+ * @param labels each unit's clause label under the expert definition (unitLabel in rootcause.ts)
+ * @returns unit indexes, most suspect first; ties keep written order
+ */
+export function fusedBlameOrder(raw: number[], labels: string[], consensus: readonly string[] | null, beta: number = FUSED_BETA): number[] {
+  const n = raw.length;
+  const mean = raw.reduce((a, b) => a + b, 0) / Math.max(1, n);
+  const sd = Math.sqrt(raw.reduce((a, b) => a + (b - mean) ** 2, 0) / Math.max(1, n));
+  const rr = (l: string): number => {
+    const k = consensus ? consensus.indexOf(l) : -1;
+    return k >= 0 ? 1 / (k + 1) : 0;
+  };
+  return order(raw.map((r, i) => (Number.isFinite(r) ? -r / (sd + 1e-6) : 0) + beta * rr(labels[i]!)));
+}
+
+/** Default weight of the consensus in fusedBlameOrder when the model does not name one. */
+export const FUSED_BETA = 6;
+
+/** The fused-blame weight a model directory names (caper.json `blame.fused_beta`), else FUSED_BETA. */
+export function fusedBetaOf(manifest: { [k: string]: unknown }): number {
+  const b = (manifest['blame'] as { fused_beta?: unknown } | undefined)?.fused_beta;
+  return typeof b === 'number' && Number.isFinite(b) && b >= 0 ? b : FUSED_BETA;
+}
+
+/** Clause labels in the order of the one-hot features of a fitted blame combiner (caper_train.readout LABELS). */
+export const BLAME_LABELS = ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'] as const;
+
+/** A linear blame combiner fitted by caper_train.readout (caper.json `blame.fused_linear`). */
+export interface LinearBlame {
+  features: string[];
+  weights: number[];
+}
+
+/**
+ * Per-unit features of caper_train.readout (same names, same definitions):
+ *   z      -raw standardized over the candidate's units (higher = more suspect)
+ *   rr     reciprocal rank of the unit's label in the consensus ranking (0 if absent or no consensus)
+ *   top    1 if the unit's label is the consensus's first
+ *   has_z  z if there is a consensus ranking, else 0
+ *   raw, drop (raw minus the previous unit's raw, the first unit's minus the <sql> output),
+ *   first, last, pos (index / (n - 1)), is:LABEL one-hot, raw*LABEL.
+ */
+export function blameFeatures(raw: number[], baseRaw: number, labels: string[], consensus: readonly string[] | null): Map<string, number>[] {
+  const n = raw.length;
+  const mean = raw.reduce((a, b) => a + b, 0) / Math.max(1, n);
+  const sd = Math.sqrt(raw.reduce((a, b) => a + (b - mean) ** 2, 0) / Math.max(1, n));
+  const c = consensus ?? [];
+  return raw.map((r, i) => {
+    const f = new Map<string, number>();
+    const z = -(r - mean) / (sd + 1e-6);
+    const k = c.indexOf(labels[i]!);
+    f.set('z', z);
+    f.set('rr', k >= 0 ? 1 / (k + 1) : 0);
+    f.set('top', c.length > 0 && c[0] === labels[i] ? 1 : 0);
+    f.set('has_z', c.length > 0 ? z : 0);
+    f.set('raw', r);
+    f.set('drop', r - (i === 0 ? baseRaw : raw[i - 1]!));
+    f.set('first', i === 0 ? 1 : 0);
+    f.set('last', i === n - 1 ? 1 : 0);
+    f.set('pos', i / Math.max(1, n - 1));
+    for (const l of BLAME_LABELS) {
+      f.set(`is:${l}`, labels[i] === l ? 1 : 0);
+      f.set(`raw*${l}`, labels[i] === l ? r : 0);
+    }
+    return f;
+  });
+}
+
+/** Unit indexes, most suspect first, by a fitted linear combiner; null when it names an unknown feature. */
+export function linearBlameOrder(lin: LinearBlame, raw: number[], baseRaw: number, labels: string[], consensus: readonly string[] | null): number[] | null {
+  const feats = blameFeatures(raw, baseRaw, labels, consensus);
+  if (lin.features.length !== lin.weights.length || lin.features.some((f) => !feats[0]?.has(f))) return null;
+  return order(feats.map((f) => lin.features.reduce((s, name, j) => s + lin.weights[j]! * f.get(name)!, 0)));
+}
+
+/** The fitted combiner a model directory names (caper.json `blame.fused_linear`), if valid. */
+export function linearBlameOf(manifest: { [k: string]: unknown }): LinearBlame | null {
+  const b = (manifest['blame'] as { fused_linear?: unknown } | undefined)?.fused_linear as Partial<LinearBlame> | undefined;
+  if (!b || !Array.isArray(b.features) || !Array.isArray(b.weights)) return null;
+  if (!b.weights.every((x) => typeof x === 'number' && Number.isFinite(x)) || !b.features.every((x) => typeof x === 'string')) return null;
+  return { features: b.features, weights: b.weights };
+}
+
+const logit = (p: number): number => Math.log(Math.max(1e-7, p) / Math.max(1e-7, 1 - p));
+
+/**
+ * The blame order with other candidates: the model's fitted combiner when its caper.json has one
+ * (blame.fused_linear), else fusedBlameOrder with its beta. base is the sigmoid score at <sql>.
+ */
+export function fusedOrderFor(manifest: { [k: string]: unknown }, raw: number[], base: number, labels: string[], consensus: readonly string[] | null): number[] {
+  const lin = linearBlameOf(manifest);
+  const o = lin ? linearBlameOrder(lin, raw, logit(base), labels, consensus) : null;
+  return o ?? fusedBlameOrder(raw, labels, consensus, fusedBetaOf(manifest));
+}

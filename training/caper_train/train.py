@@ -381,6 +381,8 @@ def parse_args(argv=None):
     ap.add_argument("--out", required=True, help="model directory to write (models/NAME)")
     ap.add_argument("--preset", default="default", choices=sorted(PRESETS))
     ap.add_argument("--base", help="local Hugging Face checkpoint directory to fine-tune instead of a preset")
+    ap.add_argument("--init", help="continue training a CAPER model: a checkpoint directory (RewardModel.save) or a "
+                    "shipped model directory (model.onnx, weights recovered by from_onnx.py); its tokenizer is kept")
     ap.add_argument("--steps", type=int, help="optimizer steps (overrides --epochs)")
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--max-minutes", type=float, help="stop training after this wall time")
@@ -413,6 +415,8 @@ def parse_args(argv=None):
 def load_tokenizer(a, records, preset) -> CaperTokenizer:
     if a.tokenizer:
         return CaperTokenizer.load(a.tokenizer)
+    if a.init:
+        return CaperTokenizer.load(str(Path(a.init) / "tokenizer.json"))
     if a.base and (Path(a.base) / "tokenizer.json").exists():
         from tokenizers import AddedToken, Tokenizer
         t = Tokenizer.from_file(str(Path(a.base) / "tokenizer.json"))
@@ -560,10 +564,31 @@ def load_data(s: Setup) -> Data | None:
     return Data(records, tok, ds, train, val, items, sha)
 
 
+def load_init(path: str, attn: str = "sdpa") -> RewardModel:
+    """A CAPER model to continue training: a torch checkpoint, else a shipped model directory."""
+    p = Path(path)
+    if (p / "reward_model.json").exists():
+        model = RewardModel.load(p)
+    elif (p / "model.onnx").exists():
+        from .from_onnx import check_parity, recover
+        model, _ = recover(p)
+        check_parity(model, p)
+    else:
+        raise SystemExit(f"--init {path}: neither a checkpoint (reward_model.json) nor a model directory (model.onnx)")
+    use_attention(model, attn)
+    return model
+
+
 def build_model(s: Setup, tok: CaperTokenizer) -> tuple[RewardModel, float]:
     """The model on its device, and the peak learning rate. Sets a.batch_size when not given."""
     a = s.a
-    if a.base:
+    if a.init:
+        model = load_init(a.init, attn=a.attn)
+        if model.backbone.config.vocab_size != tok.vocab_size:
+            raise SystemExit(f"--init {a.init}: vocabulary {model.backbone.config.vocab_size} != tokenizer {tok.vocab_size}")
+        lr = a.lr or s.preset["lr"] * 0.25
+        a.batch_size = a.batch_size or s.preset["batch_size"]
+    elif a.base:
         dtype = torch.bfloat16 if s.cuda else torch.float32
         model = build_from_base(a.base, dtype, a.seed, attn=a.attn)
         emb = model.backbone.get_input_embeddings()
@@ -593,7 +618,7 @@ def build_model(s: Setup, tok: CaperTokenizer) -> tuple[RewardModel, float]:
         lr = a.lr or s.preset["lr"]
         a.batch_size = a.batch_size or s.preset["batch_size"]
     model.to(s.device).train()
-    log(f"model: {'base ' + a.base if a.base else 'preset ' + a.preset}, {model.parameter_count():,} parameters, "
+    log(f"model: {'init ' + a.init if a.init else 'base ' + a.base if a.base else 'preset ' + a.preset}, {model.parameter_count():,} parameters, "
         f"device {s.device}" + (f", {s.dist.world} processes ({s.dist.backend})" if s.dist.world > 1 else ""))
     return model, lr
 
@@ -773,7 +798,7 @@ def write_manifest(s: Setup, model: RewardModel, data: Data, sch: Schedule, run:
         "metrics": metrics,
         "files": {"model": "model.onnx", "model_int8": "model.int8.onnx", "tokenizer": "tokenizer.json"},
         "training": {
-            "preset": None if a.base else a.preset, "base": a.base, "seed": a.seed, "steps": run.steps,
+            "preset": None if a.base else a.preset, "base": a.base, "init": a.init, "seed": a.seed, "steps": run.steps,
             "epochs": round(run.steps / sch.steps_per_epoch, 3), "batch_size": a.batch_size, "lr": sch.lr, "loss": a.loss,
             "pref_form": a.pref_form, "reg_weight": a.reg_weight if a.loss == "pref+reg" else None,
             "train_pairs": len(data.train.pairs), "train_trajectories": len(data.train.trajs),
@@ -854,7 +879,7 @@ Clause-level process reward model for Text-to-SQL candidates. A {cfg.model_type}
 ({getattr(cfg, 'num_hidden_layers', '?')} layers, hidden {getattr(cfg, 'hidden_size', '?')},
 {getattr(cfg, 'num_attention_heads', '?')} heads / {getattr(cfg, 'num_key_value_heads', '?')} KV heads,
 vocabulary {getattr(cfg, 'vocab_size', '?')}) with a linear reward head on every token:
-{m['parameters']:,} parameters. {'Fine-tuned from ' + str(tr['base']) if tr['base'] else 'Trained from scratch, preset ' + str(tr['preset'])}.
+{m['parameters']:,} parameters. {'Fine-tuned from ' + str(tr['base']) if tr['base'] else ('Continued from ' + str(tr['init']) + ', preset ' + str(tr['preset'])) if tr.get('init') else 'Trained from scratch, preset ' + str(tr['preset'])}.
 
 ## Input
 Prompt template `{m['template']}` (docs/FORMATS.md): `<s> schema <q> question <sql> unit_1 <clause> unit_2 <clause> ...`,
