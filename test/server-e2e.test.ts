@@ -304,7 +304,7 @@ test('/localize with candidates: consensus root cause from the other candidates,
   const same = await srv.post('/localize', { question: 'Names of singers older than 40', sql, db_id: 'shop', candidates: [sql] });
   assert.equal(same.status, 200);
   assert.equal(same.body.consensus_root_cause, null);
-  assert.match(same.body.consensus_error, /same result/);
+  assert.match(same.body.consensus_root_cause_reason, /same result/);
   const plain = await srv.post('/localize', { question: 'Names of singers older than 40', sql });
   assert.equal(plain.body.blame_source, 'model');
   assert.deepEqual(same.body.blame.map((b: { unit: number }) => b.unit), plain.body.blame.map((b: { unit: number }) => b.unit));
