@@ -1,7 +1,7 @@
 // Shared-prefix scoring: a request's candidates packed into one prefix-tree row give the same
 // scores (1e-4) as one sequence per candidate, on the real models/tiny (prefix-tree-v1 export),
 // through the batcher with other requests, and over HTTP; models exported before packing
-// (models/default) keep the unshared path.
+// (test/fixtures/tiny-legacy: models/tiny as exported before packing) keep the unshared path.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -141,8 +141,8 @@ test('packed rows of concurrent requests batch together and score as alone', asy
   b.close();
 });
 
-test('a model exported before packing (models/default) loads and scores on the unshared path', async () => {
-  const legacy = await loadModel(join(REPO, 'models', 'default'), { device: 'cpu' });
+test('a model exported before packing (test/fixtures/tiny-legacy) loads and scores on the unshared path', async () => {
+  const legacy = await loadModel(join(REPO, 'test', 'fixtures', 'tiny-legacy'), { device: 'cpu' });
   try {
     assert.equal(legacy.packing, false);
     const s = new Scorer(legacy, null); // sharing requested by default, not available
