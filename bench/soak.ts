@@ -93,9 +93,12 @@ async function closedLoop(
   return i;
 }
 
-export async function soak(opts: { seconds: number; concurrency: number; modelDir: string; data: string; maxQueueTokens: number; warmup: boolean }): Promise<SoakReport> {
+export async function soak(opts: { seconds: number; concurrency: number; modelDir: string; data: string; maxQueueTokens: number; warmup: boolean; execCacheMb?: number }): Promise<SoakReport> {
   const b = bodies(opts.data);
   const args = ['--model', opts.modelDir, '--db-dir', join(opts.data, 'database'), '--device', 'cpu', '--threads', '1', '--max-queue-tokens', String(opts.maxQueueTokens)];
+  // The execution cache fills with use up to its bound (256 MiB by default): a soak shorter than
+  // that takes to fill reads the filling as growth; --exec-cache-mb 0 isolates everything else.
+  if (opts.execCacheMb !== undefined) args.push('--exec-cache-mb', String(opts.execCacheMb));
   const srv = await startServer(args);
   const pid = srv.child.pid!;
   try {
@@ -146,7 +149,7 @@ export async function soak(opts: { seconds: number; concurrency: number; modelDi
     const p99 = percentile(all, 99);
     const growthPct = ((lastMiB - firstMiB) / firstMiB) * 100;
     return {
-      command: `node dist/bench/soak.js --duration ${opts.seconds} --concurrency ${opts.concurrency} --max-queue-tokens ${opts.maxQueueTokens} --warmup ${opts.warmup ? 1 : 0}`,
+      command: `node dist/bench/soak.js --duration ${opts.seconds} --concurrency ${opts.concurrency} --max-queue-tokens ${opts.maxQueueTokens} --warmup ${opts.warmup ? 1 : 0}${opts.execCacheMb !== undefined ? ` --exec-cache-mb ${opts.execCacheMb}` : ''}`,
       model: opts.modelDir.replace(REPO + '/', ''),
       seconds: elapsed,
       concurrency: opts.concurrency,
@@ -185,6 +188,7 @@ async function main(): Promise<void> {
     // (65,536 tokens on CPU) would answer some of them 429 by design.
     maxQueueTokens: flagNumber(a, 'max-queue-tokens', 262_144),
     warmup: flagNumber(a, 'warmup', 1) !== 0,
+    ...(a.flags.has('exec-cache-mb') ? { execCacheMb: flagNumber(a, 'exec-cache-mb', 256) } : {}),
   });
   console.log(`soak: ${rep.requests} requests in ${rep.seconds.toFixed(1)} s (${rep.rps.toFixed(1)}/s) at concurrency ${rep.concurrency}, errors ${rep.errors} ${JSON.stringify(rep.errorStatus)}`);
   console.log(`latency p50 ${rep.p50.toFixed(0)} ms, p99 ${rep.p99.toFixed(0)} ms (p99/p50 ${rep.p99OverP50.toFixed(2)}); RSS first 10 s ${rep.rss.firstMiB.toFixed(1)} MiB, last 10 s ${rep.rss.lastMiB.toFixed(1)} MiB (${rep.rss.growthPct >= 0 ? '+' : ''}${rep.rss.growthPct.toFixed(1)}%)`);

@@ -49,6 +49,8 @@ export interface ServerOptions {
   maxQueueTokens?: number;
   /** Per-query execution timeout. */
   execTimeoutMs?: number;
+  /** Execution result cache bound in MiB (default 256; 0 disables it). */
+  execCacheMb?: number;
   execWorkers?: number;
   /** Queries waiting for an executor worker beyond which requests get 429. */
   maxExecQueue?: number;
@@ -80,7 +82,7 @@ function settingsOf(opts: ServerOptions, basePath: string): Record<string, strin
     'no-prefix-sharing': opts.prefixSharing === false, 'max-batch-tokens': opts.maxBatchTokens,
     'max-wait-ms': opts.maxWaitMs, 'max-batch-size': opts.maxBatchSize, 'max-queue-tokens': opts.maxQueueTokens,
     'max-candidates': opts.maxCandidates, 'body-limit': opts.bodyLimit, 'exec-timeout-ms': opts.execTimeoutMs,
-    'exec-workers': opts.execWorkers, 'exec-queue': opts.maxExecQueue, 'request-timeout-ms': opts.requestTimeoutMs,
+    'exec-workers': opts.execWorkers, 'exec-cache-mb': opts.execCacheMb, 'exec-queue': opts.maxExecQueue, 'request-timeout-ms': opts.requestTimeoutMs,
     'cors-origins': opts.corsOrigins, 'api-key': opts.apiKey !== undefined ? 'set' : undefined, quiet: opts.logger === false,
   };
   const out: Record<string, string | number | boolean | null> = {};
@@ -125,6 +127,7 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
     ...(opts.maxQueueTokens !== undefined ? { maxQueueTokens: opts.maxQueueTokens } : {}),
     ...(opts.execTimeoutMs !== undefined ? { execTimeoutMs: opts.execTimeoutMs } : {}),
     ...(opts.execWorkers !== undefined ? { execWorkers: opts.execWorkers } : {}),
+    ...(opts.execCacheMb !== undefined ? { execCacheMb: opts.execCacheMb } : {}),
     ...(opts.maxExecQueue !== undefined ? { maxExecQueue: opts.maxExecQueue } : {}),
     ...(opts.requestTimeoutMs !== undefined ? { requestTimeoutMs: opts.requestTimeoutMs } : {}),
   });

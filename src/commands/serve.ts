@@ -55,6 +55,7 @@ export async function run(argv: string[]): Promise<number> {
     ...opt<number>('body-limit', (x) => ({ bodyLimit: x })),
     ...opt<number>('exec-timeout-ms', (x) => ({ execTimeoutMs: x })),
     ...opt<number>('exec-workers', (x) => ({ execWorkers: x })),
+    ...opt<number>('exec-cache-mb', (x) => ({ execCacheMb: x })),
     ...opt<number>('exec-queue', (x) => ({ maxExecQueue: x })),
     ...opt<number>('request-timeout-ms', (x) => ({ requestTimeoutMs: x })),
     ...opt<string>('cors-origins', (x) => ({ corsOrigins: x })),

@@ -57,6 +57,7 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   { flag: 'body-limit', type: 'int', arg: 'BYTES', min: 1024, default: 2 * 1024 * 1024, help: 'request body limit in bytes; more is 413 payload_too_large' },
   { flag: 'exec-timeout-ms', type: 'int', min: 1, default: DEFAULT_EXEC_TIMEOUT_MS, help: "per-query execution timeout (Spider's 5 s)" },
   { flag: 'exec-workers', type: 'int', min: 1, default: DEFAULT_EXEC_WORKERS, help: 'SQL executor processes; one request holds at most exec-workers - 1 of them (at least 1)' },
+  { flag: 'exec-cache-mb', type: 'int', min: 0, default: 256, help: 'execution result cache (LRU, approximate MiB; timeouts cached too); 0 disables it. It fills with use, so RSS grows up to this bound' },
   { flag: 'exec-queue', type: 'int', min: 1, default: MAX_EXEC_QUEUE, help: 'queries waiting for an executor worker beyond which requests get 429 queue_full' },
   { flag: 'request-timeout-ms', type: 'int', min: 1, default: DEFAULT_REQUEST_TIMEOUT_MS, help: 'per-request deadline: executions still running shortly before it are skipped (execution error "skipped (deadline)"), the candidates still scored' },
   { flag: 'cors-origins', type: 'string', arg: 'ORIGINS', defaultText: 'none (no CORS headers)', help: 'comma-separated origins allowed by CORS, or * for any' },

@@ -120,6 +120,8 @@ export interface VerifierOptions {
   maxBatchSize?: number;
   maxQueueTokens?: number;
   execTimeoutMs?: number;
+  /** Execution result cache bound in MiB (default 256; 0 disables it). */
+  execCacheMb?: number;
   execWorkers?: number;
   /** Queries waiting for an executor worker beyond which executing requests get queue_full. */
   maxExecQueue?: number;
@@ -353,6 +355,9 @@ export class Verifier {
             maxResultBytes: SERVICE_MAX_RESULT_BYTES,
             // A query that ran out of time once would hold a worker for the whole limit again.
             cacheTimeouts: true,
+            ...(opts.execCacheMb !== undefined
+              ? { cacheBytes: opts.execCacheMb * 1024 * 1024, ...(opts.execCacheMb === 0 ? { cacheEntries: 0 } : {}) }
+              : {}),
           })
         : null;
   }
