@@ -341,7 +341,8 @@ def load_from_onnx(model_dir: str | Path) -> RewardModel:
     if not preset:
         raise ValueError(f"{d}/caper.json names no preset: only preset models can be rebuilt from ONNX")
     g = onnx.load(str(d / man["files"]["model"])).graph
-    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    # A packed (prefix-tree) export wraps the model, so its named initializers carry a 'model.' prefix.
+    inits = {(t.name[len('model.'):] if t.name.startswith('model.') else t.name): numpy_helper.to_array(t) for t in g.initializer}
     model = build_from_preset(preset, int(man["vocab_size"]), seed=0)
     sd = model.state_dict()
     loaded = set()

@@ -88,8 +88,11 @@ def test_the_validator_rejects_a_broken_manifest():
 
 
 def serve_flags() -> set[str]:
+    """Every `caper serve` flag: the options table (src/core/options.ts) that --help, the CAPER_*
+    variables and /info are generated from, plus what serve.ts itself parses."""
+    table = (REPO / "src" / "core" / "options.ts").read_text()
     usage = (REPO / "src" / "commands" / "serve.ts").read_text()
-    return set(re.findall(r"\[?(--[a-z][a-z-]+)", usage))
+    return {"--" + f for f in re.findall(r"\{ flag: '([a-z][a-z-]+)'", table)} | set(re.findall(r"\[?(--[a-z][a-z-]+)", usage))
 
 
 @pytest.mark.parametrize("name", ["cpu", "gpu"])
