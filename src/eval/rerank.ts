@@ -10,7 +10,7 @@
 // Computing facts (executions + PRM scores) is the slow part; `caper eval rerank --facts FILE`
 // (src/commands/eval-rerank.ts) caches them so that comparing strategies or --lambda values does
 // not recompute anything.
-import { loadQuestions, loadPredictions, dbPath } from './spider.js';
+import { runPool } from './pool-run.js';
 import { rerank, POOL_STRATEGIES, candidateScore, type PoolStrategy as Strategy, type CandidateScoreMode } from '../scoring/rerank.js';
 
 
@@ -66,63 +66,17 @@ export function summarize(facts: Facts, opts: { lambda?: number; score?: Candida
 }
 
 export async function computeFacts(dataDir: string, systems: string[], modelDir: string, device: 'auto' | 'cuda' | 'cpu', limit: number, timeoutMs: number): Promise<Facts> {
-  const { loadModel } = await import('../scoring/onnx.js');
-  const { Scorer } = await import('../scoring/scorer.js');
-  const { SqlExecutor } = await import('../execution/executor.js');
   const { groupKey, matchesGold } = await import('../execution/equivalence.js');
-  const { schemaFromSqlite, schemaText } = await import('../clauses/schema.js');
-  let questions = loadQuestions(dataDir);
-  const preds = loadPredictions(dataDir, systems, questions.length);
-  if (limit > 0) questions = questions.slice(0, limit);
-  const model = await loadModel(modelDir, { device });
-  console.error(`eval rerank: model ${model.manifest.name} on ${model.provider}; ${questions.length} questions x ${systems.length} systems`);
-  const scorer = new Scorer(model, null);
-  const exec = new SqlExecutor({ timeoutMs });
-  const schemas = new Map<string, string>();
-  const out: QuestionFacts[] = new Array(questions.length);
-  const t0 = performance.now();
-  try {
-    // Executions run in the executor's worker processes while this thread runs the model, so
-    // a window of questions is kept in flight.
-    const window = 16;
-    let next = 0;
-    let done = 0;
-    const one = async (qi: number) => {
-      const q = questions[qi]!;
-      const db = dbPath(dataDir, q.db_id);
-      const sqls = systems.map((s) => preds.get(s)![qi]!);
-      let schema = schemas.get(q.db_id);
-      if (schema === undefined) {
-        try {
-          schema = schemaText(schemaFromSqlite(db));
-        } catch {
-          schema = '';
-        }
-        schemas.set(q.db_id, schema);
-      }
-      const [gold, results, scored] = await Promise.all([
-        exec.run(db, q.query),
-        Promise.all(sqls.map((s) => exec.run(db, s))),
-        scorer.score(q.question, schema, sqls),
-      ]);
-      const correct = matchesGold(gold, q.query);
-      out[qi] = {
-        db_id: q.db_id,
-        keys: results.map(groupKey),
-        correct: results.map(correct),
-        clauseScores: scored.candidates.map((c) => c.units.map((u) => u.score)),
-      };
-      done++;
-      if (done % 50 === 0) console.error(`  ${done}/${questions.length} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
+  const out: QuestionFacts[] = [];
+  const run = await runPool({ dataDir, systems, modelDir, device, limit, timeoutMs, label: 'eval rerank' }, ({ qi, q, results, gold, scored }) => {
+    const correct = matchesGold(gold, q.query);
+    out[qi] = {
+      db_id: q.db_id,
+      keys: results.map(groupKey),
+      correct: results.map(correct),
+      clauseScores: scored.map((c) => c.units.map((u) => u.score)),
     };
-    const workers = Array.from({ length: Math.min(window, questions.length) }, async () => {
-      while (next < questions.length) await one(next++);
-    });
-    await Promise.all(workers);
-  } finally {
-    await exec.close();
-    await model.close();
-  }
-  return { data: dataDir, systems, model: model.manifest.name, questions: out };
+  });
+  return { data: dataDir, systems, model: run.model, questions: out };
 }
 

@@ -8,7 +8,8 @@
 // (hashed keys and a row sketch), as the service keeps them.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { loadQuestions, loadPredictions, dbPath } from './spider.js';
+import { loadQuestions, dbPath } from './spider.js';
+import { runPool } from './pool-run.js';
 import { execShape, type SelectorCandidate } from '../scoring/selector.js';
 import type { ExecResult } from '../execution/executor.js';
 
@@ -32,83 +33,45 @@ export interface SelectorFacts {
 export const FACTS_VERSION = 2;
 
 export async function computeSelectorFacts(dataDir: string, systems: string[], modelDir: string, opts: { limit?: number; timeoutMs?: number; device?: 'auto' | 'cuda' | 'cpu' } = {}): Promise<SelectorFacts> {
-  const { loadModel } = await import('../scoring/onnx.js');
-  const { Scorer } = await import('../scoring/scorer.js');
   const { SqlExecutor } = await import('../execution/executor.js');
   const { matchesGold } = await import('../execution/equivalence.js');
-  const { schemaFromSqlite, schemaText } = await import('../clauses/schema.js');
-  let questions = loadQuestions(dataDir);
-  const preds = loadPredictions(dataDir, systems, questions.length);
-  if (opts.limit && opts.limit > 0) questions = questions.slice(0, opts.limit);
-  const model = await loadModel(modelDir, { device: opts.device ?? 'auto' });
-  console.error(`selector facts: model ${model.manifest.name}; ${questions.length} questions x ${systems.length} systems`);
-  const scorer = new Scorer(model, null);
-  const exec = new SqlExecutor({ timeoutMs: opts.timeoutMs ?? 5000 });
-  const schemas = new Map<string, string>();
-  const out: SelectorQuestion[] = new Array(questions.length);
+  const timeoutMs = opts.timeoutMs ?? 5000;
+  const out: SelectorQuestion[] = [];
   const retry: { qi: number; sqls: string[]; units: SelectorCandidate['units'][]; unscored: Set<number> }[] = [];
   const build = (db_id: string, questionText: string, goldSql: string, sqls: string[], units: SelectorCandidate['units'][], unscored: Set<number>, gold: ExecResult, results: ExecResult[]): SelectorQuestion => {
     const judge = matchesGold(gold, goldSql);
     return { db_id, question: questionText, candidates: sqls.map((sql, i) => ({ sql, units: units[i]!, exec: execShape(results[i]!), ...(unscored.has(i) ? { unscored: true } : {}) })), correct: results.map((r) => judge(r)) };
   };
-  const t0 = performance.now();
-  try {
-    const window = 16;
-    let next = 0;
-    let done = 0;
-    const one = async (qi: number) => {
-      const q = questions[qi]!;
-      const db = dbPath(dataDir, q.db_id);
-      const sqls = systems.map((s) => preds.get(s)![qi]!);
-      let schema = schemas.get(q.db_id);
-      if (schema === undefined) {
-        try {
-          schema = schemaText(schemaFromSqlite(db));
-        } catch {
-          schema = '';
-        }
-        schemas.set(q.db_id, schema);
-      }
-      const [gold, results, scored] = await Promise.all([
-        exec.run(db, q.query),
-        Promise.all(sqls.map((s) => exec.run(db, s))),
-        scorer.score(q.question, schema, sqls),
-      ]);
+  const run = await runPool(
+    { dataDir, systems, modelDir, device: opts.device ?? 'auto', limit: opts.limit, timeoutMs, label: 'selector facts' },
+    ({ qi, q, sqls, gold, results, scored }) => {
       // A candidate the PRM could not score keeps NaN scores; the selector treats it as the service
       // does (selector.ts: SelectorCandidate.unscored).
-      const units = scored.candidates.map((c) => c.units.map((u) => ({ kind: u.kind, text: u.text, score: Number.isFinite(u.score) ? u.score : NaN })));
-      const unscored = new Set(scored.candidates.flatMap((c, i) => (c.error ? [i] : [])));
+      const units = scored.map((c) => c.units.map((u) => ({ kind: u.kind, text: u.text, score: Number.isFinite(u.score) ? u.score : NaN })));
+      const unscored = new Set(scored.flatMap((c, i) => (c.error ? [i] : [])));
       out[qi] = build(q.db_id, q.question, q.query, sqls, units, unscored, gold, results);
-      if (gold.ok === false && gold.code === 'timeout' || results.some((r) => !r.ok && r.code === 'timeout')) retry.push({ qi, sqls, units, unscored });
-      done++;
-      if (done % 50 === 0) console.error(`  ${done}/${questions.length} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
-    };
-    await Promise.all(Array.from({ length: Math.min(window, questions.length) }, async () => {
-      while (next < questions.length) await one(next++);
-    }));
-    // A busy machine can push a query past the limit that it meets alone (the reference figures
-    // were measured on a quiet one): questions with a timeout run again, one query at a time.
-    if (retry.length) {
-      console.error(`  ${retry.length} question(s) had a timeout; running their queries again one at a time`);
-      const solo = new SqlExecutor({ timeoutMs: opts.timeoutMs ?? 5000, workers: 1, cacheEntries: 0 });
-      try {
-        for (const { qi, sqls, units, unscored } of retry) {
-          const q = questions[qi]!;
-          const db = dbPath(dataDir, q.db_id);
-          const gold = await solo.run(db, q.query);
-          const results: ExecResult[] = [];
-          for (const sql of sqls) results.push(await solo.run(db, sql));
-          out[qi] = build(q.db_id, q.question, q.query, sqls, units, unscored, gold, results);
-        }
-      } finally {
-        await solo.close();
+      if ((gold.ok === false && gold.code === 'timeout') || results.some((r) => !r.ok && r.code === 'timeout')) retry.push({ qi, sqls, units, unscored });
+    },
+  );
+  // A busy machine can push a query past the limit that it meets alone (the reference figures
+  // were measured on a quiet one): questions with a timeout run again, one query at a time.
+  if (retry.length) {
+    console.error(`  ${retry.length} question(s) had a timeout; running their queries again one at a time`);
+    const solo = new SqlExecutor({ timeoutMs, workers: 1, cacheEntries: 0 });
+    try {
+      for (const { qi, sqls, units, unscored } of retry) {
+        const q = run.questions[qi]!;
+        const db = dbPath(dataDir, q.db_id);
+        const gold = await solo.run(db, q.query);
+        const results: ExecResult[] = [];
+        for (const sql of sqls) results.push(await solo.run(db, sql));
+        out[qi] = build(q.db_id, q.question, q.query, sqls, units, unscored, gold, results);
       }
+    } finally {
+      await solo.close();
     }
-  } finally {
-    await exec.close();
-    await model.close();
   }
-  return { version: FACTS_VERSION, data: dataDir, model: model.manifest.name, systems, questions: out };
+  return { version: FACTS_VERSION, data: dataDir, model: run.model, systems, questions: out };
 }
 
 /** Loads cached facts when they cover `systems` (any superset, re-indexed), else computes and caches them. */
