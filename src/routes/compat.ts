@@ -2,7 +2,7 @@
 // meta.warnings strings.
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
-import { warningOf, type Strategy, type RerankResult } from '../core/verifier.js';
+import { warningOf, type Strategy, type RerankResult, type RerankRequest } from '../core/verifier.js';
 
 export interface V1Body {
   query: string;
@@ -43,6 +43,17 @@ export const compatBody = {
     },
   ],
 } as const;
+
+/** The verifier request of either Cohere shape (documents as strings or {text}). */
+export function compatRequest(b: V1Body): RerankRequest {
+  return {
+    question: b.query,
+    ...(b.schema !== undefined ? { schema: b.schema } : {}),
+    ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
+    sqls: b.documents.map((d) => (typeof d === 'string' ? d : d.text)),
+    ...(b.strategy ? { strategy: b.strategy } : {}),
+  };
+}
 
 /** Request-level and per-document warnings as meta.warnings strings (Cohere's ApiMeta shape). */
 export function compatWarnings(r: RerankResult): string[] {

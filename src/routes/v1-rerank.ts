@@ -4,7 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { timingBody, usageBody } from './shape.js';
-import { compatBody, compatWarnings, type V1Body } from './compat.js';
+import { compatBody, compatRequest, compatWarnings, type V1Body } from './compat.js';
 
 export default async function v1RerankRoute(app: FastifyInstance): Promise<void> {
   app.post<{ Body: V1Body }>(
@@ -57,14 +57,9 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
     },
     async (req) => {
       const b = req.body;
-      const sqls = b.documents.map((d) => (typeof d === 'string' ? d : d.text));
-      const r = await app.caper.rerank({
-        question: b.query,
-        ...(b.schema !== undefined ? { schema: b.schema } : {}),
-        ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
-        sqls,
-        ...(b.strategy ? { strategy: b.strategy } : {}),
-      });
+      const request = compatRequest(b);
+      const { sqls } = request;
+      const r = await app.caper.rerank(request);
       // This shape has no per-result field for it, so unscored documents are listed in meta.
       const warnings = compatWarnings(r);
       return {

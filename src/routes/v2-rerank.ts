@@ -7,7 +7,7 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { timingBody, usageBody } from './shape.js';
-import { compatBody, compatWarnings, type V1Body } from './compat.js';
+import { compatBody, compatRequest, compatWarnings, type V1Body } from './compat.js';
 
 /** Cohere bills one search unit per query with up to 100 documents. */
 const DOCS_PER_SEARCH_UNIT = 100;
@@ -62,14 +62,9 @@ export default async function v2RerankRoute(app: FastifyInstance): Promise<void>
     },
     async (req) => {
       const b = req.body;
-      const sqls = b.documents.map((d) => (typeof d === 'string' ? d : d.text));
-      const r = await app.caper.rerank({
-        question: b.query,
-        ...(b.schema !== undefined ? { schema: b.schema } : {}),
-        ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
-        sqls,
-        ...(b.strategy ? { strategy: b.strategy } : {}),
-      });
+      const request = compatRequest(b);
+      const { sqls } = request;
+      const r = await app.caper.rerank(request);
       const warnings = compatWarnings(r);
       return {
         id: req.id,
