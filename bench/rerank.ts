@@ -10,59 +10,26 @@ import { tmpdir } from 'node:os';
 import { parseArgs, flagString } from '../src/commands/args.js';
 import { resolvePool } from '../src/eval/spider.js';
 import { computeFacts, summarize, type Facts, type EvalSummary } from '../src/eval/rerank.js';
+import { barChartSvg, type Bar } from '../src/eval/plot.js';
 import { HYBRID_LAMBDA, CANDIDATE_SCORE_MODE, type CandidateScoreMode } from '../src/scoring/rerank.js';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-const BARS = [
+const BARS: readonly Bar[] = [
   { key: 'prm', label: 'PRM', color: '#7aa6d6' },
   { key: 'vote', label: 'Majority vote', color: '#b0b0b0' },
   { key: 'hybrid', label: 'Hybrid', color: '#2f6db3' },
   { key: 'best', label: 'Best single', color: '#e0a040' },
   { key: 'oracle', label: 'Oracle', color: '#5aa05a' },
-] as const;
+];
 
 function values(s: EvalSummary): Record<string, number> {
   return { prm: s.ex.prm, vote: s.ex.vote, hybrid: s.ex.hybrid, best: s.bestSingle.ex, oracle: s.oracle };
 }
 
-/** Grouped bar chart, one group per pool; y axis from a floor below the smallest value. */
+/** Grouped bar chart, one group per pool (bench/results/rerank.svg). */
 export function svgChart(groups: { name: string; v: Record<string, number> }[], title: string): string {
-  const W = 640;
-  const H = 360;
-  const m = { l: 50, r: 20, t: 40, b: 70 };
-  const all = groups.flatMap((g) => Object.values(g.v));
-  const lo = Math.max(0, Math.floor((Math.min(...all) - 5) / 10) * 10);
-  const hi = Math.min(100, Math.ceil((Math.max(...all) + 2) / 10) * 10);
-  const y = (v: number) => m.t + (H - m.t - m.b) * (1 - (v - lo) / (hi - lo));
-  const gw = (W - m.l - m.r) / groups.length;
-  const bw = (gw * 0.8) / BARS.length;
-  const out: string[] = [];
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`);
-  out.push(`<rect width="${W}" height="${H}" fill="white"/>`);
-  out.push(`<text x="${W / 2}" y="22" text-anchor="middle" font-size="14">${title}</text>`);
-  for (let t = lo; t <= hi; t += 5) {
-    out.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${y(t).toFixed(1)}" y2="${y(t).toFixed(1)}" stroke="#e5e5e5"/>`);
-    out.push(`<text x="${m.l - 6}" y="${(y(t) + 4).toFixed(1)}" text-anchor="end">${t}</text>`);
-  }
-  out.push(`<text x="14" y="${(m.t + (H - m.b)) / 2}" transform="rotate(-90 14 ${(m.t + (H - m.b)) / 2})" text-anchor="middle">EX (%)</text>`);
-  groups.forEach((g, gi) => {
-    const x0 = m.l + gi * gw + gw * 0.1;
-    BARS.forEach((b, bi) => {
-      const v = g.v[b.key]!;
-      const x = x0 + bi * bw;
-      out.push(`<rect x="${x.toFixed(1)}" y="${y(v).toFixed(1)}" width="${(bw - 2).toFixed(1)}" height="${(y(lo) - y(v)).toFixed(1)}" fill="${b.color}"/>`);
-      out.push(`<text x="${(x + bw / 2 - 1).toFixed(1)}" y="${(y(v) - 4).toFixed(1)}" text-anchor="middle" font-size="10">${v.toFixed(1)}</text>`);
-    });
-    out.push(`<text x="${(x0 + gw * 0.4).toFixed(1)}" y="${H - m.b + 18}" text-anchor="middle" font-size="13">${g.name}</text>`);
-  });
-  BARS.forEach((b, bi) => {
-    const x = m.l + bi * 115;
-    out.push(`<rect x="${x}" y="${H - 28}" width="12" height="12" fill="${b.color}"/>`);
-    out.push(`<text x="${x + 16}" y="${H - 18}">${b.label}</text>`);
-  });
-  out.push('</svg>');
-  return out.join('\n') + '\n';
+  return barChartSvg(groups, title, BARS, { width: 640, height: 360, bottom: 70, legendStep: 115 });
 }
 
 async function main(): Promise<void> {

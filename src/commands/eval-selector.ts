@@ -9,7 +9,7 @@ import { resolvePool } from '../eval/spider.js';
 import { loadOrComputeFacts, subsetFacts, type SelectorFacts } from '../eval/selector-data.js';
 import { crossValidate, chooseL2, fitQuestion, METHODS, type CvResult } from '../eval/selector.js';
 import { fitSelector } from '../scoring/selector-fit.js';
-import { selectorSvg } from '../eval/selector-plot.js';
+import { selectorSvg } from '../eval/plot.js';
 import { FEATURES, SELECTED, type SelectorMode } from '../scoring/selector.js';
 
 const USAGE = `usage: caper eval rerank --strategy selector --data DIR [--pools pool8+pool16] [--model DIR]
