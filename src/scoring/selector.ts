@@ -552,41 +552,28 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
     return reason;
   });
   const failedCount = choice.cluster.filter((c) => c < 0).length;
+  // A candidate outside every group (unscored, or its execution failed) has no group evidence.
+  const outside = (groupSize: number, summary: string, failed: boolean): SelectorReason => ({
+    mode: w.mode,
+    group_size: groupSize,
+    group_share: r3(groupSize / n),
+    probability: 0,
+    prm: 0,
+    prm_mean: 0,
+    clause_agreement: 0,
+    sql_agreement: 0,
+    vote_group_size: vote ? vote.members.length : 0,
+    overrules_vote: false,
+    factors: [],
+    summary,
+    ...(failed ? { execution_failed: true } : {}),
+    weights: source,
+  });
   return choice.cluster.map((c, i) =>
     c >= 0
       ? perGroup[c]!
       : cands?.[i] && isUnscored(cands[i]!)
-        ? {
-            mode: w.mode,
-            group_size: 1,
-            group_share: r3(1 / n),
-            probability: 0,
-            prm: 0,
-            prm_mean: 0,
-            clause_agreement: 0,
-            sql_agreement: 0,
-            vote_group_size: vote ? vote.members.length : 0,
-            overrules_vote: false,
-            factors: [],
-            summary: 'not scored (see its warning): joins no group, ranked last',
-            ...(cands[i]!.exec && !cands[i]!.exec!.ok ? { execution_failed: true } : {}),
-            weights: source,
-          }
-      : {
-          mode: w.mode,
-          group_size: failedCount,
-          group_share: r3(failedCount / n),
-          probability: 0,
-          prm: 0,
-          prm_mean: 0,
-          clause_agreement: 0,
-          sql_agreement: 0,
-          vote_group_size: vote ? vote.members.length : 0,
-          overrules_vote: false,
-          factors: [],
-          summary: gs.length ? 'execution failed: ranked after every group, by PRM' : 'every execution failed: ranked by PRM',
-          execution_failed: true,
-          weights: source,
-        },
+        ? outside(1, 'not scored (see its warning): joins no group, ranked last', !!(cands[i]!.exec && !cands[i]!.exec!.ok))
+        : outside(failedCount, gs.length ? 'execution failed: ranked after every group, by PRM' : 'every execution failed: ranked by PRM', true),
   );
 }
