@@ -11,7 +11,7 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { DEFAULT_LIMITS } from './routes/context.js';
-import { Verifier } from './core/verifier.js';
+import { Verifier, type VerifierOptions } from './core/verifier.js';
 import { VERSION } from './core/version.js';
 import { SERVE_OPTIONS } from './core/options.js';
 import v2RerankRoute from './routes/v2-rerank.js';
@@ -27,35 +27,8 @@ import localizeRoute from './routes/localize.js';
 import rewardRoute from './routes/reward.js';
 export { DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_WAIT_MS, SERVICE_MAX_ROWS, SERVICE_MAX_RESULT_BYTES } from './core/verifier.js';
 
-export interface ServerOptions {
-  /** Directory with caper.json, tokenizer.json and the ONNX file; without it scoring stays 503. */
-  modelDir?: string;
-  /** Databases for execution: <db_id>/<db_id>.sqlite or <db_id>.sqlite inside. */
-  dbDir?: string;
-  device?: 'auto' | 'cuda' | 'cpu';
-  /** onnxruntime intra-op threads (default: onnxruntime's choice, one per core). */
-  threads?: number;
-  /** Use the int8 (true/'int8') or int4 model file when the manifest lists one. */
-  quantized?: boolean | 'int8' | 'int4';
-  /** false: score every candidate as its own sequence (the path of models exported before packing). */
-  prefixSharing?: boolean;
-  /** Bound on rows x longest row of one onnxruntime batch. */
-  maxBatchTokens?: number;
-  /** How long a request may wait for others to share its batch. */
-  maxWaitMs?: number;
-  /** Rows per batch; 1 disables batching (benchmark baseline). */
-  maxBatchSize?: number;
-  /** Tokens waiting beyond which requests get 429 + Retry-After. */
-  maxQueueTokens?: number;
-  /** Per-query execution timeout. */
-  execTimeoutMs?: number;
-  /** Execution result cache bound in MiB (default 256; 0 disables it). */
-  execCacheMb?: number;
-  execWorkers?: number;
-  /** Queries waiting for an executor worker beyond which requests get 429. */
-  maxExecQueue?: number;
-  /** Per-request deadline in milliseconds. */
-  requestTimeoutMs?: number;
+/** The verifier's options (src/core/verifier.ts) plus what only the HTTP layer uses. */
+export interface ServerOptions extends VerifierOptions {
   /** Candidates (samples, documents) per request. */
   maxCandidates?: number;
   bodyLimit?: number;
@@ -114,23 +87,9 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false, allowUnionTypes: true } },
   });
 
-  const verifier = new Verifier({
-    ...(opts.modelDir !== undefined ? { modelDir: opts.modelDir } : {}),
-    ...(opts.dbDir !== undefined ? { dbDir: opts.dbDir } : {}),
-    ...(opts.device !== undefined ? { device: opts.device } : {}),
-    ...(opts.threads !== undefined ? { threads: opts.threads } : {}),
-    ...(opts.quantized !== undefined ? { quantized: opts.quantized } : {}),
-    ...(opts.prefixSharing !== undefined ? { prefixSharing: opts.prefixSharing } : {}),
-    ...(opts.maxBatchTokens !== undefined ? { maxBatchTokens: opts.maxBatchTokens } : {}),
-    ...(opts.maxWaitMs !== undefined ? { maxWaitMs: opts.maxWaitMs } : {}),
-    ...(opts.maxBatchSize !== undefined ? { maxBatchSize: opts.maxBatchSize } : {}),
-    ...(opts.maxQueueTokens !== undefined ? { maxQueueTokens: opts.maxQueueTokens } : {}),
-    ...(opts.execTimeoutMs !== undefined ? { execTimeoutMs: opts.execTimeoutMs } : {}),
-    ...(opts.execWorkers !== undefined ? { execWorkers: opts.execWorkers } : {}),
-    ...(opts.execCacheMb !== undefined ? { execCacheMb: opts.execCacheMb } : {}),
-    ...(opts.maxExecQueue !== undefined ? { maxExecQueue: opts.maxExecQueue } : {}),
-    ...(opts.requestTimeoutMs !== undefined ? { requestTimeoutMs: opts.requestTimeoutMs } : {}),
-  });
+  // Everything that is not the HTTP layer's own is the verifier's.
+  const { maxCandidates: _mc, bodyLimit: _bl, logger: _lg, apiKey: _ak, corsOrigins: _co, basePath: _bp, listen: _li, ...verifierOptions } = opts;
+  const verifier = new Verifier(verifierOptions);
   app.decorate('caper', verifier);
   app.decorate('service', { version: VERSION, limits, basePath, settings: settingsOf(opts, basePath) });
 

@@ -110,15 +110,21 @@ export interface VerifierOptions {
   /** Databases for execution: <db_id>/<db_id>.sqlite or <db_id>.sqlite inside. */
   dbDir?: string;
   device?: 'auto' | 'cuda' | 'cpu';
+  /** onnxruntime intra-op threads (default: onnxruntime's choice, one per core). */
   threads?: number;
   /** true/'int8': the int8 weights file; 'int4': the int4 one. */
   quantized?: boolean | 'int8' | 'int4';
   /** Score a request's candidates as one prefix-tree row when the model allows (default true). */
   prefixSharing?: boolean;
+  /** Bound on rows x longest row of one onnxruntime batch. */
   maxBatchTokens?: number;
+  /** How long a request may wait for others to share its batch. */
   maxWaitMs?: number;
+  /** Rows per batch; 1 disables batching (benchmark baseline). */
   maxBatchSize?: number;
+  /** Tokens waiting beyond which requests get queue_full. */
   maxQueueTokens?: number;
+  /** Per-query execution timeout. */
   execTimeoutMs?: number;
   /** Execution result cache bound in MiB (default 256; 0 disables it). */
   execCacheMb?: number;
