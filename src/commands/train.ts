@@ -9,12 +9,15 @@ import { flagString, parseStrict, type ParsedArgs } from './args.js';
 const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 const CLI = resolve(import.meta.dirname, '..', 'cli.js');
 
-export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--out models/NAME]
+export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--candidates DIR] [--out models/NAME]
                    [--steps N | --epochs E] [--seed S] [--loss pref|pref+reg] [--max-minutes M]
                    [--eval-data DIR] [--pool NAMES] [--no-eval] [--no-selector]
                    [--nproc N [--nnodes M --node-rank R --master ADDR:PORT]]
   --data DIR      Spider-layout training split to annotate (default ../shared/data/spider/train)
   --tuples FILE   an existing training JSONL (docs/FORMATS.md): skips annotation
+  --candidates DIR  also learn from real candidates: a Spider-layout split with predictions/<system>.sql
+                  (e.g. ../shared/data/spider/dev-open); its real failures (rootcause.ts root causes) and
+                  real successes are annotated (caper annotate --candidates) and added to the training data
   --out DIR       model directory (default models/<preset>)
   --base PATH     fine-tune a local Hugging Face checkpoint instead of training a preset
   --eval-data DIR split for "caper eval localize" (default ../shared/data/spider/dev-open), --pool its systems (default pool8)
@@ -78,7 +81,7 @@ function runChild(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; 
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, {
-    values: ['preset', 'base', 'data', 'tuples', 'out', 'steps', 'epochs', 'seed', 'loss', 'max-minutes', 'max-length',
+    values: ['preset', 'base', 'data', 'tuples', 'candidates', 'out', 'steps', 'epochs', 'seed', 'loss', 'max-minutes', 'max-length',
       'batch-size', 'lr', 'pref-form', 'reg-weight', 'threads', 'eval-data', 'pool', 'nproc', 'nnodes', 'node-rank', 'master'],
     booleans: ['no-eval', 'no-selector'],
   });
@@ -119,6 +122,11 @@ export async function run(argv: string[]): Promise<number> {
     console.error(`caper train: --data ${data} does not exist`);
     return 2;
   }
+  const candidates = flagString(a, 'candidates');
+  if (candidates !== undefined && !existsSync(join(resolve(candidates), 'predictions'))) {
+    console.error(`caper train: --candidates ${resolve(candidates)} has no predictions/ directory`);
+    return 2;
+  }
   mkdirSync(runDir, { recursive: true });
 
   // 0. Python environment
@@ -144,6 +152,22 @@ export async function run(argv: string[]): Promise<number> {
       console.error(`caper train: annotation failed (exit ${r.code})`);
       return r.code || 1;
     }
+  }
+
+  // 1b. real candidates: no mutants of their gold (the split's gold queries are not the point), only
+  // what real systems got wrong and right. Appended, so one file holds everything the model saw.
+  if (candidates !== undefined) {
+    const real = join(runDir, 'candidates.jsonl');
+    console.log(`[caper train] real candidates of ${resolve(candidates)} -> ${real}`);
+    const r = await runChild(process.execPath, [CLI, 'annotate', '--data', resolve(candidates), '--candidates', '--mutants-per-query', '0', '--out', real, '--seed', seed]);
+    if (r.code !== 0 || !existsSync(real)) {
+      console.error(`caper train: annotation of --candidates failed (exit ${r.code})`);
+      return r.code || 1;
+    }
+    const merged = join(runDir, 'tuples+candidates.jsonl');
+    const head = readFileSync(tuples, 'utf8');
+    writeFileSync(merged, (head === '' || head.endsWith('\n') ? head : head + '\n') + readFileSync(real, 'utf8'));
+    tuples = merged;
   }
 
   // 2 + 3. training and export (one Python process: export needs the trained weights in memory)
