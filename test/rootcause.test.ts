@@ -178,12 +178,22 @@ test('/rerank: a consensus root cause for every executed candidate outside the w
   assert.ok('blame' in loser);
   assert.equal(loser.consensus_root_cause.clause, 'WHERE');
   assert.ok([0, 1].includes(loser.consensus_root_cause.reference));
+  // Its blame is the fused one, as /localize with candidates gives: the consensus clause first.
+  assert.equal(loser.blame_source, 'fused');
+  assert.equal(loser.blame.kind, 'WHERE', JSON.stringify(loser.blame));
+  assert.equal(loser.blame.source, 'fused');
   // A candidate that fails is outside the winning group too: its FROM names a table that does
   // not exist, and the references' FROM is the repair.
   const failing = by.get(3) as Record<string, any>;
   assert.equal(failing.consensus_root_cause.clause, 'FROM', JSON.stringify(failing));
   assert.deepEqual(failing.consensus_root_cause.edit_script, [{ op: 'relabel', from: 'nowhere', to: 'singer', node: failing.consensus_root_cause.node.id }]);
-  for (const i of [0, 1]) assert.equal((by.get(i) as Record<string, unknown>).consensus_root_cause, undefined);
+  // Its own error names the clause: that outranks the vote.
+  assert.equal(failing.blame_source, 'execution');
+  assert.equal(failing.blame.kind, 'FROM');
+  for (const i of [0, 1]) {
+    assert.equal((by.get(i) as Record<string, unknown>).consensus_root_cause, undefined);
+    assert.equal((by.get(i) as Record<string, unknown>).blame_source, 'model');
+  }
   // Without execution there is no consensus.
   const prm = await srv.post('/rerank', { question: Q, db_id: 'shop', candidates: cands, strategy: 'prm' });
   assert.equal(prm.status, 200);

@@ -23,7 +23,7 @@ import { rootCause, consensusRootCause, unitLabel, type RootCause, type Consensu
 import { fusedOrderFor } from '../scoring/blame.js';
 
 export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../annotate/rootcause.js';
-import { splitSql, topUnits } from '../clauses/index.js';
+import { splitSql, topUnits, type SplitResult } from '../clauses/index.js';
 import { SchemaIndex } from '../annotate/scope.js';
 import { VerifierError } from './errors.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -162,6 +162,8 @@ export interface VerifiedCandidate extends ScoredCandidate {
   cleaned?: string;
   /** The execution error that put blame[0] first, e.g. "no such table: singers". */
   blameFromExecution?: string;
+  /** Set when blame combines the model's verdicts with other evidence (see LocalizeResult.blameSource). */
+  blameSource?: 'fused' | 'evidence';
 }
 
 export interface Context {
@@ -221,7 +223,7 @@ export interface LocalizeResult {
   consensus?: ConsensusOutcome;
   /** 'fused' when blame combines the model's clause verdicts with the consensus root cause
    * (src/scoring/blame.ts), 'execution' when the query's own error names the clause, else 'model'. */
-  blameSource: 'model' | 'fused' | 'execution';
+  blameSource: 'model' | 'evidence' | 'fused' | 'execution';
   timing: Timing;
   usage: ScoreUsage;
 }
@@ -437,6 +439,20 @@ export class Verifier {
     return this.model?.manifest.name ?? '';
   }
 
+  /**
+   * Blame fused with a consensus root cause (src/scoring/blame.ts, weights in caper.json fitted by
+   * grouped cross-validation), or null when it does not apply: no root cause, the model could not
+   * score the query, or the query's own execution error already names the clause (an error outranks
+   * any vote).
+   */
+  private fuseBlame(candidate: VerifiedCandidate, split: SplitResult | undefined, rc: RootCause | null): VerifiedCandidate | null {
+    const tu = split ? topUnits(split) : [];
+    if (!rc || candidate.blameFromExecution || candidate.error || tu.length === 0 || tu.length !== candidate.units.length) return null;
+    const labels = tu.map((u) => unitLabel(u.kind, u.arm));
+    const order = fusedOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, rc.ranking ?? [rc.clause]);
+    return { ...candidate, blame: order, blameSource: 'fused' };
+  }
+
   // ---------- the three operations ----------
 
   async rerank(req: RerankRequest): Promise<RerankResult> {
@@ -520,6 +536,13 @@ export class Verifier {
             return { rootCause: null, reason: `root-cause analysis failed: ${e instanceof Error ? e.message : String(e)}` };
           }
         }));
+        // The same fused blame as /localize with candidates, for every candidate that has a
+        // consensus root cause: a caller reading blame[0] of a losing candidate gets the best
+        // estimate the pool allows, not the model's verdict alone.
+        consensus.forEach((cr, i) => {
+          const fused = this.fuseBlame(candidates[i]!, scored.candidates[i]!.split, cr?.rootCause ?? null);
+          if (fused) candidates[i] = fused;
+        });
       }
       return {
         candidates,
@@ -595,15 +618,9 @@ export class Verifier {
         }
         out.timing.execution_ms += candExec ? candExec.ms : 0;
         out.timing.execution_ms += performance.now() - t1;
-        // An execution error that names a clause outranks any vote; otherwise the consensus and
-        // the model's verdicts are fused (beta in caper.json, fitted by grouped cross-validation).
-        const rc = out.consensus?.rootCause;
-        const split = scored.candidates[0]!.split;
-        const tu = split ? topUnits(split) : [];
-        if (rc && !candidate.blameFromExecution && !candidate.error && tu.length === candidate.units.length && tu.length > 0) {
-          const labels = tu.map((u) => unitLabel(u.kind, u.arm));
-          const order = fusedOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, rc.ranking ?? [rc.clause]);
-          out.candidate = { ...candidate, blame: order };
+        const fused = this.fuseBlame(candidate, scored.candidates[0]!.split, out.consensus?.rootCause ?? null);
+        if (fused) {
+          out.candidate = fused;
           out.blameSource = 'fused';
         }
       }

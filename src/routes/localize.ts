@@ -2,7 +2,7 @@
 // counterfactual root cause (which clause, which node, the edit that repairs it).
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { num, timingBody, usageBody, rootCauseBody } from './shape.js';
+import { num, timingBody, usageBody, rootCauseBody, blameSourceOf } from './shape.js';
 import { warningOf } from '../core/verifier.js';
 
 interface LocalizeBody {
@@ -59,7 +59,7 @@ const blameItem = {
     ...S.span,
     score: { type: ['number', 'null'] },
     drop: { type: ['number', 'null'], description: 'score before this clause minus score after it' },
-    source: { type: 'string', enum: ['model', 'execution'] },
+    source: S.blameSource,
     reason: { type: 'string', description: 'with source execution: the execution error naming what the clause references' },
   },
 } as const;
@@ -91,10 +91,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
               units: { type: 'array', items: unitOut },
               base_score: { type: ['number', 'null'], description: 'score at the <sql> token, before any clause' },
               blame: { type: 'array', items: blameItem, description: 'most suspect clause first' },
-              blame_source: {
-                type: 'string', enum: ['model', 'fused', 'execution'],
-                description: "model: the Clause-PRM's verdicts; fused: combined with the consensus root cause of the candidates; execution: the query's own error names the clause",
-              },
+              blame_source: S.blameSource,
               gold_match: { type: 'boolean', description: 'with gold: whether sql returns the gold result' },
               root_cause: S.rootCauseOut,
               root_cause_error: { type: 'string' },
@@ -124,7 +121,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
       const blame = c.blame.map((k, i) => {
         const u = c.units[k]!;
         const before = k === 0 ? c.base : c.units[k - 1]!.score;
-        const source = i === 0 && c.blameFromExecution ? { source: 'execution', reason: c.blameFromExecution } : { source: 'model' };
+        const source = i === 0 && c.blameFromExecution ? { source: 'execution', reason: c.blameFromExecution } : { source: c.blameFromExecution ? 'model' : blameSourceOf(c) };
         return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), drop: num(before - u.score), ...source };
       });
       const out: Record<string, unknown> = { sql: b.sql, parsed: c.parsed, units, base_score: num(c.base), blame, blame_source: r.blameSource, model: r.model };

@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
-import { num, timingBody, usageBody, blameOf, rootCauseBody } from './shape.js';
+import { num, timingBody, usageBody, blameOf, blameSourceOf, rootCauseBody } from './shape.js';
 import { warningOf, type Strategy } from '../core/verifier.js';
 
 interface RerankBody {
@@ -67,6 +67,7 @@ const result = {
     warning: { type: 'string', description: 'why the candidate was not (fully) scored, e.g. SQL longer than max_length' },
     clauses: { type: 'array', items: S.clauseOut },
     blame: S.blameOut,
+    blame_source: S.blameSource,
     reason: S.selectorReason,
     consensus_root_cause: { ...S.rootCauseOut, description: 'executed candidates outside the winning group: the root cause against the other candidates (reference = their index)' },
     consensus_root_cause_reason: { type: 'string', description: 'why consensus_root_cause is null' },
@@ -141,6 +142,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
             ? { clauses: c.units.map((u) => ({ kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score) })) }
             : {}),
           blame: blameOf(c),
+          blame_source: blameSourceOf(c),
           ...(r.reasons ? { reason: r.reasons[o.index]! } : {}),
           ...(cons
             ? {

@@ -66,6 +66,13 @@ export const clauseOut = {
   properties: { ...span, score: { type: ['number', 'null'], description: 'sigmoid of the reward at this clause prefix; null if unscored' } },
 } as const;
 
+/** Where a blame order comes from; the same words as /localize's blame_source. */
+export const blameSource = {
+  type: 'string',
+  enum: ['model', 'evidence', 'fused', 'execution'],
+  description: "model: the Clause-PRM's clause verdicts; evidence: those combined with checks of the query against the question and the database (literals that occur nowhere, result shape, what the question asks for); fused: combined with the consensus root cause of the other candidates; execution: the database named what is wrong (e.g. no such table) and the clause naming it is blamed",
+} as const;
+
 export const blameOut = {
   type: ['object', 'null'],
   required: ['unit', 'kind', 'text', 'start', 'end', 'score'],
@@ -73,7 +80,7 @@ export const blameOut = {
     unit: { type: 'integer', description: 'index among the depth-0 clause units' },
     ...span,
     score: { type: ['number', 'null'] },
-    source: { type: 'string', enum: ['model', 'execution'], description: 'execution: the database named what is wrong (e.g. no such table) and the clause naming it is blamed' },
+    source: blameSource,
     reason: { type: 'string', description: 'with source execution: the execution error' },
   },
 } as const;

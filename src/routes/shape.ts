@@ -33,8 +33,13 @@ export function blameOf(c: VerifiedCandidate) {
   const u = c.units[k]!;
   return {
     unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score),
-    ...(c.blameFromExecution ? { source: 'execution', reason: c.blameFromExecution } : { source: 'model' }),
+    ...(c.blameFromExecution ? { source: 'execution', reason: c.blameFromExecution } : { source: blameSourceOf(c) }),
   };
+}
+
+/** Where a candidate's blame order comes from (schemas.blameSource). */
+export function blameSourceOf(c: VerifiedCandidate): 'execution' | 'fused' | 'evidence' | 'model' {
+  return c.blameFromExecution ? 'execution' : (c.blameSource ?? 'model');
 }
 
 /** A root cause as JSON (schemas.rootCauseOut); the blamed unit's text and span from the scored candidate. */
