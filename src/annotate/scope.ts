@@ -37,6 +37,11 @@ export class SchemaIndex {
   column(table: string, col: string): { name: string; lc: string; type: TypeClass; pk: boolean } | undefined {
     return this.tables.get(table)?.columns.find((c) => c.lc === col);
   }
+  /** Lower-cased names of the tables that have a column of this name (any case). */
+  tablesWith(col: string): string[] {
+    const lc = col.toLowerCase();
+    return [...this.tables].filter(([, t]) => t.columns.some((c) => c.lc === lc)).map(([k]) => k);
+  }
   isKey(table: string, col: string): boolean {
     if (this.column(table, col)?.pk) return true;
     return this.fks.some((f) => (f.from === table && f.fromCol === col) || (f.to === table && f.toCol === col));

@@ -1,7 +1,6 @@
-// What the verifier does to a candidate around scoring: take the SQL out of an LLM's reply
-// (markdown code fences, a sentence before the query) and let an execution error point the blame
-// at the clause that caused it.
-import { tokenize, significant, identName } from '../clauses/lexer.js';
+// What the verifier does to a candidate before scoring: take the SQL out of an LLM's reply
+// (markdown code fences, a sentence before the query). The clause an execution error points at is
+// src/annotate/suspects.ts executionBlame.
 
 /** The part of a caller's string that is SQL: [start, end) offsets into it. */
 export interface Extracted {
@@ -67,36 +66,4 @@ export function extractSql(text: string): Extracted {
     end,
     note: `${notes.join(' and ')} stripped: scored characters ${start}..${end} of the candidate`,
   };
-}
-
-const MISSING = /^no such (table|column): (.+)$/;
-
-/**
- * The clause unit an execution error names, or null: "no such table: X" blames the unit that
- * names table X (its FROM, usually), "no such column: T1.x" the first unit, in written order,
- * that references T1.x (or x). Units are depth-0 clause units as [start, end) offsets into sql.
- */
-export function executionBlame(sql: string, units: readonly { start: number; end: number }[], error: string): number | null {
-  const m = MISSING.exec(error.replace(/^sql_error: /, ''));
-  if (!m) return null;
-  const parts = m[2]!.trim().split('.');
-  const name = parts[parts.length - 1]!.toLowerCase();
-  const qual = parts.length > 1 ? parts[parts.length - 2]!.toLowerCase() : null;
-  const toks = tokenize(sql).filter(significant);
-  for (let i = 0; i < toks.length; i++) {
-    const t = toks[i]!;
-    if (identName(t)?.toLowerCase() !== name) continue;
-    if (qual !== null) {
-      const dot = toks[i - 1];
-      const q = toks[i - 2];
-      if (!dot || dot.text !== '.' || !q || identName(q)?.toLowerCase() !== qual) continue;
-    } else if (m[1] === 'column' && toks[i - 1]?.text === '.') {
-      // A bare column error never names a qualified reference's column: "no such column: x"
-      // comes from an unqualified x.
-      continue;
-    }
-    const k = units.findIndex((u) => t.start >= u.start && t.start < u.end);
-    if (k >= 0) return k;
-  }
-  return null;
 }

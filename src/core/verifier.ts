@@ -17,13 +17,14 @@ import { execShape, explain, selectGroups, selectorModelFrom, type SelectorCandi
 import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../scoring/returns.js';
 import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
-import { extractSql, executionBlame, type Extracted } from './candidates.js';
+import { extractSql, type Extracted } from './candidates.js';
+import { executionBlame, blameSchemaOf, clauseSuspects } from '../annotate/suspects.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
 import { rootCause, consensusRootCause, unitLabel, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
-import { fusedOrderFor } from '../scoring/blame.js';
+import { fusedOrderFor, evidenceOrderFor, linearBlameOf } from '../scoring/blame.js';
 
 export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../annotate/rootcause.js';
-import { splitSql, topUnits, type SplitResult } from '../clauses/index.js';
+import { splitSql, topUnits, walk, type SplitResult } from '../clauses/index.js';
 import { SchemaIndex } from '../annotate/scope.js';
 import { VerifierError } from './errors.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -445,12 +446,42 @@ export class Verifier {
    * score the query, or the query's own execution error already names the clause (an error outranks
    * any vote).
    */
-  private fuseBlame(candidate: VerifiedCandidate, split: SplitResult | undefined, rc: RootCause | null): VerifiedCandidate | null {
+  private fuseBlame(candidate: VerifiedCandidate, split: SplitResult | undefined, rc: RootCause | null,
+    evidence: readonly Map<string, number>[] | null = null): VerifiedCandidate | null {
     const tu = split ? topUnits(split) : [];
     if (!rc || candidate.blameFromExecution || candidate.error || tu.length === 0 || tu.length !== candidate.units.length) return null;
     const labels = tu.map((u) => unitLabel(u.kind, u.arm));
-    const order = fusedOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, rc.ranking ?? [rc.clause]);
+    const order = fusedOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, rc.ranking ?? [rc.clause], evidence);
     return { ...candidate, blame: order, blameSource: 'fused' };
+  }
+
+  /**
+   * The query's single-query evidence (src/annotate/suspects.ts: literals looked up in the
+   * database, result shape, question cues), or null when the model's combiners do not use it, the
+   * query cannot be analysed, or the lookups fail: blame then falls back to what it was without.
+   */
+  private async evidenceOf(question: string, candidate: VerifiedCandidate, split: SplitResult | undefined, dbId: string,
+    dbPath: string, dl: Deadline): Promise<Map<string, number>[] | null> {
+    const manifest = this.model?.manifest ?? {};
+    if (!linearBlameOf(manifest, 'solo_linear') && !linearBlameOf(manifest, 'fused_linear')) return null;
+    if (!split?.tree || candidate.error || split.sql.length > ROOT_CAUSE_MAX_CHARS) return null;
+    const schema = this.schemaOf(dbId);
+    if (!schema.info || !schema.index) return null;
+    try {
+      const ev = await clauseSuspects({ question, sql: split.sql, split, schema: schema.info, index: schema.index, dbPath, exec: this.runner(dl) });
+      return ev.features.length === candidate.units.length ? ev.features : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Blame from the model's evidence combiner (caper.json blame.solo_linear), or null when it does not apply. */
+  private evidenceBlame(candidate: VerifiedCandidate, split: SplitResult | undefined, evidence: readonly Map<string, number>[] | null): VerifiedCandidate | null {
+    const tu = split ? topUnits(split) : [];
+    if (!evidence || candidate.blameFromExecution || candidate.error || tu.length === 0 || tu.length !== candidate.units.length) return null;
+    const labels = tu.map((u) => unitLabel(u.kind, u.arm));
+    const order = evidenceOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, evidence);
+    return order ? { ...candidate, blame: order, blameSource: 'evidence' } : null;
   }
 
   // ---------- the three operations ----------
@@ -481,7 +512,8 @@ export class Verifier {
           keys.push(groupKey(r));
         }
       }
-      const candidates = scored.candidates.map((c, i) => verified(c, found[i]!, exec?.results[i]));
+      const index = ctx.dbPath ? this.schemaOf(req.db_id!).index : null;
+      const candidates = scored.candidates.map((c, i) => verified(c, found[i]!, exec?.results[i], index));
       let ranking: RerankOutput[];
       let reasons: SelectorReason[] | undefined;
       if (strategy === 'selector') {
@@ -539,10 +571,13 @@ export class Verifier {
         // The same fused blame as /localize with candidates, for every candidate that has a
         // consensus root cause: a caller reading blame[0] of a losing candidate gets the best
         // estimate the pool allows, not the model's verdict alone.
-        consensus.forEach((cr, i) => {
-          const fused = this.fuseBlame(candidates[i]!, scored.candidates[i]!.split, cr?.rootCause ?? null);
+        await Promise.all(consensus.map(async (cr, i) => {
+          if (!cr?.rootCause) return;
+          const split = scored.candidates[i]!.split;
+          const evidence = await this.evidenceOf(req.question, candidates[i]!, split, req.db_id!, ctx.dbPath!, dl);
+          const fused = this.fuseBlame(candidates[i]!, split, cr.rootCause, evidence);
           if (fused) candidates[i] = fused;
-        });
+        }));
       }
       return {
         candidates,
@@ -588,10 +623,15 @@ export class Verifier {
         cands !== undefined && cands.length > 0 ? this.executeAll(ctx.dbPath!, [sql, ...cands], dl) : null,
       ]).then(([[a, b], c]) => [a, b, c] as const);
       const predResult = exec ? exec.results[exec.results.length - 1]! : undefined;
-      const candidate = verified(scored.candidates[0]!, found, predResult);
+      let candidate = verified(scored.candidates[0]!, found, predResult, ctx.dbPath ? this.schemaOf(req.db_id!).index : null);
+      // With a database the query's own evidence refines the model's blame (the consensus, when
+      // candidates are given, is fused below on top of it).
+      const split = scored.candidates[0]!.split;
+      const evidence = canRun ? await this.evidenceOf(req.question, candidate, split, req.db_id!, ctx.dbPath!, dl) : null;
+      candidate = this.evidenceBlame(candidate, split, evidence) ?? candidate;
       const out: LocalizeResult = {
         candidate,
-        blameSource: candidate.blameFromExecution ? 'execution' : 'model',
+        blameSource: candidate.blameFromExecution ? 'execution' : candidate.blameSource ?? 'model',
         warnings: contextWarnings(req),
         ...(predResult ? { execution: outcome(predResult) } : {}),
         model: this.modelName,
@@ -618,7 +658,7 @@ export class Verifier {
         }
         out.timing.execution_ms += candExec ? candExec.ms : 0;
         out.timing.execution_ms += performance.now() - t1;
-        const fused = this.fuseBlame(candidate, scored.candidates[0]!.split, out.consensus?.rootCause ?? null);
+        const fused = this.fuseBlame(candidate, split, out.consensus?.rootCause ?? null, evidence);
         if (fused) {
           out.candidate = fused;
           out.blameSource = 'fused';
@@ -709,7 +749,8 @@ export class Verifier {
           }
         }
       }
-      const candidates = scored.candidates.map((c, i) => verified(c, found[i]!, preds[i]));
+      const index = ctx.dbPath ? this.schemaOf(req.db_id!).index : null;
+      const candidates = scored.candidates.map((c, i) => verified(c, found[i]!, preds[i], index));
       // A sample the PRM cannot score (e.g. longer than the model's context) keeps its clauses with
       // score 0, the most pessimistic value (the candidate's error says why).
       const prm = candidates.map((c) => c.units.map((u) => (Number.isFinite(u.score) ? u.score : 0)));
@@ -898,10 +939,10 @@ function contextWarnings(req: Context): string[] {
  * the SQL was cut out of it, and an execution error that names a table or column the database
  * lacks put in front of the blame (the model may not know the schema; the database does).
  */
-function verified(c: ScoredCandidate, found: Extracted, exec: ExecResult | undefined): VerifiedCandidate {
+function verified(c: ScoredCandidate, found: Extracted, exec: ExecResult | undefined, index: SchemaIndex | null = null): VerifiedCandidate {
   const out: VerifiedCandidate = { ...c };
   if (exec && !exec.ok && exec.code === 'sql_error' && c.units.length > 0) {
-    const k = executionBlame(found.sql, c.units, exec.error);
+    const k = executionBlame(found.sql, c.units, exec.error, blameSchemaOf(c.split, index));
     if (k !== null) {
       out.blame = [k, ...c.blame.filter((x) => x !== k)];
       out.blameFromExecution = exec.error;

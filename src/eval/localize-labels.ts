@@ -3,23 +3,29 @@
 // index, db_id, question, gold, sql, label; items labelled NONE are not scored).
 //  - gold:      rootCause(sql, gold) (src/annotate/rootcause.ts), the annotation's definition;
 //  - consensus: consensusRootCause(sql, the other pool candidates of the same question), no gold;
-//  - prm:       the Clause-PRM's blame order (no gold, no execution);
+//  - prm:       the Clause-PRM's blame order (no gold, no execution: the model alone);
+//  - solo:      what /localize answers with a database and no other candidates: the query's own
+//               execution error when it names a clause, else the model's verdicts combined with
+//               the query's evidence (scoring/blame.ts evidenceOrderFor, caper.json solo_linear);
 //  - consensus+prm: consensus where it answers, else the Clause-PRM;
-//  - fused: the Clause-PRM's clause verdicts plus the consensus ranking (scoring/blame.ts
-//    fusedBlameOrder, weight from the model's caper.json): what /localize with candidates returns.
+//  - fused: the Clause-PRM's clause verdicts plus the consensus ranking and the query's evidence
+//    (scoring/blame.ts fusedOrderFor, weights from the model's caper.json), after the execution
+//    error rule: what /localize with candidates returns.
 // Each source yields a ranking of clause labels; Top-1 / MRR compare it with the expert label, a
 // source with no answer (null) counts as a miss. The confusion table has expert labels as rows.
 import { readFileSync } from 'node:fs';
 import { splitSql, topUnits } from '../clauses/index.js';
-import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
+import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor } from '../execution/executor.js';
 import { rootCause, consensusRootCause, unitLabel, FUNDAMENTAL_ORDER, ROOT_LABELS, type RootLabel } from '../annotate/rootcause.js';
 import { loadModel } from '../scoring/onnx.js';
 import { Scorer } from '../scoring/scorer.js';
-import { blameOrder, fusedBlameOrder, fusedOrderFor, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
+import { blameOrder, fusedBlameOrder, fusedOrderFor, evidenceOrderFor, sigmoid, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
+import { SchemaIndex } from '../annotate/scope.js';
+import { clauseSuspects, executionBlame, blameSchemaOf } from '../annotate/suspects.js';
 import { dbPath, loadPredictions, loadQuestions } from './spider.js';
 
-export const LABEL_SOURCES = ['prm', 'gold', 'consensus', 'consensus+prm', 'fused'] as const;
+export const LABEL_SOURCES = ['prm', 'solo', 'gold', 'consensus', 'consensus+prm', 'fused'] as const;
 export type LabelSource = (typeof LABEL_SOURCES)[number];
 
 export interface LabelItem {
@@ -122,16 +128,23 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
     let k = 0;
     return c.map((r) => r ?? p[k++] ?? null);
   }
-  if (source === 'fused') {
-    const c = await rankingsFor(items, 'consensus', opts);
+  if (source === 'fused' || source === 'solo') {
+    // What the service answers with a database: the query's own execution error first when it
+    // names a clause, else the model's verdicts combined with the query's evidence (solo) and the
+    // consensus of the other candidates (fused), with the weights of the model's caper.json.
+    const c = source === 'fused' ? await rankingsFor(items, 'consensus', opts) : items.map(() => null);
     const raw = await prmRaw(items, opts);
     return items.map((it, i) => {
       const r = raw.scores[i];
       if (!r) return c[i] ?? null;
       const tu = topUnits(splitSql(it.sql, { tree: false }));
       const labels = tu.map((u) => unitLabel(u.kind, u.arm));
-      const order = opts.beta !== undefined ? fusedBlameOrder(r.raw, labels, c[i] ?? null, opts.beta)
-        : fusedOrderFor(raw.manifest, r.raw, r.base, labels, c[i] ?? null);
+      if (r.execBlame !== null) return labelsOfUnits(it.sql, [r.execBlame]);
+      let order: number[];
+      if (source === 'solo') order = evidenceOrderFor(raw.manifest, r.raw, r.base, labels, r.evidence) ?? blameOrder(r.raw.map(sigmoid), r.base, 'min');
+      else if (!c[i]) order = evidenceOrderFor(raw.manifest, r.raw, r.base, labels, r.evidence) ?? blameOrder(r.raw.map(sigmoid), r.base, 'min');
+      else order = opts.beta !== undefined ? fusedBlameOrder(r.raw, labels, c[i] ?? null, opts.beta)
+        : fusedOrderFor(raw.manifest, r.raw, r.base, labels, c[i] ?? null, r.evidence);
       return labelsOfUnits(it.sql, order);
     });
   }
@@ -181,21 +194,41 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
   return out;
 }
 
-/** The model's raw outputs at each unit of each item and its <sql> score (null when it cannot score the item). */
-async function prmRaw(items: LabelItem[], opts: { data: string; modelDir?: string; device?: string }): Promise<{ scores: ({ raw: number[]; base: number } | null)[]; manifest: { [k: string]: unknown } }> {
+/**
+ * The model's raw outputs at each unit of each item and its <sql> score (null when it cannot
+ * score the item), with what the service derives from the database: the unit the query's own
+ * execution error names (executionBlame) and the single-query evidence (suspects.ts).
+ */
+async function prmRaw(items: LabelItem[], opts: { data: string; modelDir?: string; device?: string; timeoutMs?: number }): Promise<{
+  scores: ({ raw: number[]; base: number; execBlame: number | null; evidence: Map<string, number>[] } | null)[]; manifest: { [k: string]: unknown };
+}> {
   const model = await loadModel(opts.modelDir ?? 'models/default', { device: (opts.device ?? 'auto') as 'auto' });
+  const exec = new SqlExecutor({ workers: 2, timeoutMs: opts.timeoutMs ?? 5000 });
   try {
     const scorer = new Scorer(model, null);
-    const schemas = new Map<string, string>();
-    const scores: ({ raw: number[]; base: number } | null)[] = [];
+    const schemas = new Map<string, { info: SchemaInfo; text: string; index: SchemaIndex }>();
+    const scores: ({ raw: number[]; base: number; execBlame: number | null; evidence: Map<string, number>[] } | null)[] = [];
     for (const it of items) {
-      let schema = schemas.get(it.db_id);
-      if (schema === undefined) schemas.set(it.db_id, (schema = schemaText(schemaFromSqlite(dbPath(opts.data, it.db_id)))));
-      const c = (await scorer.score(it.question, schema, [it.sql])).candidates[0]!;
-      scores.push(c.error ? null : { raw: c.units.map((u) => u.raw), base: c.base });
+      const db = dbPath(opts.data, it.db_id);
+      let s = schemas.get(it.db_id);
+      if (!s) {
+        const info = schemaFromSqlite(db);
+        schemas.set(it.db_id, (s = { info, text: schemaText(info), index: new SchemaIndex(info) }));
+      }
+      const c = (await scorer.score(it.question, s.text, [it.sql])).candidates[0]!;
+      if (c.error) {
+        scores.push(null);
+        continue;
+      }
+      const split = splitSql(it.sql);
+      const r = await exec.run(db, it.sql);
+      const execBlame = !r.ok && r.code === 'sql_error' ? executionBlame(it.sql, c.units, r.error, blameSchemaOf(split, s.index)) : null;
+      const ev = await clauseSuspects({ question: it.question, sql: it.sql, split, schema: s.info, index: s.index, dbPath: db, exec });
+      scores.push({ raw: c.units.map((u) => u.raw), base: c.base, execBlame, evidence: ev.features });
     }
     return { scores, manifest: model.manifest };
   } finally {
+    await exec.close();
     await model.close();
   }
 }

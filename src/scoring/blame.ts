@@ -115,16 +115,46 @@ export function blameFeatures(raw: number[], baseRaw: number, labels: string[], 
   });
 }
 
-/** Unit indexes, most suspect first, by a fitted linear combiner; null when it names an unknown feature. */
-export function linearBlameOrder(lin: LinearBlame, raw: number[], baseRaw: number, labels: string[], consensus: readonly string[] | null): number[] | null {
-  const feats = blameFeatures(raw, baseRaw, labels, consensus);
-  if (lin.features.length !== lin.weights.length || lin.features.some((f) => !feats[0]?.has(f))) return null;
-  return order(feats.map((f) => lin.features.reduce((s, name, j) => s + lin.weights[j]! * f.get(name)!, 0)));
+/**
+ * Names of the single-query evidence features (src/annotate/suspects.ts computes them; sparse:
+ * an absent feature is 0). Query-level facts appear crossed with the unit's clause label
+ * (`empty&WHERE`), unit facts alone.
+ */
+export const EVIDENCE_QUERY_FACTS = [
+  'exec_error', 'empty', 'null_only', 'one_row', 'no_db',
+  'q_count', 'q_distinct', 'q_each', 'q_superl', 'q_order', 'q_neg', 'q_both', 'q_or', 'q_agg',
+  's_count', 's_distinct', 's_agg', 'count_mismatch', 'distinct_mismatch',
+  'join', 'tables2', 'subquery', 'setop', 'group', 'order', 'limit', 'having', 'left_join',
+  'q_table_missing', 'lit_missing_any',
+] as const;
+export const EVIDENCE_UNIT_FACTS = ['lit_missing', 'lit_case', 'lit_notq', 'err_here', 'subq_here', 'neg_here', 'conds'] as const;
+
+const EVIDENCE_NAME = new RegExp(
+  `^(?:(?:${EVIDENCE_QUERY_FACTS.join('|')})&(?:${BLAME_LABELS.join('|')})|${EVIDENCE_UNIT_FACTS.join('|')})$`,
+);
+
+/** Whether a fitted combiner may name this feature when evidence is given (is:LABEL comes from blameFeatures). */
+export function isEvidenceFeature(name: string): boolean {
+  return EVIDENCE_NAME.test(name);
 }
 
-/** The fitted combiner a model directory names (caper.json `blame.fused_linear`), if valid. */
-export function linearBlameOf(manifest: { [k: string]: unknown }): LinearBlame | null {
-  const b = (manifest['blame'] as { fused_linear?: unknown } | undefined)?.fused_linear as Partial<LinearBlame> | undefined;
+/**
+ * Unit indexes, most suspect first, by a fitted linear combiner; null when it names an unknown
+ * feature (or an evidence feature and no evidence is given: its weights were fitted with it).
+ * @param evidence per unit, the sparse features of src/annotate/suspects.ts
+ */
+export function linearBlameOrder(lin: LinearBlame, raw: number[], baseRaw: number, labels: string[], consensus: readonly string[] | null,
+  evidence: readonly Map<string, number>[] | null = null): number[] | null {
+  const feats = blameFeatures(raw, baseRaw, labels, consensus);
+  const known = (f: string): boolean => feats[0]?.has(f) === true || (evidence !== null && isEvidenceFeature(f));
+  if (lin.features.length !== lin.weights.length || !lin.features.every(known)) return null;
+  if (evidence && evidence.length !== feats.length) return null;
+  return order(feats.map((f, i) => lin.features.reduce((s, name, j) => s + lin.weights[j]! * (f.get(name) ?? evidence?.[i]!.get(name) ?? 0), 0)));
+}
+
+/** The fitted combiner a model directory names (caper.json `blame.fused_linear`, or `blame.solo_linear`), if valid. */
+export function linearBlameOf(manifest: { [k: string]: unknown }, key: 'fused_linear' | 'solo_linear' = 'fused_linear'): LinearBlame | null {
+  const b = (manifest['blame'] as Record<string, unknown> | undefined)?.[key] as Partial<LinearBlame> | undefined;
   if (!b || !Array.isArray(b.features) || !Array.isArray(b.weights)) return null;
   if (!b.weights.every((x) => typeof x === 'number' && Number.isFinite(x)) || !b.features.every((x) => typeof x === 'string')) return null;
   return { features: b.features, weights: b.weights };
@@ -136,8 +166,20 @@ const logit = (p: number): number => Math.log(Math.max(1e-7, p) / Math.max(1e-7,
  * The blame order with other candidates: the model's fitted combiner when its caper.json has one
  * (blame.fused_linear), else fusedBlameOrder with its beta. base is the sigmoid score at <sql>.
  */
-export function fusedOrderFor(manifest: { [k: string]: unknown }, raw: number[], base: number, labels: string[], consensus: readonly string[] | null): number[] {
+export function fusedOrderFor(manifest: { [k: string]: unknown }, raw: number[], base: number, labels: string[], consensus: readonly string[] | null,
+  evidence: readonly Map<string, number>[] | null = null): number[] {
   const lin = linearBlameOf(manifest);
-  const o = lin ? linearBlameOrder(lin, raw, logit(base), labels, consensus) : null;
+  const o = lin ? linearBlameOrder(lin, raw, logit(base), labels, consensus, evidence) : null;
   return o ?? fusedBlameOrder(raw, labels, consensus, fusedBetaOf(manifest));
+}
+
+/**
+ * The blame order without other candidates but with the query's evidence (a database to look
+ * into): the model's `blame.solo_linear` combiner, or null when it has none (the caller keeps
+ * the model's own order).
+ */
+export function evidenceOrderFor(manifest: { [k: string]: unknown }, raw: number[], base: number, labels: string[],
+  evidence: readonly Map<string, number>[]): number[] | null {
+  const lin = linearBlameOf(manifest, 'solo_linear');
+  return lin ? linearBlameOrder(lin, raw, logit(base), labels, null, evidence) : null;
 }

@@ -1,0 +1,84 @@
+// The data the blame combiner is fitted on (training/caper_train/blamefit.py): every distinct
+// failing candidate of a Spider-layout candidate pool (pool16 by default), with
+//   labels     the clause label of each top-level unit (unitLabel)
+//   raw        the Clause-PRM's output at each unit's marker (the model given by --model)
+//   feats      the single-query evidence of src/annotate/suspects.ts (question, schema, database)
+//   truth      the rootcause.ts root cause against gold (every failure: the training target)
+//   expert     the expert label where the labels file has the item (the yardstick)
+//   consensus  the consensus ranking from the other pool8 candidates (no gold), as /localize
+//              with candidates computes it
+// Usage: node dist/scripts/blame-data.js [--data DIR] [--model DIR] [--pool pool16] [--labels FILE] [--out FILE]
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { splitSql, topUnits } from '../src/clauses/index.js';
+import { schemaFromSqlite, schemaText, type SchemaInfo } from '../src/clauses/schema.js';
+import { SqlExecutor } from '../src/execution/executor.js';
+import { sameResult } from '../src/execution/equivalence.js';
+import { consensusRootCause, rootCause, unitLabel } from '../src/annotate/rootcause.js';
+import { SchemaIndex } from '../src/annotate/scope.js';
+import { clauseSuspects } from '../src/annotate/suspects.js';
+import { loadModel } from '../src/scoring/onnx.js';
+import { Scorer } from '../src/scoring/scorer.js';
+import { loadLabels } from '../src/eval/localize-labels.js';
+import { dbPath, loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
+
+const args = process.argv.slice(2);
+const flag = (n: string, d: string): string => {
+  const i = args.indexOf(`--${n}`);
+  return i >= 0 ? args[i + 1]! : d;
+};
+const data = flag('data', '../shared/data/spider/dev-open');
+const out = flag('out', 'runs/blame-data.jsonl');
+const pool = resolvePool(data, flag('pool', 'pool16'));
+const pool8 = resolvePool(data, 'pool8');
+const labels = loadLabels(flag('labels', join(data, 'labels/root_cause.jsonl'))).filter((l) => l.label !== 'NONE');
+const labelOf = new Map(labels.map((l) => [`${l.index}\u0000${l.sql}`, l]));
+const questions = loadQuestions(data);
+const preds = loadPredictions(data, pool, questions.length);
+const model = await loadModel(flag('model', 'models/default'), { device: 'cpu' });
+const scorer = new Scorer(model, null);
+const exec = new SqlExecutor({ workers: 2, timeoutMs: 5000 });
+const schemas = new Map<string, { info: SchemaInfo; text: string; index: SchemaIndex }>();
+const lines: string[] = [];
+const t0 = Date.now();
+for (const [index, q] of questions.entries()) {
+  const db = dbPath(data, q.db_id);
+  let s = schemas.get(q.db_id);
+  if (!s) {
+    const info = schemaFromSqlite(db);
+    schemas.set(q.db_id, (s = { info, text: schemaText(info), index: new SchemaIndex(info) }));
+  }
+  const sqls = [...new Set(pool.map((sys) => preds.get(sys)![index]).filter((x): x is string => typeof x === 'string' && x.trim() !== ''))];
+  const gold = await exec.run(db, q.query);
+  if (!gold.ok) continue;
+  const failing: string[] = [];
+  for (const sql of sqls) if (!sameResult(gold, await exec.run(db, sql), q.query)) failing.push(sql);
+  if (!failing.length) continue;
+  const scored = (await scorer.score(q.question, s.text, failing)).candidates;
+  for (const [k, sql] of failing.entries()) {
+    const c = scored[k]!;
+    const split = splitSql(sql);
+    const tu = topUnits(split);
+    if (c.error || !tu.length || tu.length !== c.units.length) continue;
+    const lab = labelOf.get(`${index}\u0000${sql}`);
+    const rc = await rootCause(sql, q.query, db, exec);
+    // The other candidates: pool8's, less the systems that wrote this SQL (the labels file names
+    // them for labelled items) and any identical text: what /localize would be given.
+    const producers = lab?.systems ?? pool8.filter((sys) => preds.get(sys)?.[index] === sql);
+    const others = pool8.filter((sys) => !producers.includes(sys)).map((sys) => preds.get(sys)![index])
+      .filter((x): x is string => typeof x === 'string' && x !== sql);
+    const cons = await consensusRootCause(sql, others, db, exec);
+    const ev = await clauseSuspects({ question: q.question, sql, split, schema: s.info, index: s.index, dbPath: db, exec });
+    lines.push(JSON.stringify({
+      index, db_id: q.db_id, sql, labels: ev.labels, raw: c.units.map((u) => u.raw), base_raw: Math.log(c.base / (1 - c.base)),
+      truth: rc?.clause ?? null, expert: lab?.label ?? null,
+      consensus: cons.rootCause ? cons.rootCause.ranking ?? [cons.rootCause.clause] : null,
+      feats: ev.features.map((f) => Object.fromEntries(f)),
+    }));
+  }
+  if (index % 100 === 0) console.error(`  ${index}/${questions.length} questions, ${lines.length} failures, ${Math.round((Date.now() - t0) / 1000)} s`);
+}
+await exec.close();
+await model.close();
+writeFileSync(out, lines.join('\n') + '\n');
+console.log(`${lines.length} failing candidates (${lines.filter((l) => l.includes('"expert":"')).length} expert-labelled) -> ${out}`);

@@ -1,0 +1,135 @@
+// Single-query evidence (src/annotate/suspects.ts) on a real SQLite database built here, the
+// execution-error rule that blames FROM when the missing column lives in a table the query does
+// not read, the evidence combiner of scoring/blame.ts, and /localize on the real server with a
+// model directory whose caper.json carries such a combiner.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { splitSql, topUnits } from '../src/clauses/index.js';
+import { schemaFromSqlite } from '../src/clauses/schema.js';
+import { SchemaIndex } from '../src/annotate/scope.js';
+import { SqlExecutor } from '../src/execution/executor.js';
+import { clauseSuspects, executionBlame, blameSchemaOf } from '../src/annotate/suspects.js';
+import { evidenceOrderFor, isEvidenceFeature, linearBlameOrder } from '../src/scoring/blame.js';
+import { makeDbDir, start, TINY, type DbFixture, type Running } from './server-fixture.js';
+
+let db: DbFixture;
+let exec: SqlExecutor;
+before(() => {
+  db = makeDbDir();
+  exec = new SqlExecutor({ workers: 1, timeoutMs: 2000 });
+});
+after(async () => {
+  await exec.close();
+  db.cleanup();
+});
+
+const schemaOf = () => schemaFromSqlite(db.dbPath);
+
+test('a literal that occurs nowhere in its column, or only in another case, is evidence against the clause holding it', async () => {
+  const schema = schemaOf();
+  const q = 'Which singers come from france?';
+  const missing = await clauseSuspects({ question: q, sql: "SELECT name FROM singer WHERE country = 'FR'", schema, dbPath: db.dbPath, exec });
+  assert.deepEqual(missing.labels, ['SELECT', 'FROM', 'WHERE']);
+  assert.equal(missing.features[2]!.get('lit_missing'), 1);
+  assert.equal(missing.features[2]!.get('lit_notq'), 1, "'FR' is not in the question");
+  assert.equal(missing.features[0]!.get('lit_missing'), undefined, 'a unit fact stays with its unit');
+  // Query-level facts are crossed with each unit's label: the result was empty.
+  assert.equal(missing.features[2]!.get('empty&WHERE'), 1);
+  assert.equal(missing.features[0]!.get('empty&SELECT'), 1);
+  assert.equal(missing.features[1]!.get('lit_missing_any&FROM'), 1);
+  const cased = await clauseSuspects({ question: q, sql: "SELECT name FROM singer WHERE country = 'FRANCE'", schema, dbPath: db.dbPath, exec });
+  assert.equal(cased.features[2]!.get('lit_case'), 1);
+  assert.equal(cased.features[2]!.get('lit_missing'), undefined);
+  assert.equal(cased.features[2]!.get('lit_notq'), undefined, 'the question says france');
+  const found = await clauseSuspects({ question: q, sql: "SELECT name FROM singer AS T1 WHERE T1.country IN ('France', 'Spain')", schema, dbPath: db.dbPath, exec });
+  assert.equal(found.features[2]!.get('lit_missing'), undefined);
+  assert.equal(found.features[2]!.get('lit_case'), undefined);
+  assert.equal(found.features[2]!.get('empty&WHERE'), undefined);
+  // Without a database only what the text says is there.
+  const textOnly = await clauseSuspects({ question: q, sql: "SELECT name FROM singer WHERE country = 'FR'", schema });
+  assert.equal(textOnly.features[2]!.get('lit_missing'), undefined);
+  assert.equal(textOnly.features[2]!.get('no_db&WHERE'), 1);
+});
+
+test('question cues against the SELECT: a count the question does not ask for, DISTINCT it asks for', async () => {
+  const schema = schemaOf();
+  const a = await clauseSuspects({ question: 'How many singers are there?', sql: 'SELECT name FROM singer', schema, dbPath: db.dbPath, exec });
+  assert.equal(a.features[0]!.get('count_mismatch&SELECT'), 1);
+  const b = await clauseSuspects({ question: 'How many singers are there?', sql: 'SELECT count(*) FROM singer', schema, dbPath: db.dbPath, exec });
+  assert.equal(b.features[0]!.get('count_mismatch&SELECT'), undefined);
+  assert.equal(b.features[0]!.get('one_row&SELECT'), 1);
+  const c = await clauseSuspects({ question: 'List the different countries of singers', sql: 'SELECT country FROM singer', schema, dbPath: db.dbPath, exec });
+  assert.equal(c.features[0]!.get('distinct_mismatch&SELECT'), 1);
+  // Every name the extractor emits is one the combiner accepts.
+  for (const s of [a, b, c]) for (const f of s.features) for (const k of f.keys()) assert.ok(k.startsWith('is:') || isEvidenceFeature(k), k);
+});
+
+test('execution errors: a column of a table the query does not read blames FROM; a made-up column the clause naming it', async () => {
+  const index = new SchemaIndex(schemaOf());
+  const blame = async (sql: string) => {
+    const r = await exec.run(db.dbPath, sql);
+    assert.equal(r.ok, false, sql);
+    const split = splitSql(sql);
+    const tu = topUnits(split);
+    const k = executionBlame(sql, tu, (r as { error: string }).error, blameSchemaOf(split, index));
+    const plain = executionBlame(sql, tu, (r as { error: string }).error);
+    return { with: k === null ? null : tu[k]!.kind, without: plain === null ? null : tu[plain]!.kind };
+  };
+  // title lives in concert, which the query never reads: the table decision is wrong.
+  assert.deepEqual(await blame('SELECT title FROM singer WHERE age > 30'), { with: 'FROM', without: 'SELECT' });
+  // A column no table has: the clause that names it.
+  assert.deepEqual(await blame('SELECT nickname FROM singer WHERE age > 30'), { with: 'SELECT', without: 'SELECT' });
+  assert.deepEqual(await blame('SELECT name FROM singer WHERE agee > 30'), { with: 'WHERE', without: 'WHERE' });
+  // Inside a subquery the error belongs to the top-level clause holding it.
+  assert.deepEqual(await blame('SELECT name FROM singer WHERE singer_id IN (SELECT singer_id FROM singer WHERE title = 1)'), { with: 'WHERE', without: 'WHERE' });
+  // An unknown table is the FROM either way.
+  assert.deepEqual(await blame('SELECT name FROM singers'), { with: 'FROM', without: 'FROM' });
+});
+
+test('the evidence combiner: weights on evidence pick the order; unknown names, or evidence names without evidence, fall back', () => {
+  const raw = [-2, 1, 1];
+  const labels = ['SELECT', 'FROM', 'WHERE'];
+  const ev = [new Map([['is:SELECT', 1]]), new Map([['is:FROM', 1]]), new Map([['is:WHERE', 1], ['lit_missing', 1]])];
+  const lin = { features: ['z', 'lit_missing'], weights: [1, 10] };
+  assert.deepEqual(linearBlameOrder(lin, raw, 0, labels, null, ev), [2, 0, 1]);
+  assert.equal(linearBlameOrder(lin, raw, 0, labels, null, null), null);
+  assert.equal(linearBlameOrder({ features: ['nope'], weights: [1] }, raw, 0, labels, null, ev), null);
+  assert.deepEqual(evidenceOrderFor({ blame: { solo_linear: lin } }, raw, 0.5, labels, ev), [2, 0, 1]);
+  assert.equal(evidenceOrderFor({}, raw, 0.5, labels, ev), null);
+  // A crossed fact with a label that does not exist is not a feature.
+  assert.equal(isEvidenceFeature('empty&WHERE'), true);
+  assert.equal(isEvidenceFeature('empty&NOWHERE'), false);
+});
+
+test('/localize with a database: blame_source evidence when the model ships a combiner, the model order otherwise', async () => {
+  const modelDir = mkdtempSync(join(tmpdir(), 'caper-ev-model-'));
+  cpSync(TINY, modelDir, { recursive: true });
+  const manifest = JSON.parse(readFileSync(join(modelDir, 'caper.json'), 'utf8'));
+  manifest.blame = { ...(manifest.blame ?? {}), solo_linear: { features: ['lit_missing', 'z'], weights: [50, 0.01] } };
+  writeFileSync(join(modelDir, 'caper.json'), JSON.stringify(manifest));
+  let srv: Running | undefined;
+  try {
+    srv = await start({ modelDir, dbDir: db.dir, device: 'cpu' });
+    await srv.app.caper.loaded;
+    const sql = "SELECT name FROM singer WHERE country = 'FR'";
+    const r = await srv.post('/localize', { question: 'Singers from France', sql, db_id: 'shop' });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.blame_source, 'evidence');
+    assert.equal(r.body.blame[0].kind, 'WHERE');
+    assert.equal(r.body.blame[0].source, 'evidence');
+    assert.deepEqual([...r.body.blame.map((b: { unit: number }) => b.unit)].sort(), [0, 1, 2]);
+    // Without a database nothing is looked up: the model's own order.
+    const plain = await srv.post('/localize', { question: 'Singers from France', sql });
+    assert.equal(plain.body.blame_source, 'model');
+    // An execution error naming a clause still outranks the combiner.
+    const err = await srv.post('/localize', { question: 'Concert titles', sql: 'SELECT title FROM singer', db_id: 'shop' });
+    assert.equal(err.body.blame_source, 'execution');
+    assert.equal(err.body.blame[0].kind, 'FROM');
+  } finally {
+    await srv?.app.close();
+    rmSync(modelDir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,228 @@
+"""Blame combiner over clause evidence, fitted with cross-validation grouped by database.
+
+    node dist/scripts/blame-data.js --model models/default --out runs/blame-data.jsonl
+    python -m caper_train.blamefit cv --data runs/blame-data.jsonl [--mode solo|fused]
+        [--l2 L | --l2-grid 0.001,0.01,0.1,1] [--train truth|expert|both] [--export FILE.json]
+        [--manifest models/default/caper.json]
+
+Input: scripts/blame-data.ts output, one distinct failing candidate a line with its top-level
+units' clause labels, the Clause-PRM's raw output per unit, the evidence features of
+src/annotate/suspects.ts (question cues, result shape, literal lookups, crossed with the unit's
+clause label), the rootcause.ts root cause (`truth`, every failure), the expert label where the
+labels file has one, and the consensus ranking of the other pool8 candidates.
+
+The combiner is a conditional logit over the candidate's units: score(u) = w . x(u), softmax over
+the units, cross-entropy against the unit whose label is the target. Per fold it is fitted on the
+OTHER folds' databases only and scored on the fold's expert-labelled items (Top-1 / MRR over
+clause labels, ties in written order, labels the query lacks appended in fundamental order).
+Modes: `solo` uses what /localize has without other candidates (PRM z + evidence); `fused` adds
+the consensus features (rr, top). The exported {features, weights} is what src/scoring/blame.ts
+applies (caper.json blame.solo_linear / blame.fused_linear).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections import defaultdict
+
+import torch
+import torch.nn.functional as F
+
+DEFAULT_FOLDS = "world_1|dog_kennels,museum_visit,real_estate_properties|flight_2,course_teach|tvshow,orchestra|concert_singer,pets_1,voter_1"
+FUNDAMENTAL = ["FROM", "SETOP", "WHERE", "GROUP BY", "HAVING", "SELECT", "ORDER BY", "LIMIT"]
+
+
+def unit_features(r: dict, mode: str, use_prm: bool = True) -> list[dict]:
+    """Per unit: evidence features plus the model's standardized suspicion and the consensus terms."""
+    raw = r["raw"]
+    n = len(raw)
+    mean = sum(raw) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in raw) / n)
+    c = r.get("consensus") or []
+    out = []
+    for i, f in enumerate(r["feats"]):
+        g = dict(f)
+        lab = r["labels"][i]
+        if use_prm:
+            g["z"] = -(raw[i] - mean) / (sd + 1e-6)
+        if mode == "fused":
+            # Same names and definitions as src/scoring/blame.ts blameFeatures (a feature that is
+            # the same for every unit of a query cancels in the softmax, so none is kept).
+            k = c.index(lab) if lab in c else -1
+            g["rr"] = 1.0 / (k + 1) if k >= 0 else 0.0
+            g["top"] = 1.0 if c and c[0] == lab else 0.0
+            if c and use_prm:
+                g["has_z"] = g["z"]
+        out.append(g)
+    return out
+
+
+def to_tensor(feats: list[dict], names: dict[str, int]) -> torch.Tensor:
+    x = torch.zeros(len(feats), len(names))
+    for i, f in enumerate(feats):
+        for k, v in f.items():
+            j = names.get(k)
+            if j is not None:
+                x[i, j] = v
+    return x
+
+
+def fit(lists: list[tuple[torch.Tensor, int]], l2: float, iters: int = 300) -> torch.Tensor:
+    n = max(x.shape[0] for x, _ in lists)
+    d = lists[0][0].shape[1]
+    X = torch.zeros(len(lists), n, d)
+    M = torch.zeros(len(lists), n, dtype=torch.bool)
+    for i, (x, _) in enumerate(lists):
+        X[i, :x.shape[0]] = x
+        M[i, :x.shape[0]] = True
+    y = torch.tensor([t for _, t in lists])
+    w = torch.zeros(d, requires_grad=True)
+    opt = torch.optim.LBFGS([w], lr=1.0, max_iter=iters, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        logits = (X @ w).masked_fill(~M, -1e9)
+        loss = F.cross_entropy(logits, y) + l2 * (w * w).sum()
+        loss.backward()
+        return loss
+    opt.step(closure)
+    return w.detach()
+
+
+def ranking(labels: list[str], scores: list[float]) -> list[str]:
+    order = sorted(range(len(labels)), key=lambda i: (-scores[i], i))
+    out: list[str] = []
+    for i in order:
+        if labels[i] not in out:
+            out.append(labels[i])
+    return out + [l for l in FUNDAMENTAL if l not in out]
+
+
+def target_of(r: dict, train: str) -> str | None:
+    if train == "expert":
+        return r.get("expert")
+    if train == "both":
+        return r.get("expert") or r.get("truth")
+    return r.get("truth")
+
+
+def fit_rows(rows: list[dict], mode: str, l2: float, train: str, use_prm: bool) -> tuple[dict[str, int], torch.Tensor]:
+    feats = [unit_features(r, mode, use_prm) for r in rows]
+    names: dict[str, int] = {}
+    for fs in feats:
+        for f in fs:
+            for k in f:
+                names.setdefault(k, len(names))
+    lists = []
+    for r, fs in zip(rows, feats):
+        t = target_of(r, train)
+        if t is None or t not in r["labels"]:
+            continue
+        lists.append((to_tensor(fs, names), r["labels"].index(t)))
+    return names, fit(lists, l2)
+
+
+def score_rows(rows: list[dict], names: dict[str, int], w: torch.Tensor, mode: str, use_prm: bool) -> list[list[str]]:
+    """Rankings as the service gives them: the unit the query's own execution error names
+    (err_here) first whatever the weights say, then the combiner's order."""
+    out = []
+    for r in rows:
+        s = (to_tensor(unit_features(r, mode, use_prm), names) @ w).tolist()
+        s = [v + (1e6 if f.get("err_here") else 0.0) for v, f in zip(s, r["feats"])]
+        out.append(ranking(r["labels"], s))
+    return out
+
+
+def metrics(rows: list[dict], ranks: list[list[str]]) -> tuple[float, float]:
+    t1 = sum(1 for r, k in zip(rows, ranks) if k[0] == r["expert"])
+    rr = sum(1.0 / (k.index(r["expert"]) + 1) for r, k in zip(rows, ranks))
+    return t1 / max(1, len(rows)), rr / max(1, len(rows))
+
+
+def pick_l2(rows: list[dict], folds: list[set], grid: list[float], a) -> float:
+    """Inner cross-validation over the given folds' databases only: the l2 with the best Top-1
+    on their expert-labelled items (ties: the larger l2, the simpler model)."""
+    best, best_t1 = grid[-1], -1.0
+    for l2 in sorted(grid, reverse=True):
+        hits = n = 0
+        for dbs in folds:
+            train = [r for r in rows if r["db_id"] not in dbs]
+            test = [r for r in rows if r["db_id"] in dbs and r.get("expert")]
+            if not test:
+                continue
+            names, w = fit_rows(train, a.mode, l2, a.train, not a.no_prm)
+            ranks = score_rows(test, names, w, a.mode, not a.no_prm)
+            hits += sum(1 for r, k in zip(test, ranks) if k[0] == r["expert"])
+            n += len(test)
+        t1 = hits / max(1, n)
+        if t1 > best_t1 + 1e-9:
+            best, best_t1 = l2, t1
+    return best
+
+
+def cv(a) -> int:
+    rows = [json.loads(l) for l in open(a.data) if l.strip()]
+    folds = [set(f.split(",")) for f in a.folds.split("|")]
+    per = []
+    all_rows, all_ranks = [], []
+    grid = [float(x) for x in a.l2_grid.split(",")] if a.l2_grid else [a.l2]
+    chosen = []
+    for k, dbs in enumerate(folds):
+        train = [r for r in rows if r["db_id"] not in dbs]
+        test = [r for r in rows if r["db_id"] in dbs and r.get("expert")]
+        l2 = pick_l2(train, [f for j, f in enumerate(folds) if j != k], grid, a) if len(grid) > 1 else grid[0]
+        chosen.append(l2)
+        names, w = fit_rows(train, a.mode, l2, a.train, not a.no_prm)
+        ranks = score_rows(test, names, w, a.mode, not a.no_prm)
+        t1, mrr = metrics(test, ranks)
+        per.append((t1, mrr, len(test)))
+        all_rows += test
+        all_ranks += ranks
+    t1, mrr = metrics(all_rows, all_ranks)
+    folds_s = " | ".join(f"f{k} {a_:.3f}/{b:.3f}" for k, (a_, b, _) in enumerate(per))
+    mean1 = sum(p[0] for p in per) / len(per)
+    meanr = sum(p[1] for p in per) / len(per)
+    print(f"mode={a.mode} train={a.train} l2={'/'.join(f'{x:g}' for x in chosen)} prm={not a.no_prm}: {folds_s} | mean {mean1:.3f}/{meanr:.3f} | overall top1={t1:.3f} mrr={mrr:.3f} (n={len(all_rows)})")
+    if a.export or a.manifest:
+        l2 = pick_l2(rows, folds, grid, a) if len(grid) > 1 else grid[0]
+        names, w = fit_rows(rows, a.mode, l2, a.train, not a.no_prm)
+        inv = sorted(names, key=names.get)
+        keep = [(n, float(w[names[n]])) for n in inv if abs(float(w[names[n]])) > 1e-6]
+        lin = {"features": [n for n, _ in keep], "weights": [round(v, 6) for _, v in keep],
+               "fit": {"mode": a.mode, "train": a.train, "l2": l2, "n": len(rows), "folds": a.folds,
+                       "cv_top1": round(t1, 4), "cv_mrr": round(mrr, 4), "cv_folds_top1": [round(p[0], 4) for p in per]}}
+        if a.export:
+            with open(a.export, "w") as fh:
+                json.dump(lin, fh, indent=1)
+        if a.manifest:
+            # caper.json blame.solo_linear (mode solo) or blame.fused_linear (mode fused): what
+            # src/scoring/blame.ts applies; everything else in the manifest is kept.
+            with open(a.manifest) as fh:
+                m = json.load(fh)
+            m.setdefault("blame", {})["solo_linear" if a.mode == "solo" else "fused_linear"] = lin
+            with open(a.manifest, "w") as fh:
+                json.dump(m, fh, indent=2)
+                fh.write("\n")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("cv")
+    c.add_argument("--data", required=True)
+    c.add_argument("--folds", default=DEFAULT_FOLDS)
+    c.add_argument("--mode", choices=["solo", "fused"], default="solo")
+    c.add_argument("--train", choices=["truth", "expert", "both"], default="truth")
+    c.add_argument("--l2", type=float, default=1e-3)
+    c.add_argument("--l2-grid", help="comma-separated l2 values chosen by inner cross-validation in every fold (and for --export)")
+    c.add_argument("--no-prm", action="store_true")
+    c.add_argument("--export", help="also fit on every database and write {features, weights, fit} here")
+    c.add_argument("--manifest", help="also fit on every database and write it into this caper.json (blame.solo_linear or blame.fused_linear)")
+    a = ap.parse_args(argv)
+    return cv(a)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
