@@ -40,6 +40,12 @@ test('a literal that occurs nowhere in its column, or only in another case, is e
   assert.equal(missing.features[2]!.get('empty&WHERE'), 1);
   assert.equal(missing.features[0]!.get('empty&SELECT'), 1);
   assert.equal(missing.features[1]!.get('lit_missing_any&FROM'), 1);
+  // A value found in a table the query does not read ('Autumn' is a concert title) points at the
+  // table decision; 'FR' is nowhere.
+  const elsewhere = await clauseSuspects({ question: 'Singer of Autumn', sql: "SELECT name FROM singer WHERE name = 'Autumn'", schema, dbPath: db.dbPath, exec });
+  assert.equal(elsewhere.features[2]!.get('lit_missing'), 1);
+  assert.equal(elsewhere.features[1]!.get('lit_elsewhere&FROM'), 1);
+  assert.equal(missing.features[1]!.get('lit_elsewhere&FROM'), undefined);
   const cased = await clauseSuspects({ question: q, sql: "SELECT name FROM singer WHERE country = 'FRANCE'", schema, dbPath: db.dbPath, exec });
   assert.equal(cased.features[2]!.get('lit_case'), 1);
   assert.equal(cased.features[2]!.get('lit_missing'), undefined);
@@ -63,8 +69,22 @@ test('question cues against the SELECT: a count the question does not ask for, D
   assert.equal(b.features[0]!.get('one_row&SELECT'), 1);
   const c = await clauseSuspects({ question: 'List the different countries of singers', sql: 'SELECT country FROM singer', schema, dbPath: db.dbPath, exec });
   assert.equal(c.features[0]!.get('distinct_mismatch&SELECT'), 1);
+  // An aggregate the question names and the SELECT lacks.
+  const d = await clauseSuspects({ question: 'What is the average age of singers?', sql: 'SELECT age FROM singer', schema, dbPath: db.dbPath, exec });
+  assert.equal(d.features[0]!.get('agg_mismatch&SELECT'), 1);
+  const d2 = await clauseSuspects({ question: 'What is the average age of singers?', sql: 'SELECT avg(age) FROM singer', schema, dbPath: db.dbPath, exec });
+  assert.equal(d2.features[0]!.get('agg_mismatch&SELECT'), undefined);
+  // A key in the answer nobody asked for; a join on columns no foreign key relates.
+  const e = await clauseSuspects({ question: 'Which singers gave concerts?', sql: 'SELECT singer_id FROM concert', schema, dbPath: db.dbPath, exec });
+  assert.equal(e.features[1]!.get('sel_key&FROM'), 1);
+  const e2 = await clauseSuspects({ question: 'Give the ids of singers who gave concerts', sql: 'SELECT singer_id FROM concert', schema, dbPath: db.dbPath, exec });
+  assert.equal(e2.features[1]!.get('sel_key&FROM'), undefined);
+  const f = await clauseSuspects({ question: 'Names of singers with concerts', sql: 'SELECT T1.name FROM singer AS T1 JOIN concert AS T2 ON T1.age = T2.year', schema, dbPath: db.dbPath, exec });
+  assert.equal(f.features[1]!.get('join_not_fk&FROM'), 1);
+  const f2 = await clauseSuspects({ question: 'Names of singers with concerts', sql: 'SELECT T1.name FROM singer AS T1 JOIN concert AS T2 ON T1.singer_id = T2.singer_id', schema, dbPath: db.dbPath, exec });
+  assert.equal(f2.features[1]!.get('join_not_fk&FROM'), undefined);
   // Every name the extractor emits is one the combiner accepts.
-  for (const s of [a, b, c]) for (const f of s.features) for (const k of f.keys()) assert.ok(k.startsWith('is:') || isEvidenceFeature(k), k);
+  for (const s of [a, b, c, d, e, f]) for (const g of s.features) for (const k of g.keys()) assert.ok(k.startsWith('is:') || isEvidenceFeature(k), k);
 });
 
 test('execution errors: a column of a table the query does not read blames FROM; a made-up column the clause naming it', async () => {

@@ -127,6 +127,19 @@ async function lookup(c: LiteralCheck, dbPath: string, exec: SqlRunner): Promise
   return failed === c.tables.length * 2 ? null : 'missing';
 }
 
+/** Whether a text column of a table outside `read` holds the value (any case). */
+async function foundElsewhere(value: string, read: Set<string>, schema: SchemaInfo, dbPath: string, exec: SqlRunner): Promise<boolean> {
+  for (const t of schema.tables) {
+    if (read.has(t.name.toLowerCase())) continue;
+    const cols = t.columns.filter((c) => !/INT|REAL|NUM|DOUBLE|FLOAT|DEC|BOOL|DATE|TIME/i.test(c.type));
+    if (!cols.length) continue;
+    const cond = cols.map((c) => `lower(trim(${qid(c.name)})) = lower(trim(${sqlString(value)}))`).join(' OR ');
+    const r = await exec.run(dbPath, `SELECT 1 FROM ${qid(t.name)} WHERE ${cond} LIMIT 1`);
+    if (r.ok && r.rows.length) return true;
+  }
+  return false;
+}
+
 /** The evidence features of one query's top-level units. */
 export async function clauseSuspects(inp: SuspectInputs): Promise<ClauseSuspects> {
   const split = inp.split?.tree ? inp.split : splitSql(inp.sql);
@@ -157,6 +170,39 @@ export async function clauseSuspects(inp: SuspectInputs): Promise<ClauseSuspects
   for (const [fact, l] of [['group', 'GROUP BY'], ['order', 'ORDER BY'], ['limit', 'LIMIT'], ['having', 'HAVING']] as const) q[fact] = labels.includes(l) ? 1 : 0;
   const allTables = new Set(nodes.filter((n) => n.kind === 'table').map((n) => n.label.toLowerCase()));
   q['q_table_missing'] = tablesNamed(inp.question, inp.schema).some((t) => !allTables.has(t)) ? 1 : 0;
+  // An aggregate the question names and the SELECT lacks (average -> AVG, total -> SUM).
+  const aggs = new Set(selectNodes.filter((n) => n.kind === 'aggregate').map((n) => n.label));
+  q['agg_mismatch'] = (/\b(average|mean)\b/i.test(inp.question) && !aggs.has('AVG')) || (/\b(total|sum)\b/i.test(inp.question) && !aggs.has('SUM')) ? 1 : 0;
+  const index = inp.index ?? new SchemaIndex(inp.schema);
+  const aliasOf = new Map<string, string>();
+  for (const n of nodes) if (n.kind === 'table') aliasOf.set(String(n.attrs?.alias ?? n.label).toLowerCase(), n.label.toLowerCase());
+  const tableOf = (col: TreeNode): string | null => {
+    const qual = typeof col.attrs?.qualifier === 'string' ? col.attrs.qualifier.toLowerCase() : null;
+    const name = String(col.attrs?.name ?? '').toLowerCase();
+    if (qual) return aliasOf.get(qual) ?? null;
+    const holders = fromTables.filter((t) => index.column(t, name));
+    return holders.length === 1 ? holders[0]! : null;
+  };
+  // A key column in the answer the question never asks for ("ids", "codes"): the query answers
+  // with a reference where a joined table's name was wanted.
+  q['sel_key'] = !/\b(ids?|codes?|numbers?)\b/i.test(inp.question) && selectNodes.some((n) => {
+    if (n.kind !== 'column' || n.parent?.kind === 'aggregate') return false;
+    const t = tableOf(n);
+    return t !== null && index.isKey(t, String(n.attrs?.name ?? '').toLowerCase());
+  }) ? 1 : 0;
+  // A join whose condition is no declared foreign key between the two tables (and not the same
+  // column name on both sides): a guessed join path.
+  q['join_not_fk'] = nodes.some((n) => {
+    if (n.kind !== 'comparison' || n.label !== '=' || n.parent?.kind !== 'join' || n.children.length !== 2) return false;
+    const [a, b] = n.children as [TreeNode, TreeNode];
+    if (a.kind !== 'column' || b.kind !== 'column') return false;
+    const ta = tableOf(a);
+    const tb = tableOf(b);
+    const ca = String(a.attrs?.name ?? '').toLowerCase();
+    const cb = String(b.attrs?.name ?? '').toLowerCase();
+    if (!ta || !tb || ca === cb) return false;
+    return !index.fks.some((f) => (f.from === ta && f.fromCol === ca && f.to === tb && f.toCol === cb) || (f.from === tb && f.fromCol === cb && f.to === ta && f.toCol === ca));
+  }) ? 1 : 0;
 
   const unit = tu.map(() => new Map<string, number>());
   const bump = (i: number, f: string, v = 1): void => {
@@ -184,19 +230,25 @@ export async function clauseSuspects(inp: SuspectInputs): Promise<ClauseSuspects
       q['exec_error'] = r.code === 'sql_error' ? 1 : 0;
       // "no such column: T2.x": the clause the service blames for it (executionBlame below).
       if (r.code === 'sql_error') {
-        const k = executionBlame(split.sql, tu, r.error, blameSchemaOf(split, inp.index ?? new SchemaIndex(inp.schema)));
+        const k = executionBlame(split.sql, tu, r.error, blameSchemaOf(split, index));
         if (k !== null) bump(k, 'err_here');
       }
     } else {
       q['empty'] = r.rows.length === 0 ? 1 : 0;
       q['one_row'] = r.rows.length === 1 ? 1 : 0;
       q['null_only'] = r.rows.length > 0 && r.rows.every((row) => row.every((v) => v === null)) ? 1 : 0;
+      q['dup_rows'] = new Set(r.rows.map((row) => JSON.stringify(row))).size < r.rows.length ? 1 : 0;
     }
     for (const c of checks) {
       const found = await lookup(c, inp.dbPath, inp.exec);
       if (found === 'missing') bump(c.unit, 'lit_missing');
       if (found === 'case') bump(c.unit, 'lit_case');
-      if (found === 'missing' || found === 'case') q['lit_missing_any'] = 1;
+      if (found === 'missing' || found === 'case') {
+        q['lit_missing_any'] = 1;
+        // 'Kabul' is not a country name but a city's: the value lives in a table the query does
+        // not read, which points at the table decision rather than at the literal.
+        if (c.op === '=' && (await foundElsewhere(c.value, allTables, inp.schema, inp.dbPath, inp.exec))) q['lit_elsewhere'] = 1;
+      }
     }
   }
 

@@ -107,7 +107,11 @@ function execute(job: Job): Reply {
 
 process.on('message', (msg: Job) => {
   const reply = execute(msg);
-  process.send?.(reply);
+  // The parent may have given up on us (a timeout) while the query was finishing: the channel is
+  // gone, and without a callback the failed send would crash with EPIPE on the shared stderr.
+  process.send?.(reply, undefined, undefined, (e) => {
+    if (e) process.exit(0);
+  });
 });
 // The parent going away must take us with it, or an orphan could keep running a long query.
 process.on('disconnect', () => process.exit(0));

@@ -125,7 +125,7 @@ export const EVIDENCE_QUERY_FACTS = [
   'q_count', 'q_distinct', 'q_each', 'q_superl', 'q_order', 'q_neg', 'q_both', 'q_or', 'q_agg',
   's_count', 's_distinct', 's_agg', 'count_mismatch', 'distinct_mismatch',
   'join', 'tables2', 'subquery', 'setop', 'group', 'order', 'limit', 'having', 'left_join',
-  'q_table_missing', 'lit_missing_any',
+  'q_table_missing', 'lit_missing_any', 'lit_elsewhere', 'dup_rows', 'agg_mismatch', 'sel_key', 'join_not_fk',
 ] as const;
 export const EVIDENCE_UNIT_FACTS = ['lit_missing', 'lit_case', 'lit_notq', 'err_here', 'subq_here', 'neg_here', 'conds'] as const;
 
