@@ -226,3 +226,34 @@ test('folds: whole databases, balanced by questions, deterministic', () => {
   assert.deepEqual(foldsByDatabase([...ids].reverse(), 3), folds);
   assert.equal(foldsByDatabase(['x', 'y'], 5).length, 2);
 });
+
+test('a group resting on a value the column never holds is passed over while another group does not', async () => {
+  const { missingLiterals } = await import('../src/annotate/suspects.js');
+  const { schemaFromSqlite } = await import('../src/clauses/schema.js');
+  const schema = schemaFromSqlite(db);
+  const withLookups = async (sql: string): Promise<SelectorCandidate> => {
+    const c = await cand(sql);
+    const n = await missingLiterals(sql, schema, db, exec);
+    return n > 0 ? { ...c, missingLiterals: n } : c;
+  };
+  // Three candidates write a country the table does not have (an empty answer they agree on),
+  // one writes the one it has.
+  const bad = "SELECT name FROM singer WHERE country = 'FRA'";
+  const good = "SELECT name FROM singer WHERE country = 'France'";
+  const cands = [await withLookups(bad), await withLookups(bad), await withLookups(`${bad} ORDER BY name`), await withLookups(good)];
+  assert.equal(cands[0]!.missingLiterals, 1);
+  assert.equal(cands[3]!.missingLiterals, undefined);
+  const w = voteWeights('exec');
+  const choice = selectGroups(cands, w, 'Singers from France');
+  assert.equal(choice.order[0], 3, 'the vote alone would take the group of three');
+  const reasons = explain(choice, w, 'vote', cands.length, cands);
+  assert.equal(reasons[3]!.overrules_vote, true);
+  assert.equal(reasons[0]!.missing_literals, true);
+  assert.match(reasons[0]!.summary, /never holds/);
+  // Without lookups (sql mode, or a caller that did not make them) the vote stands.
+  const plain = cands.map(({ missingLiterals: _m, ...c }) => c);
+  assert.notEqual(selectGroups(plain, w, 'Singers from France').order[0], 3);
+  // When every group rests on such a value, the rule has nothing to prefer: the model's order.
+  const allBad = [cands[0]!, cands[1]!, await withLookups("SELECT name FROM singer WHERE country = 'ESP'")];
+  assert.equal(selectGroups(allBad, w).order[0], 0);
+});

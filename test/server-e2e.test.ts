@@ -223,6 +223,20 @@ test('/rerank selector (the default) with db_id: groups by result, a reason per 
   assert.ok(Math.abs([...groups.values()].reduce((a, b) => a + b, 0) - 1) < 1e-9);
 });
 
+test('/rerank selector: a group comparing a column with a value it never holds loses to one that does not', async () => {
+  // Three candidates agree on a country the database does not have; one writes the stored one.
+  const bad = "SELECT name FROM singer WHERE country = 'FRA'";
+  const cands = [bad, `${bad} ORDER BY name`, bad, "SELECT name FROM singer WHERE country = 'France'"];
+  const { status, body } = await srv.post('/rerank', { question: 'Singers from France', db_id: 'shop', candidates: cands });
+  assert.equal(status, 200, JSON.stringify(body));
+  assert.equal(body.results[0].index, 3);
+  assert.equal(body.results[0].reason.overrules_vote, true);
+  assert.equal(body.results[0].reason.missing_literals, undefined);
+  const loser = body.results.find((r: any) => r.index === 0);
+  assert.equal(loser.reason.missing_literals, true);
+  assert.equal(loser.reason.vote_group_size, 3);
+});
+
 test('/rerank selector without a database groups by canonical SQL', async () => {
   const cands = [WRONG, GOOD, GOOD3, 'SELECT count(*) FROM singer WHERE country = \'Chile\''];
   const { status, body } = await srv.post('/rerank', { question: Q, schema: 'singer: singer_id*, name, country, age', candidates: cands });

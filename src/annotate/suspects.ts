@@ -140,6 +140,19 @@ async function foundElsewhere(value: string, read: Set<string>, schema: SchemaIn
   return false;
 }
 
+/**
+ * How many string literals of the query occur nowhere in the column they are compared with (not
+ * even in another case): the selector's `lit_missing` (a reviewer's first check of a group whose
+ * answer rests on a value the database does not hold). 0 when the query does not parse.
+ */
+export async function missingLiterals(sql: string, schema: SchemaInfo, dbPath: string, exec: SqlRunner, split?: SplitResult): Promise<number> {
+  const sp = split?.tree ? split : splitSql(sql);
+  if (!sp.tree) return 0;
+  let n = 0;
+  for (const c of literalChecks(sp, schema, () => 0)) if ((await lookup(c, dbPath, exec)) === 'missing') n++;
+  return n;
+}
+
 /** The evidence features of one query's top-level units. */
 export async function clauseSuspects(inp: SuspectInputs): Promise<ClauseSuspects> {
   const split = inp.split?.tree ? inp.split : splitSql(inp.sql);

@@ -18,7 +18,7 @@ import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../sco
 import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { extractSql, type Extracted } from './candidates.js';
-import { executionBlame, blameSchemaOf, clauseSuspects } from '../annotate/suspects.js';
+import { executionBlame, blameSchemaOf, clauseSuspects, missingLiterals } from '../annotate/suspects.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
 import { rootCause, consensusRootCause, unitLabel, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
 import { fusedOrderFor, evidenceOrderFor, linearBlameOf } from '../scoring/blame.js';
@@ -531,6 +531,24 @@ export class Verifier {
         }
         const mode = exec ? 'exec' : 'sql';
         const w = this.selector[mode];
+        // Literals looked up in the columns they are compared with, for the selector's rule on
+        // groups that rest on a value the database does not hold (a few LIMIT 1 lookups per
+        // candidate, cached like every execution).
+        if (exec) {
+          const info = this.schemaOf(req.db_id!).info;
+          const run = this.runner(dl);
+          if (info) {
+            await Promise.all(cands.map(async (c, i) => {
+              if (!exec.results[i]!.ok || c.sql.length > ROOT_CAUSE_MAX_CHARS) return;
+              try {
+                const n = await missingLiterals(c.sql, info, ctx.dbPath!, run, scored.candidates[i]!.split);
+                if (n > 0) c.missingLiterals = n;
+              } catch {
+                // a failed lookup leaves the feature at 0, as for a query without literals
+              }
+            }));
+          }
+        }
         const choice = selectGroups(cands, w, req.question);
         ranking = choice.order.map((index, k) => ({
           index,

@@ -30,7 +30,8 @@ export interface SelectorFacts {
   questions: SelectorQuestion[];
 }
 
-export const FACTS_VERSION = 2;
+// 3: candidates carry missingLiterals (the selector's lit_missing).
+export const FACTS_VERSION = 3;
 
 export async function computeSelectorFacts(dataDir: string, systems: string[], modelDir: string, opts: { limit?: number; timeoutMs?: number; device?: 'auto' | 'cuda' | 'cpu' } = {}): Promise<SelectorFacts> {
   const { SqlExecutor } = await import('../execution/executor.js');
@@ -70,6 +71,27 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
     } finally {
       await solo.close();
     }
+  }
+  // Literal lookups for the selector's lit_missing, as the service makes them for executed
+  // candidates (src/core/verifier.ts).
+  const { missingLiterals } = await import('../annotate/suspects.js');
+  const { schemaFromSqlite } = await import('../clauses/schema.js');
+  const lookups = new SqlExecutor({ timeoutMs, workers: 2 });
+  try {
+    const schemas = new Map<string, ReturnType<typeof schemaFromSqlite>>();
+    for (const q of out) {
+      if (!q) continue;
+      const db = dbPath(dataDir, q.db_id);
+      let schema = schemas.get(q.db_id);
+      if (!schema) schemas.set(q.db_id, (schema = schemaFromSqlite(db)));
+      for (const c of q.candidates) {
+        if (!c.exec?.ok) continue;
+        const n = await missingLiterals(c.sql, schema, db, lookups);
+        if (n > 0) c.missingLiterals = n;
+      }
+    }
+  } finally {
+    await lookups.close();
   }
   return { version: FACTS_VERSION, data: dataDir, model: run.model, systems, questions: out };
 }

@@ -23,9 +23,9 @@ export function foldsByDatabase(dbIds: readonly string[], k: number): string[][]
   return folds.map((f) => f.dbs);
 }
 
-/** Candidates as the selector sees them in a mode (sql mode: execution hidden). */
+/** Candidates as the selector sees them in a mode (sql mode: execution and database lookups hidden). */
 export function candidatesFor(q: SelectorQuestion, mode: SelectorMode): SelectorCandidate[] {
-  return mode === 'exec' ? q.candidates : q.candidates.map(({ exec: _e, ...c }) => c);
+  return mode === 'exec' ? q.candidates : q.candidates.map(({ exec: _e, missingLiterals: _m, ...c }) => c);
 }
 
 export function fitQuestion(q: SelectorQuestion, mode: SelectorMode): FitQuestion {

@@ -39,6 +39,7 @@ export const selectorReason = {
       type: 'object',
       properties: { rows: { type: 'integer' }, cols: { type: 'integer' }, empty: { type: 'boolean' }, all_null: { type: 'boolean' } },
     },
+    missing_literals: { type: 'boolean', description: 'most members compare a column with a value it never holds; such a group ranks below every group that does not' },
     vote_group_size: { type: 'integer', description: 'size of the group Majority Vote would pick' },
     overrules_vote: { type: 'boolean', description: 'this group ranks above the vote\'s group' },
     factors: {

@@ -88,6 +88,8 @@ export interface SelectorCandidate {
   units: { kind: ClauseKind; text: string; score: number }[];
   /** Execution outcome; absent (for every candidate) in sql mode. */
   exec?: ExecShape;
+  /** String literals compared with a column that holds no such value (exec mode; absent = 0). */
+  missingLiterals?: number;
   /**
    * The PRM could not score it (e.g. its SQL alone exceeds max_length): like a failed execution
    * it joins no group and ranks last, so the service's policy for such candidates holds here too.
@@ -111,7 +113,7 @@ export const FEATURES: Record<SelectorMode, readonly string[]> = {
     'star', 'like', 'len_ratio', 'nest', 'joins', 'distinct_kw', 'limit_kw',
     'sql_agree', 'empty', 'all_null', 'one_row', 'log_rows', 'cols_modal', 'order_split',
     'dup_rows', 'dup_twin', 'soft_support',
-    'count_shape', 'superlative_one_row', 'cols_excess',
+    'count_shape', 'superlative_one_row', 'cols_excess', 'lit_missing',
   ],
   sql: [
     'share', 'top', 'margin',
@@ -157,6 +159,8 @@ export interface GroupInfo {
   agreement: number;
   sqlAgreement: number;
   shape?: { rows: number; cols: number; empty: boolean; all_null: boolean };
+  /** Most members compare a column with a value it never holds (SelectorCandidate.missingLiterals). */
+  missingLiterals: boolean;
 }
 
 const fin = (x: number) => (Number.isFinite(x) ? x : 0);
@@ -337,6 +341,7 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
       prmMean: mean(prms),
       agreement: mean(members.map((i) => d[i]!.agreeMean)),
       sqlAgreement: Math.max(...members.map((i) => d[i]!.sqlAgree)),
+      missingLiterals: 2 * members.filter((i) => (cands[i]!.missingLiterals ?? 0) > 0).length > members.length,
     };
     let ordered = members.slice();
     if (mode === 'exec') {
@@ -374,6 +379,9 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
       // Answer type against the question's wording.
       const single = e.rows === 1 && e.cols === 1;
       base.push(cue.count ? (single ? 1 : -1) : 0, cue.superlative ? (e.rows === 1 ? 1 : -1) : 0, Math.max(0, e.cols - cue.asked));
+      // Share of members comparing a column with a value it never holds (checked by the caller
+      // against the database: src/annotate/suspects.ts missingLiterals).
+      base.push(mean(members.map((i) => ((cands[i]!.missingLiterals ?? 0) > 0 ? 1 : 0))));
       info.shape = { rows: e.rows, cols: e.cols, empty: e.rows === 0, all_null: e.allNull };
     } else {
       ordered.sort((a, b) => d[b]!.prm - d[a]!.prm || a - b);
@@ -422,7 +430,15 @@ export function selectGroups(cands: readonly SelectorCandidate[], w: SelectorWei
   const mx = Math.max(...scored.map((g) => g.score));
   const z = scored.reduce((a, g) => a + Math.exp(g.score - mx), 0);
   for (const g of scored) g.prob = Math.exp(g.score - mx) / z;
-  scored.sort((a, b) => b.score - a.score || b.info.prm - a.info.prm || Math.min(...a.members) - Math.min(...b.members));
+  // A group whose answer rests on a value the database does not hold (most members compare a
+  // column with a literal that occurs nowhere in it: 'USA' for 'United States') is passed over
+  // while a group without such literals exists. A rule, not a weight: on dev-open it changes 4
+  // picks of the cross-validated selector on pool8 and 4 on pool16, all from wrong to right
+  // (docs/SELECTOR.md); as a fitted feature it was too rare for the l2 to leave it a weight.
+  const clean = scored.filter((g) => !g.info.missingLiterals);
+  const demote = clean.length > 0 && clean.length < scored.length;
+  scored.sort((a, b) => (demote ? Number(a.info.missingLiterals) - Number(b.info.missingLiterals) : 0)
+    || b.score - a.score || b.info.prm - a.info.prm || Math.min(...a.members) - Math.min(...b.members));
   const order: number[] = [];
   scored.forEach((g, gi) => {
     for (const i of g.members) {
@@ -492,6 +508,8 @@ export interface SelectorReason {
   sql_agreement: number;
   /** Execution result shape (exec mode). */
   shape?: { rows: number; cols: number; empty: boolean; all_null: boolean };
+  /** Most members compare a column with a value it never holds (ranked below groups that do not). */
+  missing_literals?: boolean;
   /** Size of the group Majority Vote would pick, and whether this group is a different one that ranks above it. */
   vote_group_size: number;
   overrules_vote: boolean;
@@ -532,6 +550,7 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
       (overrules ? ` over the vote's group of ${vote!.members.length}` : '') +
       `, PRM ${g.info.prm.toFixed(2)}, clause agreement ${g.info.agreement.toFixed(2)}` +
       (g.info.shape ? `, ${g.info.shape.rows} row(s) x ${g.info.shape.cols} col(s)` : '') +
+      (g.info.missingLiterals ? ', compares a column with a value it never holds (passed over while another group does not)' : '') +
       (factors.length ? `; ${factors.map((f) => `${f.feature} ${f.contribution >= 0 ? '+' : ''}${f.contribution}`).join(', ')}` : '');
     const reason: SelectorReason = {
       mode: w.mode,
@@ -543,6 +562,7 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
       clause_agreement: r3(g.info.agreement),
       sql_agreement: r3(g.info.sqlAgreement),
       ...(g.info.shape ? { shape: g.info.shape } : {}),
+      ...(g.info.missingLiterals ? { missing_literals: true } : {}),
       vote_group_size: vote ? vote.members.length : 0,
       overrules_vote: overrules,
       factors,
