@@ -253,6 +253,9 @@ test('a group resting on a value the column never holds is passed over while ano
   // Without lookups (sql mode, or a caller that did not make them) the vote stands.
   const plain = cands.map(({ missingLiterals: _m, ...c }) => c);
   assert.notEqual(selectGroups(plain, w, 'Singers from France').order[0], 3);
+  // With =, a value stored only in another case never matches either; LIKE matches it.
+  assert.equal((await withLookups("SELECT name FROM singer WHERE country = 'france'")).missingLiterals, 1);
+  assert.equal((await withLookups("SELECT name FROM singer WHERE country LIKE 'france'")).missingLiterals, undefined);
   // When every group rests on such a value, the rule has nothing to prefer: the model's order.
   const allBad = [cands[0]!, cands[1]!, await withLookups("SELECT name FROM singer WHERE country = 'ESP'")];
   assert.equal(selectGroups(allBad, w).order[0], 0);

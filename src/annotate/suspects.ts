@@ -141,15 +141,20 @@ async function foundElsewhere(value: string, read: Set<string>, schema: SchemaIn
 }
 
 /**
- * How many string literals of the query occur nowhere in the column they are compared with (not
- * even in another case): the selector's `lit_missing` (a reviewer's first check of a group whose
- * answer rests on a value the database does not hold). 0 when the query does not parse.
+ * How many string literals of the query can match no value of the column they are compared with,
+ * under the comparison as written: for `=` / `IN` the value is absent or present only in another
+ * case ('Jetblue Airways' where the table says 'JetBlue Airways'), for LIKE no value matches the
+ * pattern. The selector's rule on groups that rest on a value the database does not hold (a
+ * reviewer's first check). 0 when the query does not parse.
  */
 export async function missingLiterals(sql: string, schema: SchemaInfo, dbPath: string, exec: SqlRunner, split?: SplitResult): Promise<number> {
   const sp = split?.tree ? split : splitSql(sql);
   if (!sp.tree) return 0;
   let n = 0;
-  for (const c of literalChecks(sp, schema, () => 0)) if ((await lookup(c, dbPath, exec)) === 'missing') n++;
+  for (const c of literalChecks(sp, schema, () => 0)) {
+    const found = await lookup(c, dbPath, exec);
+    if (found === 'missing' || (found === 'case' && c.op === '=')) n++;
+  }
   return n;
 }
 

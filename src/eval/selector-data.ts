@@ -30,8 +30,9 @@ export interface SelectorFacts {
   questions: SelectorQuestion[];
 }
 
-// 3: candidates carry missingLiterals (the selector's lit_missing).
-export const FACTS_VERSION = 3;
+// 3: candidates carry missingLiterals (the selector's literal rule); 4: a literal present only in
+// another case counts for = comparisons.
+export const FACTS_VERSION = 4;
 
 export async function computeSelectorFacts(dataDir: string, systems: string[], modelDir: string, opts: { limit?: number; timeoutMs?: number; device?: 'auto' | 'cuda' | 'cpu' } = {}): Promise<SelectorFacts> {
   const { SqlExecutor } = await import('../execution/executor.js');
