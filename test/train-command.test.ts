@@ -2,7 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -64,6 +65,50 @@ test('caper train rejects bad launcher flags before starting anything', () => {
     const r = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples', tuples, ...args], { cwd: ROOT, encoding: 'utf8' });
     assert.equal(r.status, 2, args.join(' '));
     assert.match(r.stderr, msg);
+  }
+});
+
+test('caper train --candidates DIR adds the real candidates\' failures and successes to the training data', { skip: SKIP, timeout: 120_000 }, () => {
+  // A Spider-layout split built here: one database, two questions, two systems' predictions.
+  const dir = mkdtempSync(join(tmpdir(), 'caper-train-cands-'));
+  const name = 'tinycands';
+  try {
+    mkdirSync(join(dir, 'split', 'database', 'shop'), { recursive: true });
+    mkdirSync(join(dir, 'split', 'predictions'));
+    const db = new Database(join(dir, 'split', 'database', 'shop', 'shop.sqlite'));
+    db.exec(`CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
+      INSERT INTO singer VALUES (1,'Ann','France',30),(2,'Bob','Spain',45),(3,'Cid','France',22);`);
+    db.close();
+    writeFileSync(join(dir, 'split', 'dev.json'), JSON.stringify([
+      { db_id: 'shop', question: 'Names of singers older than 40', query: 'SELECT name FROM singer WHERE age > 40' },
+      { db_id: 'shop', question: 'How many singers are from France?', query: "SELECT count(*) FROM singer WHERE country = 'France'" },
+    ]));
+    writeFileSync(join(dir, 'split', 'predictions', 'a.sql'), "SELECT name FROM singer WHERE age > 20\nSELECT count(*) FROM singer WHERE country = 'France'\n");
+    writeFileSync(join(dir, 'split', 'predictions', 'b.sql'), "SELECT name FROM singer WHERE age > 40\nSELECT count(*) FROM singer WHERE country = 'Spain'\n");
+    const fixture = join(ROOT, 'training', 'tests', 'fixtures', 'tuples.jsonl');
+    const out = join(dir, name);
+    const r = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples', fixture, '--candidates', join(dir, 'split'),
+      '--out', out, '--steps', '4', '--no-eval'], { cwd: ROOT, encoding: 'utf8', timeout: 110_000 });
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /real candidates of/);
+    const merged = readFileSync(join(ROOT, 'runs', name, 'tuples+candidates.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const base = readFileSync(fixture, 'utf8').trim().split('\n').length;
+    const real = merged.slice(base);
+    // Two failures (age > 20, 'Spain') with their root causes, two successes, and the split's
+    // gold queries as correct trajectories; no injected mutants of them.
+    const traj = (src: string, correct: boolean) => real.filter((x) => x.type === 'trajectory' && x.source === src && x.correct === correct).length;
+    assert.equal(traj('counterfactual', false), 2, JSON.stringify(real));
+    assert.equal(traj('counterfactual', true), 2);
+    assert.equal(traj('gold', true), 2);
+    assert.ok(real.every((x) => x.source === 'counterfactual' || x.source === 'gold'), JSON.stringify(real.map((x) => x.source)));
+    const m = JSON.parse(readFileSync(join(out, 'caper.json'), 'utf8')) as { training: { records: number } };
+    assert.equal(m.training.records, merged.length, 'the model was trained on the merged file');
+    const bad = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples', fixture, '--candidates', join(dir, 'nowhere')], { cwd: ROOT, encoding: 'utf8' });
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /no predictions\/ directory/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(join(ROOT, 'runs', name), { recursive: true, force: true });
   }
 });
 
