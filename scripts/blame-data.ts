@@ -8,7 +8,7 @@
 //   consensus  the consensus ranking from the other pool8 candidates (no gold), as /localize
 //              with candidates computes it
 // Usage: node dist/scripts/blame-data.js [--data DIR] [--model DIR] [--pool pool16] [--labels FILE] [--out FILE]
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { splitSql, topUnits } from '../src/clauses/index.js';
 import { schemaFromSqlite, schemaText, type SchemaInfo } from '../src/clauses/schema.js';
@@ -30,8 +30,18 @@ const flag = (n: string, d: string): string => {
 const data = flag('data', '../shared/data/spider/dev-open');
 const out = flag('out', 'runs/blame-data.jsonl');
 const pool = resolvePool(data, flag('pool', 'pool16'));
-const pool8 = resolvePool(data, 'pool8');
-const labels = loadLabels(flag('labels', join(data, 'labels/root_cause.jsonl'))).filter((l) => l.label !== 'NONE');
+// The consensus comes from pool8 where the split has those systems (as the expert labels were
+// made), else from every system.
+const pool8 = (() => {
+  try {
+    return resolvePool(data, 'pool8');
+  } catch {
+    return pool;
+  }
+})();
+// Expert labels are optional: without them every failure is fitted on its rootcause.ts root cause.
+const labelsFile = flag('labels', join(data, 'labels/root_cause.jsonl'));
+const labels = existsSync(labelsFile) ? loadLabels(labelsFile).filter((l) => l.label !== 'NONE') : [];
 const labelOf = new Map(labels.map((l) => [`${l.index}\u0000${l.sql}`, l]));
 const questions = loadQuestions(data);
 const preds = loadPredictions(data, pool, questions.length);

@@ -11,7 +11,7 @@ const CLI = resolve(import.meta.dirname, '..', 'cli.js');
 
 export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--candidates DIR] [--out models/NAME]
                    [--steps N | --epochs E] [--seed S] [--loss pref|pref+reg] [--max-minutes M]
-                   [--eval-data DIR] [--pool NAMES] [--no-eval] [--no-selector]
+                   [--eval-data DIR] [--pool NAMES] [--no-eval] [--no-selector] [--no-blame]
                    [--nproc N [--nnodes M --node-rank R --master ADDR:PORT]]
   --data DIR      Spider-layout training split to annotate (default ../shared/data/spider/train)
   --tuples FILE   an existing training JSONL (docs/FORMATS.md): skips annotation
@@ -26,7 +26,9 @@ export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [
   --nnodes M      machines in the job (default 1); each runs the same command with its --node-rank
                   (0..M-1) and --master ADDR:PORT of node 0; only node 0 writes the model and evaluates
   step 5 fits the selector strategy's weights on that split (folds by database, written into caper.json);
-  --no-selector (or --no-eval) skips it, and the service's selector then falls back to the vote`;
+  --no-selector (or --no-eval) skips it, and the service's selector then falls back to the vote;
+  step 6 fits the blame combiners (caper.json blame.solo_linear, blame.fused_linear) on that split's
+  real failures (caper_train.blamefit, folds by database); --no-blame skips it`;
 
 /** torchrun's launcher arguments, or null for the plain one-process run; a string is a usage error. */
 export function launcherArgs(a: ParsedArgs): string[] | null | string {
@@ -83,7 +85,7 @@ export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, {
     values: ['preset', 'base', 'data', 'tuples', 'candidates', 'out', 'steps', 'epochs', 'seed', 'loss', 'max-minutes', 'max-length',
       'batch-size', 'lr', 'pref-form', 'reg-weight', 'threads', 'eval-data', 'pool', 'nproc', 'nnodes', 'node-rank', 'master'],
-    booleans: ['no-eval', 'no-selector'],
+    booleans: ['no-eval', 'no-selector', 'no-blame'],
   });
   if (a.flags.has('help')) {
     console.log(USAGE);
@@ -111,7 +113,7 @@ export async function run(argv: string[]): Promise<number> {
   const name = basename(out);
   const runDir = join(ROOT, 'runs', name);
   const t0 = Date.now();
-  const step = (n: number, what: string) => console.log(`\n[caper train ${n}/5 +${stamp(t0)}] ${what}`);
+  const step = (n: number, what: string) => console.log(`\n[caper train ${n}/6 +${stamp(t0)}] ${what}`);
 
   let tuples = flagString(a, 'tuples');
   if (tuples && !existsSync(resolve(tuples))) {
@@ -230,8 +232,42 @@ export async function run(argv: string[]): Promise<number> {
       console.error(`caper train: could not record the selector figures in ${out}: ${(e as Error).message}`);
     }
   }
+  // 6. blame combiners: the model's clause verdicts are one of their inputs, so, like the selector,
+  // they are refit with every model (caper_train.blamefit on the eval split's real failures).
+  if (a.flags.has('no-eval') || a.flags.has('no-blame') || candidatesOf(a) === null) {
+    step(6, 'blame combiners skipped (--no-eval, --no-blame, or no candidate pool to fit on): blame uses the built-in rules');
+  } else {
+    const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
+    const data6 = join(runDir, 'blame-data.jsonl');
+    const script = resolve(import.meta.dirname, '..', '..', 'scripts', 'blame-data.js');
+    step(6, `blame combiners: ${basename(script)} --data ${evalData} --model ${out}, then caper_train.blamefit (solo, fused) -> ${join(out, 'caper.json')}`);
+    const d = await runChild(process.execPath, [script, '--data', evalData, '--model', out, '--out', data6]);
+    if (d.code !== 0) {
+      console.error(`caper train: blame data failed (exit ${d.code}); the model is written, blame uses the built-in rules`);
+      return d.code;
+    }
+    for (const mode of ['solo', 'fused']) {
+      const f = await runChild(py, ['-m', 'caper_train.blamefit', 'cv', '--data', data6, '--mode', mode, '--train', 'both',
+        '--l2-grid', '0.001,0.01,0.1,1', '--manifest', join(out, 'caper.json')], { env: { ...process.env, PYTHONPATH: join(ROOT, 'training') }, capture: true });
+      if (f.code !== 0) {
+        console.error(`caper train: blame combiner fit (${mode}) failed (exit ${f.code})`);
+        return f.code;
+      }
+      try {
+        appendFileSync(join(out, 'MODEL_CARD.md'), `\n## Blame combiner (${mode}, ${basename(evalData)}, cross-validated by database)\n\n\`\`\`\n${f.out.trim()}\n\`\`\`\n`);
+      } catch (e) {
+        console.error(`caper train: could not record the blame figures in ${out}: ${(e as Error).message}`);
+      }
+    }
+  }
   console.log(`\n[caper train done +${stamp(t0)}] ${out}`);
   return 0;
+}
+
+/** The eval split when it is a candidate pool (predictions/ beside its questions), else null. */
+function candidatesOf(a: ParsedArgs): string | null {
+  const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
+  return existsSync(join(evalData, 'predictions')) ? evalData : null;
 }
 
 /** Adds the localization table to MODEL_CARD.md and its summary line to caper.json metrics. */

@@ -161,9 +161,27 @@ def pick_l2(rows: list[dict], folds: list[set], grid: list[float], a) -> float:
     return best
 
 
+def folds_of(rows: list[dict], spec: str, k: int = 5) -> list[set]:
+    """The folds as written ("db,db|db|..."), when they cover every database of the data; else k
+    folds of whole databases balanced by failure count (largest database first into the lightest
+    fold), as src/eval/selector.ts foldsByDatabase does for questions."""
+    dbs = {r["db_id"] for r in rows}
+    folds = [set(f.split(",")) for f in spec.split("|")]
+    if dbs <= set().union(*folds):
+        return folds
+    count: dict[str, int] = defaultdict(int)
+    for r in rows:
+        count[r["db_id"]] += 1
+    out = [(set(), 0) for _ in range(min(k, len(dbs)))]
+    for db in sorted(count, key=lambda d: (-count[d], d)):
+        j = min(range(len(out)), key=lambda i: (out[i][1], i))
+        out[j] = (out[j][0] | {db}, out[j][1] + count[db])
+    return [f for f, _ in out]
+
+
 def cv(a) -> int:
     rows = [json.loads(l) for l in open(a.data) if l.strip()]
-    folds = [set(f.split(",")) for f in a.folds.split("|")]
+    folds = folds_of(rows, a.folds)
     per = []
     all_rows, all_ranks = [], []
     grid = [float(x) for x in a.l2_grid.split(",")] if a.l2_grid else [a.l2]
@@ -190,8 +208,9 @@ def cv(a) -> int:
         inv = sorted(names, key=names.get)
         keep = [(n, float(w[names[n]])) for n in inv if abs(float(w[names[n]])) > 1e-6]
         lin = {"features": [n for n, _ in keep], "weights": [round(v, 6) for _, v in keep],
-               "fit": {"mode": a.mode, "train": a.train, "l2": l2, "n": len(rows), "folds": a.folds,
+               "fit": {"mode": a.mode, "train": a.train, "l2": l2, "n": len(rows),
                        "cv_top1": round(t1, 4), "cv_mrr": round(mrr, 4), "cv_folds_top1": [round(p[0], 4) for p in per]}}
+        lin["fit"]["folds"] = "|".join(",".join(sorted(f)) for f in folds)
         if a.export:
             with open(a.export, "w") as fh:
                 json.dump(lin, fh, indent=1)
@@ -212,7 +231,7 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("cv")
     c.add_argument("--data", required=True)
-    c.add_argument("--folds", default=DEFAULT_FOLDS)
+    c.add_argument("--folds", default=DEFAULT_FOLDS, help="db,db|db|... (dev-open's five folds by default); folds that miss a database of the data are replaced by 5 balanced folds of whole databases")
     c.add_argument("--mode", choices=["solo", "fused"], default="solo")
     c.add_argument("--train", choices=["truth", "expert", "both"], default="truth")
     c.add_argument("--l2", type=float, default=1e-3)

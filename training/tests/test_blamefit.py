@@ -63,3 +63,11 @@ def test_the_execution_error_unit_comes_first_whatever_the_weights():
     import torch
     ranks = blamefit.score_rows([r], names, torch.tensor([10.0]), "solo", True)
     assert ranks[0][0] == "FROM"
+
+
+def test_folds_cover_the_data_or_are_built_from_its_databases():
+    rows = make_rows(n_per_db=3, dbs=("a", "b", "c", "d", "e", "f", "g"))
+    assert blamefit.folds_of(rows, "a,b|c|d|e|f,g") == [{"a", "b"}, {"c"}, {"d"}, {"e"}, {"f", "g"}]
+    auto = blamefit.folds_of(rows, "world_1|x")
+    assert len(auto) == 5 and set().union(*auto) == {"a", "b", "c", "d", "e", "f", "g"}
+    assert all(not (f & g) for i, f in enumerate(auto) for g in auto[i + 1:])
