@@ -21,12 +21,10 @@ import { loadModel } from '../src/scoring/onnx.js';
 import { Scorer } from '../src/scoring/scorer.js';
 import { loadLabels } from '../src/eval/localize-labels.js';
 import { dbPath, loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
+import { parseArgs, flagString } from '../src/commands/args.js';
 
-const args = process.argv.slice(2);
-const flag = (n: string, d: string): string => {
-  const i = args.indexOf(`--${n}`);
-  return i >= 0 ? args[i + 1]! : d;
-};
+const a = parseArgs(process.argv.slice(2));
+const flag = (n: string, d: string): string => flagString(a, n, d)!;
 const data = flag('data', '../shared/data/spider/dev-open');
 const out = flag('out', 'runs/blame-data.jsonl');
 const pool = resolvePool(data, flag('pool', 'pool16'));

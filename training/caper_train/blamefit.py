@@ -27,10 +27,9 @@ import math
 from collections import defaultdict
 
 import torch
-import torch.nn.functional as F
 
-DEFAULT_FOLDS = "world_1|dog_kennels,museum_visit,real_estate_properties|flight_2,course_teach|tvshow,orchestra|concert_singer,pets_1,voter_1"
-FUNDAMENTAL = ["FROM", "SETOP", "WHERE", "GROUP BY", "HAVING", "SELECT", "ORDER BY", "LIMIT"]
+from .cv import DEFAULT_FOLDS
+from .readout import fit as readout_fit, ranking
 
 
 def unit_features(r: dict, mode: str, use_prm: bool = True) -> list[dict]:
@@ -68,37 +67,6 @@ def to_tensor(feats: list[dict], names: dict[str, int]) -> torch.Tensor:
     return x
 
 
-def fit(lists: list[tuple[torch.Tensor, int]], l2: float, iters: int = 300) -> torch.Tensor:
-    n = max(x.shape[0] for x, _ in lists)
-    d = lists[0][0].shape[1]
-    X = torch.zeros(len(lists), n, d)
-    M = torch.zeros(len(lists), n, dtype=torch.bool)
-    for i, (x, _) in enumerate(lists):
-        X[i, :x.shape[0]] = x
-        M[i, :x.shape[0]] = True
-    y = torch.tensor([t for _, t in lists])
-    w = torch.zeros(d, requires_grad=True)
-    opt = torch.optim.LBFGS([w], lr=1.0, max_iter=iters, line_search_fn="strong_wolfe")
-
-    def closure():
-        opt.zero_grad()
-        logits = (X @ w).masked_fill(~M, -1e9)
-        loss = F.cross_entropy(logits, y) + l2 * (w * w).sum()
-        loss.backward()
-        return loss
-    opt.step(closure)
-    return w.detach()
-
-
-def ranking(labels: list[str], scores: list[float]) -> list[str]:
-    order = sorted(range(len(labels)), key=lambda i: (-scores[i], i))
-    out: list[str] = []
-    for i in order:
-        if labels[i] not in out:
-            out.append(labels[i])
-    return out + [l for l in FUNDAMENTAL if l not in out]
-
-
 def target_of(r: dict, train: str) -> str | None:
     if train == "expert":
         return r.get("expert")
@@ -120,7 +88,8 @@ def fit_rows(rows: list[dict], mode: str, l2: float, train: str, use_prm: bool) 
         if t is None or t not in r["labels"]:
             continue
         lists.append((to_tensor(fs, names), r["labels"].index(t)))
-    return names, fit(lists, l2)
+    # The features stay as they are (sparse 0/1 facts): the shipped weights apply to them unscaled.
+    return names, readout_fit(lists, l2, iters=300, standardize=False)
 
 
 def score_rows(rows: list[dict], names: dict[str, int], w: torch.Tensor, mode: str, use_prm: bool) -> list[list[str]]:

@@ -109,12 +109,13 @@ def pad_lists(lists: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torc
     return X, M, torch.tensor([t for _, t in lists])
 
 
-def fit(lists: list[tuple[torch.Tensor, int]], l2: float, iters: int = 200) -> torch.Tensor:
-    """Listwise softmax regression: L-BFGS on mean cross-entropy + l2 |w|^2 (padded units masked)."""
+def fit(lists: list[tuple[torch.Tensor, int]], l2: float, iters: int = 200, standardize: bool = True) -> torch.Tensor:
+    """Listwise softmax regression: L-BFGS on mean cross-entropy + l2 |w|^2 (padded units masked).
+    standardize=False penalizes the weights of the features as they are (blamefit: sparse 0/1 facts)."""
     X, M, y = pad_lists(lists)
     # Features on one scale, so one l2 fits all; folded back into w at the end.
     flat = X[M]
-    mu, sd = flat.mean(0), flat.std(0) + 1e-6
+    mu, sd = (flat.mean(0), flat.std(0) + 1e-6) if standardize else (torch.zeros(X.shape[2]), torch.ones(X.shape[2]))
     Xs = torch.where(M[..., None], (X - mu) / sd, torch.zeros(()))
     w = torch.zeros(X.shape[2], requires_grad=True)
     opt = torch.optim.LBFGS([w], lr=1.0, max_iter=iters, line_search_fn="strong_wolfe")
