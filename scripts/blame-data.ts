@@ -3,6 +3,7 @@
 //   labels     the clause label of each top-level unit (unitLabel)
 //   raw        the Clause-PRM's output at each unit's marker (the model given by --model)
 //   feats      the single-query evidence of src/annotate/suspects.ts (question, schema, database)
+//   feats_text the same without a database (schema text only), as /localize without a db_id
 //   truth      the rootcause.ts root cause against gold (every failure: the training target)
 //   expert     the expert label where the labels file has the item (the yardstick)
 //   consensus  the consensus ranking from the other pool8 candidates (no gold), as /localize
@@ -11,7 +12,7 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { splitSql, topUnits } from '../src/clauses/index.js';
-import { schemaFromSqlite, schemaText, type SchemaInfo } from '../src/clauses/schema.js';
+import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../src/clauses/schema.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { sameResult } from '../src/execution/equivalence.js';
 import { consensusRootCause, rootCause, unitLabel } from '../src/annotate/rootcause.js';
@@ -77,11 +78,15 @@ for (const [index, q] of questions.entries()) {
       .filter((x): x is string => typeof x === 'string' && x !== sql);
     const cons = await consensusRootCause(sql, others, db, exec);
     const ev = await clauseSuspects({ question: q.question, sql, split, schema: s.info, index: s.index, dbPath: db, exec });
+    // What the service can say without a database: the schema as the prompt's text carries it.
+    const textSchema = schemaFromText(s.text);
+    const evText = textSchema ? await clauseSuspects({ question: q.question, sql, split, schema: textSchema }) : null;
     lines.push(JSON.stringify({
       index, db_id: q.db_id, sql, labels: ev.labels, raw: c.units.map((u) => u.raw), base_raw: Math.log(c.base / (1 - c.base)),
       truth: rc?.clause ?? null, expert: lab?.label ?? null,
       consensus: cons.rootCause ? cons.rootCause.ranking ?? [cons.rootCause.clause] : null,
       feats: ev.features.map((f) => Object.fromEntries(f)),
+      ...(evText ? { feats_text: evText.features.map((f) => Object.fromEntries(f)) } : {}),
     }));
   }
   if (index % 100 === 0) console.error(`  ${index}/${questions.length} questions, ${lines.length} failures, ${Math.round((Date.now() - t0) / 1000)} s`);

@@ -8,7 +8,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { splitSql, topUnits } from '../src/clauses/index.js';
-import { schemaFromSqlite } from '../src/clauses/schema.js';
+import { schemaFromSqlite, schemaFromText, schemaText } from '../src/clauses/schema.js';
 import { SchemaIndex } from '../src/annotate/scope.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { clauseSuspects, executionBlame, blameSchemaOf } from '../src/annotate/suspects.js';
@@ -87,6 +87,19 @@ test('question cues against the SELECT: a count the question does not ask for, D
   for (const s of [a, b, c, d, e, f]) for (const g of s.features) for (const k of g.keys()) assert.ok(k.startsWith('is:') || isEvidenceFeature(k), k);
 });
 
+test('schema text reads back into tables, columns and keys; anything else is refused', () => {
+  const info = schemaOf();
+  const back = schemaFromText(schemaText(info))!;
+  assert.ok(back);
+  assert.equal(schemaText(back), schemaText(info));
+  assert.deepEqual(back.tables.map((t) => t.name), ['singer', 'concert']);
+  assert.equal(back.tables[0]!.columns.find((c) => c.name === 'singer_id')!.pk, true);
+  assert.deepEqual(back.foreignKeys, [], 'the text has none');
+  assert.equal(schemaFromText('CREATE TABLE singer (id INTEGER PRIMARY KEY, name TEXT)'), null);
+  assert.equal(schemaFromText(''), null);
+  assert.equal(schemaFromText('singer: id, | x: y'), null);
+});
+
 test('execution errors: a column of a table the query does not read blames FROM; a made-up column the clause naming it', async () => {
   const index = new SchemaIndex(schemaOf());
   const blame = async (sql: string) => {
@@ -141,13 +154,41 @@ test('/localize with a database: blame_source evidence when the model ships a co
     assert.equal(r.body.blame[0].kind, 'WHERE');
     assert.equal(r.body.blame[0].source, 'evidence');
     assert.deepEqual([...r.body.blame.map((b: { unit: number }) => b.unit)].sort(), [0, 1, 2]);
-    // Without a database nothing is looked up: the model's own order.
+    // Without a database nothing is looked up: the model's own order (this model ships no
+    // combiner for text alone)...
     const plain = await srv.post('/localize', { question: 'Singers from France', sql });
     assert.equal(plain.body.blame_source, 'model');
     // An execution error naming a clause still outranks the combiner.
     const err = await srv.post('/localize', { question: 'Concert titles', sql: 'SELECT title FROM singer', db_id: 'shop' });
     assert.equal(err.body.blame_source, 'execution');
     assert.equal(err.body.blame[0].kind, 'FROM');
+  } finally {
+    await srv?.app.close();
+    rmSync(modelDir, { recursive: true, force: true });
+  }
+});
+
+test('/localize without a database: blame.text_linear ranks on what the question, SQL and schema text say', async () => {
+  const modelDir = mkdtempSync(join(tmpdir(), 'caper-ev-model-'));
+  cpSync(TINY, modelDir, { recursive: true });
+  const manifest = JSON.parse(readFileSync(join(modelDir, 'caper.json'), 'utf8'));
+  // A combiner that blames the SELECT when the question asks for a count the SELECT lacks.
+  manifest.blame = { ...(manifest.blame ?? {}), text_linear: { features: ['count_mismatch&SELECT', 'z'], weights: [50, 0.01] } };
+  writeFileSync(join(modelDir, 'caper.json'), JSON.stringify(manifest));
+  let srv: Running | undefined;
+  try {
+    srv = await start({ modelDir, device: 'cpu' });
+    await srv.app.caper.loaded;
+    const schema = schemaText(schemaOf());
+    const sql = "SELECT name FROM singer WHERE country = 'France'";
+    const r = await srv.post('/localize', { question: 'How many singers are from France?', sql, schema });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.blame_source, 'evidence');
+    assert.equal(r.body.blame[0].kind, 'SELECT');
+    // Schema text in another format (DDL): no schema facts, the model's order.
+    const ddl = await srv.post('/localize', { question: 'How many singers are from France?', sql, schema: 'CREATE TABLE singer (name TEXT, country TEXT)' });
+    assert.equal(ddl.status, 200);
+    assert.equal(ddl.body.blame_source, 'model');
   } finally {
     await srv?.app.close();
     rmSync(modelDir, { recursive: true, force: true });

@@ -209,8 +209,9 @@ export async function clauseSuspects(inp: SuspectInputs): Promise<ClauseSuspects
     return t !== null && index.isKey(t, String(n.attrs?.name ?? '').toLowerCase());
   }) ? 1 : 0;
   // A join whose condition is no declared foreign key between the two tables (and not the same
-  // column name on both sides): a guessed join path.
-  q['join_not_fk'] = nodes.some((n) => {
+  // column name on both sides): a guessed join path. Only with the database's schema: schema
+  // text carries no foreign keys.
+  q['join_not_fk'] = inp.dbPath !== undefined && nodes.some((n) => {
     if (n.kind !== 'comparison' || n.label !== '=' || n.parent?.kind !== 'join' || n.children.length !== 2) return false;
     const [a, b] = n.children as [TreeNode, TreeNode];
     if (a.kind !== 'column' || b.kind !== 'column') return false;

@@ -98,3 +98,22 @@ export function schemaText(s: SchemaInfo): string {
     .map((t) => `${t.name.toLowerCase()}: ${t.columns.map((c) => c.name.toLowerCase() + (c.pk ? '*' : '')).join(', ')}`)
     .join(' | ');
 }
+
+/**
+ * The inverse of schemaText for text in exactly that format (`t: c1*, c2 | t2: ...`): tables and
+ * columns, `*` as primary key, no types and no foreign keys (the format has none). Anything else
+ * (DDL, prose, an empty string) gives null: callers then go without schema facts.
+ */
+export function schemaFromText(text: string): SchemaInfo | null {
+  const parts = text.split(' | ');
+  const tables: SchemaInfo['tables'] = [];
+  for (const part of parts) {
+    const k = part.indexOf(': ');
+    const name = k > 0 ? part.slice(0, k).trim() : '';
+    const cols = k > 0 ? part.slice(k + 2).split(', ') : [];
+    // Names are whatever the database allows except the format's own separators.
+    if (!name || /[:|\n]/.test(name) || cols.length === 0 || cols.some((c) => !c.trim() || /[:|,\n]/.test(c))) return null;
+    tables.push({ name, columns: cols.map((c) => ({ name: c.trim().replace(/\*$/, ''), type: '', pk: c.trim().endsWith('*') })) });
+  }
+  return tables.length ? { tables, foreignKeys: [] } : null;
+}

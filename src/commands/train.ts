@@ -27,7 +27,7 @@ export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [
                   (0..M-1) and --master ADDR:PORT of node 0; only node 0 writes the model and evaluates
   step 5 fits the selector strategy's weights on that split (folds by database, written into caper.json);
   --no-selector (or --no-eval) skips it, and the service's selector then falls back to the vote;
-  step 6 fits the blame combiners (caper.json blame.solo_linear, blame.fused_linear) on that split's
+  step 6 fits the blame combiners (caper.json blame.solo_linear, text_linear, fused_linear) on that split's
   real failures (caper_train.blamefit, folds by database); --no-blame skips it`;
 
 /** torchrun's launcher arguments, or null for the plain one-process run; a string is a usage error. */
@@ -240,13 +240,13 @@ export async function run(argv: string[]): Promise<number> {
     const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
     const data6 = join(runDir, 'blame-data.jsonl');
     const script = resolve(import.meta.dirname, '..', '..', 'scripts', 'blame-data.js');
-    step(6, `blame combiners: ${basename(script)} --data ${evalData} --model ${out}, then caper_train.blamefit (solo, fused) -> ${join(out, 'caper.json')}`);
+    step(6, `blame combiners: ${basename(script)} --data ${evalData} --model ${out}, then caper_train.blamefit (solo, text, fused) -> ${join(out, 'caper.json')}`);
     const d = await runChild(process.execPath, [script, '--data', evalData, '--model', out, '--out', data6]);
     if (d.code !== 0) {
       console.error(`caper train: blame data failed (exit ${d.code}); the model is written, blame uses the built-in rules`);
       return d.code;
     }
-    for (const mode of ['solo', 'fused']) {
+    for (const mode of ['solo', 'text', 'fused']) {
       const f = await runChild(py, ['-m', 'caper_train.blamefit', 'cv', '--data', data6, '--mode', mode, '--train', 'both',
         '--l2-grid', '0.001,0.01,0.1,1', '--manifest', join(out, 'caper.json')], { env: { ...process.env, PYTHONPATH: join(ROOT, 'training') }, capture: true });
       if (f.code !== 0) {

@@ -15,7 +15,7 @@ import { Batcher, QueueFullError, BatcherClosedError } from '../scoring/batcher.
 import { rerank as rankCandidates, type Strategy, type RerankOutput } from '../scoring/rerank.js';
 import { execShape, explain, selectGroups, selectorModelFrom, type SelectorCandidate, type SelectorModel, type SelectorReason } from '../scoring/selector.js';
 import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../scoring/returns.js';
-import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema.js';
+import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { extractSql, type Extracted } from './candidates.js';
 import { executionBlame, blameSchemaOf, clauseSuspects, missingLiterals } from '../annotate/suspects.js';
@@ -475,12 +475,31 @@ export class Verifier {
     }
   }
 
-  /** Blame from the model's evidence combiner (caper.json blame.solo_linear), or null when it does not apply. */
-  private evidenceBlame(candidate: VerifiedCandidate, split: SplitResult | undefined, evidence: readonly Map<string, number>[] | null): VerifiedCandidate | null {
+  /**
+   * Without a database: what the question, the SQL and the schema text say (the same extractor,
+   * no lookups), when the model ships a combiner for it and the schema text is in the prompt
+   * format (schemaFromText); else null.
+   */
+  private async textEvidenceOf(question: string, candidate: VerifiedCandidate, split: SplitResult | undefined, schema: string | undefined): Promise<Map<string, number>[] | null> {
+    if (!linearBlameOf(this.model?.manifest ?? {}, 'text_linear')) return null;
+    if (!split?.tree || candidate.error || split.sql.length > ROOT_CAUSE_MAX_CHARS || !schema) return null;
+    const info = schemaFromText(schema);
+    if (!info) return null;
+    try {
+      const ev = await clauseSuspects({ question, sql: split.sql, split, schema: info });
+      return ev.features.length === candidate.units.length ? ev.features : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Blame from the model's evidence combiner (caper.json blame.solo_linear, or text_linear without a database), or null when it does not apply. */
+  private evidenceBlame(candidate: VerifiedCandidate, split: SplitResult | undefined, evidence: readonly Map<string, number>[] | null,
+    withDatabase = true): VerifiedCandidate | null {
     const tu = split ? topUnits(split) : [];
     if (!evidence || candidate.blameFromExecution || candidate.error || tu.length === 0 || tu.length !== candidate.units.length) return null;
     const labels = tu.map((u) => unitLabel(u.kind, u.arm));
-    const order = evidenceOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, evidence);
+    const order = evidenceOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, evidence, withDatabase);
     return order ? { ...candidate, blame: order, blameSource: 'evidence' } : null;
   }
 
@@ -645,8 +664,8 @@ export class Verifier {
       // With a database the query's own evidence refines the model's blame (the consensus, when
       // candidates are given, is fused below on top of it).
       const split = scored.candidates[0]!.split;
-      const evidence = canRun ? await this.evidenceOf(req.question, candidate, split, req.db_id!, ctx.dbPath!, dl) : null;
-      candidate = this.evidenceBlame(candidate, split, evidence) ?? candidate;
+      const evidence = canRun ? await this.evidenceOf(req.question, candidate, split, req.db_id!, ctx.dbPath!, dl) : await this.textEvidenceOf(req.question, candidate, split, ctx.schema);
+      candidate = this.evidenceBlame(candidate, split, evidence, canRun) ?? candidate;
       const out: LocalizeResult = {
         candidate,
         blameSource: candidate.blameFromExecution ? 'execution' : candidate.blameSource ?? 'model',

@@ -4,6 +4,8 @@
 //  - gold:      rootCause(sql, gold) (src/annotate/rootcause.ts), the annotation's definition;
 //  - consensus: consensusRootCause(sql, the other pool candidates of the same question), no gold;
 //  - prm:       the Clause-PRM's blame order (no gold, no execution: the model alone);
+//  - text:      what /localize answers without a database: the model's verdicts combined with
+//               what the question, the SQL and the schema text say (caper.json text_linear);
 //  - solo:      what /localize answers with a database and no other candidates: the query's own
 //               execution error when it names a clause, else the model's verdicts combined with
 //               the query's evidence (scoring/blame.ts evidenceOrderFor, caper.json solo_linear);
@@ -15,7 +17,7 @@
 // source with no answer (null) counts as a miss. The confusion table has expert labels as rows.
 import { readFileSync } from 'node:fs';
 import { splitSql, topUnits } from '../clauses/index.js';
-import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema.js';
+import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor } from '../execution/executor.js';
 import { rootCause, consensusRootCause, unitLabel, FUNDAMENTAL_ORDER, ROOT_LABELS, type RootLabel } from '../annotate/rootcause.js';
 import { loadModel } from '../scoring/onnx.js';
@@ -25,7 +27,7 @@ import { SchemaIndex } from '../annotate/scope.js';
 import { clauseSuspects, executionBlame, blameSchemaOf } from '../annotate/suspects.js';
 import { dbPath, loadPredictions, loadQuestions } from './spider.js';
 
-export const LABEL_SOURCES = ['prm', 'solo', 'gold', 'consensus', 'consensus+prm', 'fused'] as const;
+export const LABEL_SOURCES = ['prm', 'text', 'solo', 'gold', 'consensus', 'consensus+prm', 'fused'] as const;
 export type LabelSource = (typeof LABEL_SOURCES)[number];
 
 export interface LabelItem {
@@ -128,6 +130,16 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
     let k = 0;
     return c.map((r) => r ?? p[k++] ?? null);
   }
+  if (source === 'text') {
+    const raw = await prmRaw(items, opts);
+    return items.map((it, i) => {
+      const r = raw.scores[i];
+      if (!r) return null;
+      const labels = topUnits(splitSql(it.sql, { tree: false })).map((u) => unitLabel(u.kind, u.arm));
+      const order = (r.evidenceText && evidenceOrderFor(raw.manifest, r.raw, r.base, labels, r.evidenceText, false)) ?? blameOrder(r.raw.map(sigmoid), r.base, 'min');
+      return labelsOfUnits(it.sql, order);
+    });
+  }
   if (source === 'fused' || source === 'solo') {
     // What the service answers with a database: the query's own execution error first when it
     // names a clause, else the model's verdicts combined with the query's evidence (solo) and the
@@ -200,14 +212,14 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
  * execution error names (executionBlame) and the single-query evidence (suspects.ts).
  */
 async function prmRaw(items: LabelItem[], opts: { data: string; modelDir?: string; device?: string; timeoutMs?: number }): Promise<{
-  scores: ({ raw: number[]; base: number; execBlame: number | null; evidence: Map<string, number>[] } | null)[]; manifest: { [k: string]: unknown };
+  scores: ({ raw: number[]; base: number; execBlame: number | null; evidence: Map<string, number>[]; evidenceText: Map<string, number>[] | null } | null)[]; manifest: { [k: string]: unknown };
 }> {
   const model = await loadModel(opts.modelDir ?? 'models/default', { device: (opts.device ?? 'auto') as 'auto' });
   const exec = new SqlExecutor({ workers: 2, timeoutMs: opts.timeoutMs ?? 5000 });
   try {
     const scorer = new Scorer(model, null);
     const schemas = new Map<string, { info: SchemaInfo; text: string; index: SchemaIndex }>();
-    const scores: ({ raw: number[]; base: number; execBlame: number | null; evidence: Map<string, number>[] } | null)[] = [];
+    const scores: ({ raw: number[]; base: number; execBlame: number | null; evidence: Map<string, number>[]; evidenceText: Map<string, number>[] | null } | null)[] = [];
     for (const it of items) {
       const db = dbPath(opts.data, it.db_id);
       let s = schemas.get(it.db_id);
@@ -224,7 +236,9 @@ async function prmRaw(items: LabelItem[], opts: { data: string; modelDir?: strin
       const r = await exec.run(db, it.sql);
       const execBlame = !r.ok && r.code === 'sql_error' ? executionBlame(it.sql, c.units, r.error, blameSchemaOf(split, s.index)) : null;
       const ev = await clauseSuspects({ question: it.question, sql: it.sql, split, schema: s.info, index: s.index, dbPath: db, exec });
-      scores.push({ raw: c.units.map((u) => u.raw), base: c.base, execBlame, evidence: ev.features });
+      const textSchema = schemaFromText(s.text);
+      const evText = textSchema ? await clauseSuspects({ question: it.question, sql: it.sql, split, schema: textSchema }) : null;
+      scores.push({ raw: c.units.map((u) => u.raw), base: c.base, execBlame, evidence: ev.features, evidenceText: evText?.features ?? null });
     }
     return { scores, manifest: model.manifest };
   } finally {

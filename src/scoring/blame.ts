@@ -153,7 +153,7 @@ export function linearBlameOrder(lin: LinearBlame, raw: number[], baseRaw: numbe
 }
 
 /** The fitted combiner a model directory names (caper.json `blame.fused_linear`, or `blame.solo_linear`), if valid. */
-export function linearBlameOf(manifest: { [k: string]: unknown }, key: 'fused_linear' | 'solo_linear' = 'fused_linear'): LinearBlame | null {
+export function linearBlameOf(manifest: { [k: string]: unknown }, key: 'fused_linear' | 'solo_linear' | 'text_linear' = 'fused_linear'): LinearBlame | null {
   const b = (manifest['blame'] as Record<string, unknown> | undefined)?.[key] as Partial<LinearBlame> | undefined;
   if (!b || !Array.isArray(b.features) || !Array.isArray(b.weights)) return null;
   if (!b.weights.every((x) => typeof x === 'number' && Number.isFinite(x)) || !b.features.every((x) => typeof x === 'string')) return null;
@@ -174,12 +174,14 @@ export function fusedOrderFor(manifest: { [k: string]: unknown }, raw: number[],
 }
 
 /**
- * The blame order without other candidates but with the query's evidence (a database to look
- * into): the model's `blame.solo_linear` combiner, or null when it has none (the caller keeps
- * the model's own order).
+ * The blame order without other candidates but with the query's evidence: with a database the
+ * model's `blame.solo_linear` combiner, without one `blame.text_linear`; null when it has none
+ * (the caller keeps the model's own order).
  */
 export function evidenceOrderFor(manifest: { [k: string]: unknown }, raw: number[], base: number, labels: string[],
-  evidence: readonly Map<string, number>[]): number[] | null {
-  const lin = linearBlameOf(manifest, 'solo_linear');
+  evidence: readonly Map<string, number>[], withDatabase = true): number[] | null {
+  // Without a database the evidence is what the question, the SQL and the schema text say: its own
+  // combiner (blame.text_linear), fitted on features computed the same way.
+  const lin = linearBlameOf(manifest, withDatabase ? 'solo_linear' : 'text_linear');
   return lin ? linearBlameOrder(lin, raw, logit(base), labels, null, evidence) : null;
 }

@@ -15,9 +15,10 @@ The combiner is a conditional logit over the candidate's units: score(u) = w . x
 the units, cross-entropy against the unit whose label is the target. Per fold it is fitted on the
 OTHER folds' databases only and scored on the fold's expert-labelled items (Top-1 / MRR over
 clause labels, ties in written order, labels the query lacks appended in fundamental order).
-Modes: `solo` uses what /localize has without other candidates (PRM z + evidence); `fused` adds
-the consensus features (rr, top). The exported {features, weights} is what src/scoring/blame.ts
-applies (caper.json blame.solo_linear / blame.fused_linear).
+Modes: `solo` uses what /localize has with a database and no other candidates (PRM z +
+evidence); `text` the same without a database (evidence from the question, the SQL and the schema
+text: `feats_text`); `fused` adds the consensus features (rr, top). The exported {features, weights} is what src/scoring/blame.ts
+applies (caper.json blame.solo_linear / blame.text_linear / blame.fused_linear).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def unit_features(r: dict, mode: str, use_prm: bool = True) -> list[dict]:
     sd = math.sqrt(sum((x - mean) ** 2 for x in raw) / n)
     c = r.get("consensus") or []
     out = []
-    for i, f in enumerate(r["feats"]):
+    for i, f in enumerate(r["feats_text"] if mode == "text" else r["feats"]):
         g = dict(f)
         lab = r["labels"][i]
         if use_prm:
@@ -98,7 +99,7 @@ def score_rows(rows: list[dict], names: dict[str, int], w: torch.Tensor, mode: s
     out = []
     for r in rows:
         s = (to_tensor(unit_features(r, mode, use_prm), names) @ w).tolist()
-        s = [v + (1e6 if f.get("err_here") else 0.0) for v, f in zip(s, r["feats"])]
+        s = [v + (1e6 if f.get("err_here") else 0.0) for v, f in zip(s, r["feats_text"] if mode == "text" else r["feats"])]
         out.append(ranking(r["labels"], s))
     return out
 
@@ -150,6 +151,9 @@ def folds_of(rows: list[dict], spec: str, k: int = 5) -> list[set]:
 
 def cv(a) -> int:
     rows = [json.loads(l) for l in open(a.data) if l.strip()]
+    if a.mode == "text":
+        # Databases whose schema text could not be read back have no text evidence to fit on.
+        rows = [r for r in rows if "feats_text" in r]
     folds = folds_of(rows, a.folds)
     per = []
     all_rows, all_ranks = [], []
@@ -188,7 +192,7 @@ def cv(a) -> int:
             # src/scoring/blame.ts applies; everything else in the manifest is kept.
             with open(a.manifest) as fh:
                 m = json.load(fh)
-            m.setdefault("blame", {})["solo_linear" if a.mode == "solo" else "fused_linear"] = lin
+            m.setdefault("blame", {})[{"solo": "solo_linear", "text": "text_linear", "fused": "fused_linear"}[a.mode]] = lin
             with open(a.manifest, "w") as fh:
                 json.dump(m, fh, indent=2)
                 fh.write("\n")
@@ -201,7 +205,7 @@ def main(argv=None) -> int:
     c = sub.add_parser("cv")
     c.add_argument("--data", required=True)
     c.add_argument("--folds", default=DEFAULT_FOLDS, help="db,db|db|... (dev-open's five folds by default); folds that miss a database of the data are replaced by 5 balanced folds of whole databases")
-    c.add_argument("--mode", choices=["solo", "fused"], default="solo")
+    c.add_argument("--mode", choices=["solo", "text", "fused"], default="solo")
     c.add_argument("--train", choices=["truth", "expert", "both"], default="truth")
     c.add_argument("--l2", type=float, default=1e-3)
     c.add_argument("--l2-grid", help="comma-separated l2 values chosen by inner cross-validation in every fold (and for --export)")

@@ -71,3 +71,20 @@ def test_folds_cover_the_data_or_are_built_from_its_databases():
     auto = blamefit.folds_of(rows, "world_1|x")
     assert len(auto) == 5 and set().union(*auto) == {"a", "b", "c", "d", "e", "f", "g"}
     assert all(not (f & g) for i, f in enumerate(auto) for g in auto[i + 1:])
+
+
+def test_text_mode_fits_the_database_free_features_into_text_linear(tmp_path, capsys):
+    rows = make_rows()
+    for r in rows:
+        # Without a database only a question cue says which clause: planted on the same target.
+        r["feats_text"] = [{"is:SELECT": 1}, {"is:FROM": 1, **({} if r["truth"] == "WHERE" else {"q_table_missing&FROM": 1})},
+                           {"is:WHERE": 1}]
+        r["feats"] = [{"is:SELECT": 1}, {"is:FROM": 1}, {"is:WHERE": 1}]  # the database view says nothing here
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows))
+    manifest = tmp_path / "caper.json"
+    manifest.write_text("{}")
+    assert blamefit.main(["cv", "--data", str(data), "--folds", "a|b|c|d|e", "--mode", "text", "--manifest", str(manifest)]) == 0
+    assert float(capsys.readouterr().out.split("overall top1=")[1].split()[0]) == 1.0
+    lin = json.loads(manifest.read_text())["blame"]["text_linear"]
+    assert dict(zip(lin["features"], lin["weights"]))["q_table_missing&FROM"] > 0
