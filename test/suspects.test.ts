@@ -185,6 +185,12 @@ test('/localize without a database: blame.text_linear ranks on what the question
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.equal(r.body.blame_source, 'evidence');
     assert.equal(r.body.blame[0].kind, 'SELECT');
+    // /rerank without a database gives every candidate the same blame.
+    const rr = await srv.post('/rerank', { question: 'How many singers are from France?', schema, candidates: [sql, "SELECT count(*) FROM singer WHERE country = 'France'"] });
+    assert.equal(rr.status, 200, JSON.stringify(rr.body));
+    const first = rr.body.results.find((x: { index: number }) => x.index === 0);
+    assert.equal(first.blame_source, 'evidence');
+    assert.equal(first.blame.kind, 'SELECT');
     // Schema text in another format (DDL): no schema facts, the model's order.
     const ddl = await srv.post('/localize', { question: 'How many singers are from France?', sql, schema: 'CREATE TABLE singer (name TEXT, country TEXT)' });
     assert.equal(ddl.status, 200);

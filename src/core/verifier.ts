@@ -583,6 +583,15 @@ export class Verifier {
           strategy,
         );
       }
+      // Without a database every candidate's blame can still use what the question, its SQL and
+      // the schema text say (no lookups: computation only), as /localize does.
+      if (!ctx.dbPath) {
+        for (let i = 0; i < candidates.length; i++) {
+          const split = scored.candidates[i]!.split;
+          const ev = await this.textEvidenceOf(req.question, candidates[i]!, split, ctx.schema);
+          candidates[i] = this.evidenceBlame(candidates[i]!, split, ev, false) ?? candidates[i]!;
+        }
+      }
       let consensus: (ConsensusOutcome | null)[] | null = null;
       if (exec && req.consensus && ranking.length > 0) {
         // The winning group is the top-ranked candidate's execution result; everyone else gets a
