@@ -137,16 +137,26 @@ test('the evidence combiner: weights on evidence pick the order; unknown names, 
   assert.equal(isEvidenceFeature('empty&NOWHERE'), false);
 });
 
-test('/localize with a database: blame_source evidence when the model ships a combiner, the model order otherwise', async () => {
+/** models/tiny copied with extra caper.json `blame` entries, served (with the fixture databases) while `body` runs. */
+async function withCombiner(blame: Record<string, unknown>, body: (srv: Running) => Promise<void>): Promise<void> {
   const modelDir = mkdtempSync(join(tmpdir(), 'caper-ev-model-'));
   cpSync(TINY, modelDir, { recursive: true });
   const manifest = JSON.parse(readFileSync(join(modelDir, 'caper.json'), 'utf8'));
-  manifest.blame = { ...(manifest.blame ?? {}), solo_linear: { features: ['lit_missing', 'z'], weights: [50, 0.01] } };
+  manifest.blame = { ...(manifest.blame ?? {}), ...blame };
   writeFileSync(join(modelDir, 'caper.json'), JSON.stringify(manifest));
   let srv: Running | undefined;
   try {
     srv = await start({ modelDir, dbDir: db.dir, device: 'cpu' });
     await srv.app.caper.loaded;
+    await body(srv);
+  } finally {
+    await srv?.app.close();
+    rmSync(modelDir, { recursive: true, force: true });
+  }
+}
+
+test('/localize with a database: blame_source evidence when the model ships a combiner, the model order otherwise', async () => {
+  await withCombiner({ solo_linear: { features: ['lit_missing', 'z'], weights: [50, 0.01] } }, async (srv) => {
     const sql = "SELECT name FROM singer WHERE country = 'FR'";
     const r = await srv.post('/localize', { question: 'Singers from France', sql, db_id: 'shop' });
     assert.equal(r.status, 200, JSON.stringify(r.body));
@@ -162,23 +172,12 @@ test('/localize with a database: blame_source evidence when the model ships a co
     const err = await srv.post('/localize', { question: 'Concert titles', sql: 'SELECT title FROM singer', db_id: 'shop' });
     assert.equal(err.body.blame_source, 'execution');
     assert.equal(err.body.blame[0].kind, 'FROM');
-  } finally {
-    await srv?.app.close();
-    rmSync(modelDir, { recursive: true, force: true });
-  }
+  });
 });
 
 test('/localize without a database: blame.text_linear ranks on what the question, SQL and schema text say', async () => {
-  const modelDir = mkdtempSync(join(tmpdir(), 'caper-ev-model-'));
-  cpSync(TINY, modelDir, { recursive: true });
-  const manifest = JSON.parse(readFileSync(join(modelDir, 'caper.json'), 'utf8'));
   // A combiner that blames the SELECT when the question asks for a count the SELECT lacks.
-  manifest.blame = { ...(manifest.blame ?? {}), text_linear: { features: ['count_mismatch&SELECT', 'z'], weights: [50, 0.01] } };
-  writeFileSync(join(modelDir, 'caper.json'), JSON.stringify(manifest));
-  let srv: Running | undefined;
-  try {
-    srv = await start({ modelDir, device: 'cpu' });
-    await srv.app.caper.loaded;
+  await withCombiner({ text_linear: { features: ['count_mismatch&SELECT', 'z'], weights: [50, 0.01] } }, async (srv) => {
     const schema = schemaText(schemaOf());
     const sql = "SELECT name FROM singer WHERE country = 'France'";
     const r = await srv.post('/localize', { question: 'How many singers are from France?', sql, schema });
@@ -195,8 +194,5 @@ test('/localize without a database: blame.text_linear ranks on what the question
     const ddl = await srv.post('/localize', { question: 'How many singers are from France?', sql, schema: 'CREATE TABLE singer (name TEXT, country TEXT)' });
     assert.equal(ddl.status, 200);
     assert.equal(ddl.body.blame_source, 'model');
-  } finally {
-    await srv?.app.close();
-    rmSync(modelDir, { recursive: true, force: true });
-  }
+  });
 });
