@@ -5,10 +5,10 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { CONCERTS_SQL, writeSpiderSplit } from './spider-split.js';
 import { REPO, TINY } from './server-fixture.js';
 
 const exec = promisify(execFile);
@@ -29,18 +29,7 @@ const PREDS: Record<string, string[]> = {
 
 before(() => {
   dir = mkdtempSync(join(tmpdir(), 'caper-evalrr-'));
-  mkdirSync(join(dir, 'database', 'shop'), { recursive: true });
-  mkdirSync(join(dir, 'predictions'));
-  const db = new Database(join(dir, 'database', 'shop', 'shop.sqlite'));
-  db.exec(`
-    CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
-    CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, title TEXT, singer_id INTEGER, year INTEGER);
-    INSERT INTO singer VALUES (1,'Ann','France',30),(2,'Bob','Spain',45),(3,'Cid','France',22),(4,'Dee','Chile',51);
-    INSERT INTO concert VALUES (1,'Spring',1,2014),(2,'Summer',2,2015),(3,'Autumn',1,2015);
-  `);
-  db.close();
-  writeFileSync(join(dir, 'dev.json'), JSON.stringify(QUESTIONS));
-  for (const [s, lines] of Object.entries(PREDS)) writeFileSync(join(dir, 'predictions', `${s}.sql`), lines.join('\n') + '\n');
+  writeSpiderSplit(dir, { databases: { shop: CONCERTS_SQL }, questions: QUESTIONS, predictions: PREDS });
 });
 
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -5,10 +5,10 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { SINGERS_SQL, writeSpiderSplit } from './spider-split.js';
 import { REPO, TINY, serveTinyDuringTests, type Running } from './server-fixture.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { consensusRootCause, referenceGroups } from '../src/annotate/rootcause.js';
@@ -36,17 +36,7 @@ const LABELS = [
 
 before(() => {
   dir = mkdtempSync(join(tmpdir(), 'caper-rc-'));
-  mkdirSync(join(dir, 'database', 'shop'), { recursive: true });
-  mkdirSync(join(dir, 'predictions'));
-  dbFile = join(dir, 'database', 'shop', 'shop.sqlite');
-  const db = new Database(dbFile);
-  db.exec(`
-    CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
-    INSERT INTO singer VALUES (1,'Ann','France',30),(2,'Bob','Spain',45),(3,'Cid','France',22),(4,'Dee','Chile',51);
-  `);
-  db.close();
-  writeFileSync(join(dir, 'dev.json'), JSON.stringify(QUESTIONS));
-  for (const [s, lines] of Object.entries(PREDS)) writeFileSync(join(dir, 'predictions', `${s}.sql`), lines.join('\n') + '\n');
+  dbFile = writeSpiderSplit(dir, { databases: { shop: SINGERS_SQL }, questions: QUESTIONS, predictions: PREDS }).shop!;
   writeFileSync(join(dir, 'labels.jsonl'), LABELS.map((l) => JSON.stringify(l)).join('\n') + '\n');
 });
 

@@ -5,10 +5,10 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { cpSync, mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { CONCERTS_SQL, writeSpiderSplit } from './spider-split.js';
 import { REPO, TINY } from './server-fixture.js';
 import { SELECTED } from '../src/scoring/selector.js';
 
@@ -30,22 +30,12 @@ const PREDS: Record<string, string[]> = {
 
 before(() => {
   dir = mkdtempSync(join(tmpdir(), 'caper-evalsel-'));
-  mkdirSync(join(dir, 'predictions'));
-  const questions: { db_id: string; question: string; query: string }[] = [];
-  for (const dbId of ['shop', 'mall']) {
-    mkdirSync(join(dir, 'database', dbId), { recursive: true });
-    const db = new Database(join(dir, 'database', dbId, `${dbId}.sqlite`));
-    db.exec(`
-      CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
-      CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, title TEXT, singer_id INTEGER, year INTEGER);
-      INSERT INTO singer VALUES (1,'Ann','France',30),(2,'Bob','Spain',45),(3,'Cid','France',22),(4,'Dee','Chile',51);
-      INSERT INTO concert VALUES (1,'Spring',1,2014),(2,'Summer',2,2015),(3,'Autumn',1,2015);
-    `);
-    db.close();
-    for (const x of Q) questions.push({ db_id: dbId, question: x.q, query: x.gold });
-  }
-  writeFileSync(join(dir, 'dev.json'), JSON.stringify(questions));
-  for (const [s, lines] of Object.entries(PREDS)) writeFileSync(join(dir, 'predictions', `${s}.sql`), [...lines, ...lines].join('\n') + '\n');
+  // The same questions and answers on both databases.
+  writeSpiderSplit(dir, {
+    databases: { shop: CONCERTS_SQL, mall: CONCERTS_SQL },
+    questions: ['shop', 'mall'].flatMap((dbId) => Q.map((x) => ({ db_id: dbId, question: x.q, query: x.gold }))),
+    predictions: Object.fromEntries(Object.entries(PREDS).map(([s, lines]) => [s, [...lines, ...lines]])),
+  });
 });
 
 after(() => rmSync(dir, { recursive: true, force: true }));

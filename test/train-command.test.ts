@@ -2,8 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import Database from 'better-sqlite3';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { SINGERS_SQL, writeSpiderSplit } from './spider-split.js';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -73,18 +73,17 @@ test('caper train --candidates DIR adds the real candidates\' failures and succe
   const dir = mkdtempSync(join(tmpdir(), 'caper-train-cands-'));
   const name = 'tinycands';
   try {
-    mkdirSync(join(dir, 'split', 'database', 'shop'), { recursive: true });
-    mkdirSync(join(dir, 'split', 'predictions'));
-    const db = new Database(join(dir, 'split', 'database', 'shop', 'shop.sqlite'));
-    db.exec(`CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
-      INSERT INTO singer VALUES (1,'Ann','France',30),(2,'Bob','Spain',45),(3,'Cid','France',22);`);
-    db.close();
-    writeFileSync(join(dir, 'split', 'dev.json'), JSON.stringify([
-      { db_id: 'shop', question: 'Names of singers older than 40', query: 'SELECT name FROM singer WHERE age > 40' },
-      { db_id: 'shop', question: 'How many singers are from France?', query: "SELECT count(*) FROM singer WHERE country = 'France'" },
-    ]));
-    writeFileSync(join(dir, 'split', 'predictions', 'a.sql'), "SELECT name FROM singer WHERE age > 20\nSELECT count(*) FROM singer WHERE country = 'France'\n");
-    writeFileSync(join(dir, 'split', 'predictions', 'b.sql'), "SELECT name FROM singer WHERE age > 40\nSELECT count(*) FROM singer WHERE country = 'Spain'\n");
+    writeSpiderSplit(join(dir, 'split'), {
+      databases: { shop: SINGERS_SQL },
+      questions: [
+        { db_id: 'shop', question: 'Names of singers older than 40', query: 'SELECT name FROM singer WHERE age > 40' },
+        { db_id: 'shop', question: 'How many singers are from France?', query: "SELECT count(*) FROM singer WHERE country = 'France'" },
+      ],
+      predictions: {
+        a: ['SELECT name FROM singer WHERE age > 20', "SELECT count(*) FROM singer WHERE country = 'France'"],
+        b: ['SELECT name FROM singer WHERE age > 40', "SELECT count(*) FROM singer WHERE country = 'Spain'"],
+      },
+    });
     const fixture = join(ROOT, 'training', 'tests', 'fixtures', 'tuples.jsonl');
     const out = join(dir, name);
     const r = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples', fixture, '--candidates', join(dir, 'split'),

@@ -4,11 +4,11 @@
 // models/tiny, real CLI process, a SQLite database built here.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
-import Database from 'better-sqlite3';
+import { writeSpiderSplit } from './spider-split.js';
 import { REPO, TINY, start, type Running } from './server-fixture.js';
 
 const Q = 'Which singers are there?';
@@ -41,19 +41,19 @@ let srv: Running;
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'caper-verdicts-'));
-  mkdirSync(join(dir, 'database', 'shop'), { recursive: true });
-  mkdirSync(join(dir, 'predictions'));
-  const db = new Database(join(dir, 'database', 'shop', 'shop.sqlite'));
   // Rows inserted out of age order, so "no ORDER BY" and "ORDER BY age" differ in row order.
-  db.exec(`
-    CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
-    CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, title TEXT, singer_id INTEGER, year INTEGER);
-    INSERT INTO singer VALUES (1,'Ann','France',30),(2,'Bob','Spain',45),(3,'Cid','France',22),(4,'Dee','Chile',51),(5,'Eve','Spain',38);
-    INSERT INTO concert VALUES (1,'Spring',1,2014),(2,'Summer',2,2015);
-  `);
-  db.close();
-  writeFileSync(join(dir, 'dev.json'), JSON.stringify(PAIRS.map(([, gold]) => ({ db_id: 'shop', question: Q, query: gold }))));
-  writeFileSync(join(dir, 'predictions', 'sys.sql'), PAIRS.map(([sql]) => sql).join('\n') + '\n');
+  writeSpiderSplit(dir, {
+    databases: {
+      shop: `
+        CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
+        CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, title TEXT, singer_id INTEGER, year INTEGER);
+        INSERT INTO singer VALUES (1,'Ann','France',30),(2,'Bob','Spain',45),(3,'Cid','France',22),(4,'Dee','Chile',51),(5,'Eve','Spain',38);
+        INSERT INTO concert VALUES (1,'Spring',1,2014),(2,'Summer',2,2015);
+      `,
+    },
+    questions: PAIRS.map(([, gold]) => ({ db_id: 'shop', question: Q, query: gold })),
+    predictions: { sys: PAIRS.map(([sql]) => sql) },
+  });
   srv = await start({ modelDir: TINY, dbDir: join(dir, 'database'), device: 'cpu' });
   await srv.app.caper.loaded;
   assert.equal(srv.app.caper.notReadyReason, null);
