@@ -18,7 +18,7 @@ import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../sco
 import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { extractSql, type Extracted } from './candidates.js';
-import { executionBlame, blameSchemaOf, clauseSuspects, missingLiterals } from '../annotate/suspects.js';
+import { executionBlame, blameSchemaOf, clauseSuspects, missingLiterals, type SuspectInputs } from '../annotate/suspects.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
 import { rootCause, consensusRootCause, unitLabel, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
 import { fusedOrderFor, evidenceOrderFor, linearBlameOf } from '../scoring/blame.js';
@@ -441,52 +441,54 @@ export class Verifier {
   }
 
   /**
+   * The clause label of each of the candidate's units when blame may be re-ranked, else null: the
+   * model could not score the query, or its own execution error already names the clause (an
+   * error outranks any vote or evidence).
+   */
+  private rerankableLabels(candidate: VerifiedCandidate, split: SplitResult | undefined): string[] | null {
+    const tu = split ? topUnits(split) : [];
+    if (candidate.blameFromExecution || candidate.error || tu.length === 0 || tu.length !== candidate.units.length) return null;
+    return tu.map((u) => unitLabel(u.kind, u.arm));
+  }
+
+  /**
    * Blame fused with a consensus root cause (src/scoring/blame.ts, weights in caper.json fitted by
-   * grouped cross-validation), or null when it does not apply: no root cause, the model could not
-   * score the query, or the query's own execution error already names the clause (an error outranks
-   * any vote).
+   * grouped cross-validation), or null when there is none or blame may not be re-ranked.
    */
   private fuseBlame(candidate: VerifiedCandidate, split: SplitResult | undefined, rc: RootCause | null,
     evidence: readonly Map<string, number>[] | null = null): VerifiedCandidate | null {
-    const tu = split ? topUnits(split) : [];
-    if (!rc || candidate.blameFromExecution || candidate.error || tu.length === 0 || tu.length !== candidate.units.length) return null;
-    const labels = tu.map((u) => unitLabel(u.kind, u.arm));
+    const labels = rc ? this.rerankableLabels(candidate, split) : null;
+    if (!rc || !labels) return null;
     const order = fusedOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, rc.ranking ?? [rc.clause], evidence);
     return { ...candidate, blame: order, blameSource: 'fused' };
   }
 
   /**
-   * The query's single-query evidence (src/annotate/suspects.ts: literals looked up in the
-   * database, result shape, question cues), or null when the model's combiners do not use it, the
-   * query cannot be analysed, or the lookups fail: blame then falls back to what it was without.
+   * The query's single-query evidence (src/annotate/suspects.ts), or null when the model's
+   * combiners do not use it, the query cannot be analysed, or the extraction fails: blame then
+   * stays what it was. With a database: literals looked up, the query's own result, and the rest;
+   * without one: what the question, the SQL and the schema text say (only when the text is in the
+   * prompt format, schemaFromText).
    */
-  private async evidenceOf(question: string, candidate: VerifiedCandidate, split: SplitResult | undefined, dbId: string,
-    dbPath: string, dl: Deadline): Promise<Map<string, number>[] | null> {
+  private async evidenceOf(question: string, candidate: VerifiedCandidate, split: SplitResult | undefined,
+    where: { db: { id: string; path: string; dl: Deadline } } | { schemaText: string | undefined }): Promise<Map<string, number>[] | null> {
     const manifest = this.model?.manifest ?? {};
-    if (!linearBlameOf(manifest, 'solo_linear') && !linearBlameOf(manifest, 'fused_linear')) return null;
-    if (!split?.tree || candidate.error || split.sql.length > ROOT_CAUSE_MAX_CHARS) return null;
-    const schema = this.schemaOf(dbId);
-    if (!schema.info || !schema.index) return null;
-    try {
-      const ev = await clauseSuspects({ question, sql: split.sql, split, schema: schema.info, index: schema.index, dbPath, exec: this.runner(dl) });
-      return ev.features.length === candidate.units.length ? ev.features : null;
-    } catch {
-      return null;
+    const used = 'db' in where
+      ? linearBlameOf(manifest, 'solo_linear') !== null || linearBlameOf(manifest, 'fused_linear') !== null
+      : linearBlameOf(manifest, 'text_linear') !== null;
+    if (!used || !split?.tree || candidate.error || split.sql.length > ROOT_CAUSE_MAX_CHARS) return null;
+    let inputs: SuspectInputs;
+    if ('db' in where) {
+      const schema = this.schemaOf(where.db.id);
+      if (!schema.info || !schema.index) return null;
+      inputs = { question, sql: split.sql, split, schema: schema.info, index: schema.index, dbPath: where.db.path, exec: this.runner(where.db.dl) };
+    } else {
+      const info = where.schemaText ? schemaFromText(where.schemaText) : null;
+      if (!info) return null;
+      inputs = { question, sql: split.sql, split, schema: info };
     }
-  }
-
-  /**
-   * Without a database: what the question, the SQL and the schema text say (the same extractor,
-   * no lookups), when the model ships a combiner for it and the schema text is in the prompt
-   * format (schemaFromText); else null.
-   */
-  private async textEvidenceOf(question: string, candidate: VerifiedCandidate, split: SplitResult | undefined, schema: string | undefined): Promise<Map<string, number>[] | null> {
-    if (!linearBlameOf(this.model?.manifest ?? {}, 'text_linear')) return null;
-    if (!split?.tree || candidate.error || split.sql.length > ROOT_CAUSE_MAX_CHARS || !schema) return null;
-    const info = schemaFromText(schema);
-    if (!info) return null;
     try {
-      const ev = await clauseSuspects({ question, sql: split.sql, split, schema: info });
+      const ev = await clauseSuspects(inputs);
       return ev.features.length === candidate.units.length ? ev.features : null;
     } catch {
       return null;
@@ -495,10 +497,9 @@ export class Verifier {
 
   /** Blame from the model's evidence combiner (caper.json blame.solo_linear, or text_linear without a database), or null when it does not apply. */
   private evidenceBlame(candidate: VerifiedCandidate, split: SplitResult | undefined, evidence: readonly Map<string, number>[] | null,
-    withDatabase = true): VerifiedCandidate | null {
-    const tu = split ? topUnits(split) : [];
-    if (!evidence || candidate.blameFromExecution || candidate.error || tu.length === 0 || tu.length !== candidate.units.length) return null;
-    const labels = tu.map((u) => unitLabel(u.kind, u.arm));
+    withDatabase: boolean): VerifiedCandidate | null {
+    const labels = evidence ? this.rerankableLabels(candidate, split) : null;
+    if (!evidence || !labels) return null;
     const order = evidenceOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, evidence, withDatabase);
     return order ? { ...candidate, blame: order, blameSource: 'evidence' } : null;
   }
@@ -588,7 +589,7 @@ export class Verifier {
       if (!ctx.dbPath) {
         for (let i = 0; i < candidates.length; i++) {
           const split = scored.candidates[i]!.split;
-          const ev = await this.textEvidenceOf(req.question, candidates[i]!, split, ctx.schema);
+          const ev = await this.evidenceOf(req.question, candidates[i]!, split, { schemaText: ctx.schema });
           candidates[i] = this.evidenceBlame(candidates[i]!, split, ev, false) ?? candidates[i]!;
         }
       }
@@ -620,7 +621,7 @@ export class Verifier {
         await Promise.all(consensus.map(async (cr, i) => {
           if (!cr?.rootCause) return;
           const split = scored.candidates[i]!.split;
-          const evidence = await this.evidenceOf(req.question, candidates[i]!, split, req.db_id!, ctx.dbPath!, dl);
+          const evidence = await this.evidenceOf(req.question, candidates[i]!, split, { db: { id: req.db_id!, path: ctx.dbPath!, dl } });
           const fused = this.fuseBlame(candidates[i]!, split, cr.rootCause, evidence);
           if (fused) candidates[i] = fused;
         }));
@@ -673,7 +674,7 @@ export class Verifier {
       // With a database the query's own evidence refines the model's blame (the consensus, when
       // candidates are given, is fused below on top of it).
       const split = scored.candidates[0]!.split;
-      const evidence = canRun ? await this.evidenceOf(req.question, candidate, split, req.db_id!, ctx.dbPath!, dl) : await this.textEvidenceOf(req.question, candidate, split, ctx.schema);
+      const evidence = await this.evidenceOf(req.question, candidate, split, canRun ? { db: { id: req.db_id!, path: ctx.dbPath!, dl } } : { schemaText: ctx.schema });
       candidate = this.evidenceBlame(candidate, split, evidence, canRun) ?? candidate;
       const out: LocalizeResult = {
         candidate,
