@@ -14,10 +14,9 @@ import { loadavg } from 'node:os';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { splitSql } from '../src/clauses/index.js';
-import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../src/clauses/schema.js';
-import { SchemaIndex } from '../src/annotate/scope.js';
 import { clauseSuspects, missingLiterals } from '../src/annotate/suspects.js';
-import { dbPath, loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
+import { loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
+import { splitSchemas } from '../src/eval/query-evidence.js';
 
 const pct = (xs: number[], p: number): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -34,18 +33,14 @@ async function main(): Promise<number> {
   const questions = loadQuestions(data);
   const preds = loadPredictions(data, systems, questions.length);
   const exec = new SqlExecutor({ workers: 1, timeoutMs: 5000, cacheEntries: 0 });
-  const schemas = new Map<string, { info: SchemaInfo; index: SchemaIndex; text: SchemaInfo }>();
+  const schemaOf = splitSchemas(data);
   const t = { exec: [] as number[], literals: [] as number[], evidence: [] as number[], text: [] as number[], parse: [] as number[] };
   const load0 = loadavg()[0]!;
   try {
     for (let qi = 0; qi < questions.length && t.exec.length < limit; qi++) {
       const q = questions[qi]!;
-      const db = dbPath(data, q.db_id);
-      let s = schemas.get(q.db_id);
-      if (!s) {
-        const info = schemaFromSqlite(db);
-        schemas.set(q.db_id, (s = { info, index: new SchemaIndex(info), text: schemaFromText(schemaText(info))! }));
-      }
+      const s = schemaOf(q.db_id);
+      const db = s.dbPath;
       for (const sys of systems) {
         const sql = preds.get(sys)![qi];
         if (typeof sql !== 'string' || !sql.trim()) continue;
@@ -63,7 +58,7 @@ async function main(): Promise<number> {
         await clauseSuspects({ question: q.question, sql, split, schema: s.info, index: s.index, dbPath: db, exec });
         const tv = performance.now() - t0;
         t0 = performance.now();
-        await clauseSuspects({ question: q.question, sql, split, schema: s.text });
+        await clauseSuspects({ question: q.question, sql, split, schema: s.textInfo! });
         const tt = performance.now() - t0;
         t.text.push(tt);
         t.parse.push(tp);

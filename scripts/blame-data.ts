@@ -12,16 +12,14 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { splitSql, topUnits } from '../src/clauses/index.js';
-import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../src/clauses/schema.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { sameResult } from '../src/execution/equivalence.js';
 import { consensusRootCause, rootCause, unitLabel } from '../src/annotate/rootcause.js';
-import { SchemaIndex } from '../src/annotate/scope.js';
-import { clauseSuspects } from '../src/annotate/suspects.js';
 import { loadModel } from '../src/scoring/onnx.js';
 import { Scorer } from '../src/scoring/scorer.js';
 import { loadLabels } from '../src/eval/localize-labels.js';
-import { dbPath, loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
+import { loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
+import { queryEvidence, splitSchemas } from '../src/eval/query-evidence.js';
 import { parseArgs, flagString } from '../src/commands/args.js';
 
 const a = parseArgs(process.argv.slice(2));
@@ -47,16 +45,12 @@ const preds = loadPredictions(data, pool, questions.length);
 const model = await loadModel(flag('model', 'models/default'), { device: 'cpu' });
 const scorer = new Scorer(model, null);
 const exec = new SqlExecutor({ workers: 2, timeoutMs: 5000 });
-const schemas = new Map<string, { info: SchemaInfo; text: string; index: SchemaIndex }>();
+const schemaOf = splitSchemas(data);
 const lines: string[] = [];
 const t0 = Date.now();
 for (const [index, q] of questions.entries()) {
-  const db = dbPath(data, q.db_id);
-  let s = schemas.get(q.db_id);
-  if (!s) {
-    const info = schemaFromSqlite(db);
-    schemas.set(q.db_id, (s = { info, text: schemaText(info), index: new SchemaIndex(info) }));
-  }
+  const s = schemaOf(q.db_id);
+  const db = s.dbPath;
   const sqls = [...new Set(pool.map((sys) => preds.get(sys)![index]).filter((x): x is string => typeof x === 'string' && x.trim() !== ''))];
   const gold = await exec.run(db, q.query);
   if (!gold.ok) continue;
@@ -77,10 +71,7 @@ for (const [index, q] of questions.entries()) {
     const others = pool8.filter((sys) => !producers.includes(sys)).map((sys) => preds.get(sys)![index])
       .filter((x): x is string => typeof x === 'string' && x !== sql);
     const cons = await consensusRootCause(sql, others, db, exec);
-    const ev = await clauseSuspects({ question: q.question, sql, split, schema: s.info, index: s.index, dbPath: db, exec });
-    // What the service can say without a database: the schema as the prompt's text carries it.
-    const textSchema = schemaFromText(s.text);
-    const evText = textSchema ? await clauseSuspects({ question: q.question, sql, split, schema: textSchema }) : null;
+    const { db: ev, text: evText } = await queryEvidence(q.question, sql, split, s, exec);
     lines.push(JSON.stringify({
       index, db_id: q.db_id, sql, labels: ev.labels, raw: c.units.map((u) => u.raw), base_raw: Math.log(c.base / (1 - c.base)),
       truth: rc?.clause ?? null, expert: lab?.label ?? null,

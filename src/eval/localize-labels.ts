@@ -17,14 +17,13 @@
 // source with no answer (null) counts as a miss. The confusion table has expert labels as rows.
 import { readFileSync } from 'node:fs';
 import { splitSql, topUnits } from '../clauses/index.js';
-import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor } from '../execution/executor.js';
 import { rootCause, consensusRootCause, unitLabel, FUNDAMENTAL_ORDER, ROOT_LABELS, type RootLabel } from '../annotate/rootcause.js';
 import { loadModel } from '../scoring/onnx.js';
 import { Scorer } from '../scoring/scorer.js';
 import { blameOrder, fusedBlameOrder, fusedOrderFor, evidenceOrderFor, sigmoid, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
-import { SchemaIndex } from '../annotate/scope.js';
-import { clauseSuspects, executionBlame, blameSchemaOf } from '../annotate/suspects.js';
+import { executionBlame, blameSchemaOf } from '../annotate/suspects.js';
+import { queryEvidence, splitSchemas } from './query-evidence.js';
 import { dbPath, loadPredictions, loadQuestions } from './spider.js';
 
 export const LABEL_SOURCES = ['prm', 'text', 'solo', 'gold', 'consensus', 'consensus+prm', 'fused'] as const;
@@ -165,11 +164,9 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
     const model = await loadModel(opts.modelDir ?? 'models/default', { device: (opts.device ?? 'auto') as 'auto' });
     try {
       const scorer = new Scorer(model, null);
-      const schemas = new Map<string, string>();
+      const schemaOf = splitSchemas(opts.data);
       for (const [i, it] of items.entries()) {
-        let schema = schemas.get(it.db_id);
-        if (schema === undefined) schemas.set(it.db_id, (schema = schemaText(schemaFromSqlite(dbPath(opts.data, it.db_id)))));
-        const { candidates } = await scorer.score(it.question, schema, [it.sql]);
+        const { candidates } = await scorer.score(it.question, schemaOf(it.db_id).text, [it.sql]);
         const c = candidates[0]!;
         out.push(c.error ? null : labelsOfUnits(it.sql, blameOrder(c.units.map((u) => u.score), c.base, opts.blame ?? DEFAULT_BLAME)));
         opts.onProgress?.(i + 1, items.length);
@@ -218,27 +215,20 @@ async function prmRaw(items: LabelItem[], opts: { data: string; modelDir?: strin
   const exec = new SqlExecutor({ workers: 2, timeoutMs: opts.timeoutMs ?? 5000 });
   try {
     const scorer = new Scorer(model, null);
-    const schemas = new Map<string, { info: SchemaInfo; text: string; index: SchemaIndex }>();
+    const schemaOf = splitSchemas(opts.data);
     const scores: ({ raw: number[]; base: number; execBlame: number | null; evidence: Map<string, number>[]; evidenceText: Map<string, number>[] | null } | null)[] = [];
     for (const it of items) {
-      const db = dbPath(opts.data, it.db_id);
-      let s = schemas.get(it.db_id);
-      if (!s) {
-        const info = schemaFromSqlite(db);
-        schemas.set(it.db_id, (s = { info, text: schemaText(info), index: new SchemaIndex(info) }));
-      }
+      const s = schemaOf(it.db_id);
       const c = (await scorer.score(it.question, s.text, [it.sql])).candidates[0]!;
       if (c.error) {
         scores.push(null);
         continue;
       }
       const split = splitSql(it.sql);
-      const r = await exec.run(db, it.sql);
+      const r = await exec.run(s.dbPath, it.sql);
       const execBlame = !r.ok && r.code === 'sql_error' ? executionBlame(it.sql, c.units, r.error, blameSchemaOf(split, s.index)) : null;
-      const ev = await clauseSuspects({ question: it.question, sql: it.sql, split, schema: s.info, index: s.index, dbPath: db, exec });
-      const textSchema = schemaFromText(s.text);
-      const evText = textSchema ? await clauseSuspects({ question: it.question, sql: it.sql, split, schema: textSchema }) : null;
-      scores.push({ raw: c.units.map((u) => u.raw), base: c.base, execBlame, evidence: ev.features, evidenceText: evText?.features ?? null });
+      const ev = await queryEvidence(it.question, it.sql, split, s, exec);
+      scores.push({ raw: c.units.map((u) => u.raw), base: c.base, execBlame, evidence: ev.db.features, evidenceText: ev.text?.features ?? null });
     }
     return { scores, manifest: model.manifest };
   } finally {

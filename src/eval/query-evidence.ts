@@ -1,0 +1,42 @@
+// What the evaluation and the blame-fit data need of a split's databases and of one query: each
+// database's schema read once (as SQLite says it, as the prompt's text, and that text read back
+// the way the service reads a posted schema), and the query's single-query evidence both with
+// the database and from the text alone (src/annotate/suspects.ts), as /localize computes them.
+import type { SplitResult } from '../clauses/index.js';
+import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../clauses/schema.js';
+import { SchemaIndex } from '../annotate/scope.js';
+import { clauseSuspects, type ClauseSuspects } from '../annotate/suspects.js';
+import type { SqlRunner } from '../annotate/rootcause.js';
+import { dbPath } from './spider.js';
+
+export interface SplitSchema {
+  dbPath: string;
+  info: SchemaInfo;
+  /** The prompt's schema text (schemaText). */
+  text: string;
+  index: SchemaIndex;
+  /** The text read back (schemaFromText): what the service knows without the database. */
+  textInfo: SchemaInfo | null;
+}
+
+/** A per-split cache: db_id -> its schema in every form, read on first use. */
+export function splitSchemas(dataDir: string): (dbId: string) => SplitSchema {
+  const cache = new Map<string, SplitSchema>();
+  return (dbId) => {
+    let s = cache.get(dbId);
+    if (!s) {
+      const path = dbPath(dataDir, dbId);
+      const info = schemaFromSqlite(path);
+      const text = schemaText(info);
+      cache.set(dbId, (s = { dbPath: path, info, text, index: new SchemaIndex(info), textInfo: schemaFromText(text) }));
+    }
+    return s;
+  };
+}
+
+/** The query's evidence with the database (lookups through `exec`) and from the schema text alone (null when the text does not read back). */
+export async function queryEvidence(question: string, sql: string, split: SplitResult, s: SplitSchema, exec: SqlRunner): Promise<{ db: ClauseSuspects; text: ClauseSuspects | null }> {
+  const db = await clauseSuspects({ question, sql, split, schema: s.info, index: s.index, dbPath: s.dbPath, exec });
+  const text = s.textInfo ? await clauseSuspects({ question, sql, split, schema: s.textInfo }) : null;
+  return { db, text };
+}
