@@ -52,7 +52,7 @@ async function main(): Promise<number> {
         const split = splitSql(sql);
         const tp = performance.now() - t0;
         t0 = performance.now();
-        await missingLiterals(sql, s.info, db, exec, split);
+        await missingLiterals(sql, s.index, db, exec, split);
         const tl = performance.now() - t0;
         t0 = performance.now();
         await clauseSuspects({ question: q.question, sql, split, schema: s.info, index: s.index, dbPath: db, exec });

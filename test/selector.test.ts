@@ -230,7 +230,8 @@ test('folds: whole databases, balanced by questions, deterministic', () => {
 test('a group resting on a value the column never holds is passed over while another group does not', async () => {
   const { missingLiterals } = await import('../src/annotate/suspects.js');
   const { schemaFromSqlite } = await import('../src/clauses/schema.js');
-  const schema = schemaFromSqlite(db);
+  const { SchemaIndex } = await import('../src/annotate/scope.js');
+  const schema = new SchemaIndex(schemaFromSqlite(db));
   const withLookups = async (sql: string): Promise<SelectorCandidate> => {
     const c = await cand(sql);
     const n = await missingLiterals(sql, schema, db, exec);

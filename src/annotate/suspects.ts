@@ -15,7 +15,7 @@
 import { splitSql, topUnits, walk, type SplitResult, type TreeNode } from '../clauses/index.js';
 import { tokenize, significant, identName } from '../clauses/lexer.js';
 import type { SchemaInfo } from '../clauses/schema.js';
-import { SchemaIndex } from './scope.js';
+import { SchemaIndex, resolveColumn } from './scope.js';
 import { EVIDENCE_QUERY_FACTS, EVIDENCE_UNIT_FACTS } from '../scoring/blame.js';
 import { unitLabel, type RootLabel, type SqlRunner } from './rootcause.js';
 
@@ -75,56 +75,40 @@ interface LiteralCheck {
   unit: number;
   value: string;
   op: string;
-  tables: string[];
+  /** The column compared, as scope.ts resolves it (lower case). */
+  table: string;
   column: string;
 }
 
-/** String literals compared with a column (=, !=, LIKE, IN lists), with the tables that may hold the column. */
-function literalChecks(split: SplitResult, schema: SchemaInfo, top: (u: number) => number): LiteralCheck[] {
+/** String literals compared with a column (=, !=, LIKE, IN lists) whose table scope.ts resolves. */
+function literalChecks(split: SplitResult, index: SchemaIndex, top: (u: number) => number): LiteralCheck[] {
   if (!split.tree) return [];
   const out: LiteralCheck[] = [];
-  const queryTables = new Set(walk(split.tree).filter((n) => n.kind === 'table').map((n) => n.label.toLowerCase()));
-  const aliases = new Map<string, string>();
-  for (const n of walk(split.tree)) {
-    if (n.kind === 'table' && typeof n.attrs?.alias === 'string') aliases.set(n.attrs.alias.toLowerCase(), n.label.toLowerCase());
-  }
-  const holders = (col: TreeNode): string[] => {
-    const name = String(col.attrs?.name ?? '').toLowerCase();
-    const qual = typeof col.attrs?.qualifier === 'string' ? col.attrs.qualifier.toLowerCase() : null;
-    const named = qual ? [aliases.get(qual) ?? qual] : [...queryTables];
-    return schema.tables
-      .filter((t) => named.includes(t.name.toLowerCase()) && t.columns.some((c) => c.name.toLowerCase() === name))
-      .map((t) => t.name);
-  };
   for (const n of walk(split.tree)) {
     if (n.kind !== 'comparison' || !/^(=|!=|<>|LIKE|NOT LIKE|IN|NOT IN)$/.test(n.label)) continue;
     const col = n.children.find((c) => c.kind === 'column');
     if (!col) continue;
     const lits = n.children.flatMap((c) => (c.kind === 'list' ? c.children : [c]))
       .filter((c) => c.kind === 'literal' && c.attrs?.type === 'string' && typeof c.attrs.value === 'string');
-    const tables = holders(col);
-    if (!tables.length) continue;
-    for (const l of lits) {
-      out.push({ unit: top(l.unit), value: l.attrs!.value as string, op: n.label.includes('LIKE') ? 'LIKE' : '=', tables, column: String(col.attrs?.name) });
-    }
+    const r = resolveColumn(col, index);
+    if (!r) continue;
+    for (const l of lits) out.push({ unit: top(l.unit), value: l.attrs!.value as string, op: n.label.includes('LIKE') ? 'LIKE' : '=', table: r.table, column: r.column });
   }
   return out;
 }
 
-/** 'exact' when some holder table has the value, 'case' when only case-insensitively, 'missing' otherwise; null if the lookup failed. */
+/** 'exact' when the column has the value, 'case' when only case-insensitively, 'missing' otherwise; null if the lookup failed. */
 async function lookup(c: LiteralCheck, dbPath: string, exec: SqlRunner): Promise<'exact' | 'case' | 'missing' | null> {
   let failed = 0;
   for (const mode of ['exact', 'case'] as const) {
-    for (const t of c.tables) {
-      const cond = c.op === 'LIKE'
-        ? (mode === 'exact' ? `${qid(c.column)} LIKE ${sqlString(c.value)}` : `lower(${qid(c.column)}) LIKE lower(${sqlString(c.value)})`)
-        : (mode === 'exact' ? `${qid(c.column)} = ${sqlString(c.value)}` : `lower(trim(${qid(c.column)})) = lower(trim(${sqlString(c.value)}))`);
-      const r = await exec.run(dbPath, `SELECT 1 FROM ${qid(t)} WHERE ${cond} LIMIT 1`);
-      if (!r.ok) failed++;
-      else if (r.rows.length) return mode;
-    }
+    const cond = c.op === 'LIKE'
+      ? (mode === 'exact' ? `${qid(c.column)} LIKE ${sqlString(c.value)}` : `lower(${qid(c.column)}) LIKE lower(${sqlString(c.value)})`)
+      : (mode === 'exact' ? `${qid(c.column)} = ${sqlString(c.value)}` : `lower(trim(${qid(c.column)})) = lower(trim(${sqlString(c.value)}))`);
+    const r = await exec.run(dbPath, `SELECT 1 FROM ${qid(c.table)} WHERE ${cond} LIMIT 1`);
+    if (!r.ok) failed++;
+    else if (r.rows.length) return mode;
   }
-  return failed === c.tables.length * 2 ? null : 'missing';
+  return failed === 2 ? null : 'missing';
 }
 
 /** Whether a text column of a table outside `read` holds the value (any case). */
@@ -147,11 +131,11 @@ async function foundElsewhere(value: string, read: Set<string>, schema: SchemaIn
  * pattern. The selector's rule on groups that rest on a value the database does not hold (a
  * reviewer's first check). 0 when the query does not parse.
  */
-export async function missingLiterals(sql: string, schema: SchemaInfo, dbPath: string, exec: SqlRunner, split?: SplitResult): Promise<number> {
+export async function missingLiterals(sql: string, index: SchemaIndex, dbPath: string, exec: SqlRunner, split?: SplitResult): Promise<number> {
   const sp = split?.tree ? split : splitSql(sql);
   if (!sp.tree) return 0;
   let n = 0;
-  for (const c of literalChecks(sp, schema, () => 0)) {
+  for (const c of literalChecks(sp, index, () => 0)) {
     const found = await lookup(c, dbPath, exec);
     if (found === 'missing' || (found === 'case' && c.op === '=')) n++;
   }
@@ -192,15 +176,7 @@ export async function clauseSuspects(inp: SuspectInputs): Promise<ClauseSuspects
   const aggs = new Set(selectNodes.filter((n) => n.kind === 'aggregate').map((n) => n.label));
   q['agg_mismatch'] = (/\b(average|mean)\b/i.test(inp.question) && !aggs.has('AVG')) || (/\b(total|sum)\b/i.test(inp.question) && !aggs.has('SUM')) ? 1 : 0;
   const index = inp.index ?? new SchemaIndex(inp.schema);
-  const aliasOf = new Map<string, string>();
-  for (const n of nodes) if (n.kind === 'table') aliasOf.set(String(n.attrs?.alias ?? n.label).toLowerCase(), n.label.toLowerCase());
-  const tableOf = (col: TreeNode): string | null => {
-    const qual = typeof col.attrs?.qualifier === 'string' ? col.attrs.qualifier.toLowerCase() : null;
-    const name = String(col.attrs?.name ?? '').toLowerCase();
-    if (qual) return aliasOf.get(qual) ?? null;
-    const holders = fromTables.filter((t) => index.column(t, name));
-    return holders.length === 1 ? holders[0]! : null;
-  };
+  const tableOf = (col: TreeNode): string | null => resolveColumn(col, index)?.table ?? null;
   // A key column in the answer the question never asks for ("ids", "codes"): the query answers
   // with a reference where a joined table's name was wanted.
   q['sel_key'] = !/\b(ids?|codes?|numbers?)\b/i.test(inp.question) && selectNodes.some((n) => {
@@ -228,7 +204,7 @@ export async function clauseSuspects(inp: SuspectInputs): Promise<ClauseSuspects
     if (i >= 0 && i < unit.length) unit[i]!.set(f, (unit[i]!.get(f) ?? 0) + v);
   };
   const qLower = inp.question.toLowerCase();
-  const checks = literalChecks(split, inp.schema, top);
+  const checks = literalChecks(split, index, top);
   // As a phrase of whole words ('fr' is not in "from france"); LIKE wildcards dropped.
   const inQuestion = (v: string): boolean => {
     const w = v.replace(/[%_]/g, ' ').toLowerCase().trim();

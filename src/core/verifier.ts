@@ -555,13 +555,13 @@ export class Verifier {
         // groups that rest on a value the database does not hold (a few LIMIT 1 lookups per
         // candidate, cached like every execution).
         if (exec) {
-          const info = this.schemaOf(req.db_id!).info;
+          const index = this.schemaOf(req.db_id!).index;
           const run = this.runner(dl);
-          if (info) {
+          if (index) {
             await Promise.all(cands.map(async (c, i) => {
               if (!exec.results[i]!.ok || c.sql.length > ROOT_CAUSE_MAX_CHARS) return;
               try {
-                const n = await missingLiterals(c.sql, info, ctx.dbPath!, run, scored.candidates[i]!.split);
+                const n = await missingLiterals(c.sql, index, ctx.dbPath!, run, scored.candidates[i]!.split);
                 if (n > 0) c.missingLiterals = n;
               } catch {
                 // a failed lookup leaves the feature at 0, as for a query without literals

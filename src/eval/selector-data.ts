@@ -31,8 +31,8 @@ export interface SelectorFacts {
 }
 
 // 3: candidates carry missingLiterals (the selector's literal rule); 4: a literal present only in
-// another case counts for = comparisons.
-export const FACTS_VERSION = 4;
+// another case counts for = comparisons; 5: the compared column resolved through scope.ts.
+export const FACTS_VERSION = 5;
 
 export async function computeSelectorFacts(dataDir: string, systems: string[], modelDir: string, opts: { limit?: number; timeoutMs?: number; device?: 'auto' | 'cuda' | 'cpu' } = {}): Promise<SelectorFacts> {
   const { SqlExecutor } = await import('../execution/executor.js');
@@ -76,18 +76,16 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
   // Literal lookups for the selector's lit_missing, as the service makes them for executed
   // candidates (src/core/verifier.ts).
   const { missingLiterals } = await import('../annotate/suspects.js');
-  const { schemaFromSqlite } = await import('../clauses/schema.js');
+  const { splitSchemas } = await import('./query-evidence.js');
+  const schemaOf = splitSchemas(dataDir);
   const lookups = new SqlExecutor({ timeoutMs, workers: 2 });
   try {
-    const schemas = new Map<string, ReturnType<typeof schemaFromSqlite>>();
     for (const q of out) {
       if (!q) continue;
-      const db = dbPath(dataDir, q.db_id);
-      let schema = schemas.get(q.db_id);
-      if (!schema) schemas.set(q.db_id, (schema = schemaFromSqlite(db)));
+      const s = schemaOf(q.db_id);
       for (const c of q.candidates) {
         if (!c.exec?.ok) continue;
-        const n = await missingLiterals(c.sql, schema, db, lookups);
+        const n = await missingLiterals(c.sql, s.index, s.dbPath, lookups);
         if (n > 0) c.missingLiterals = n;
       }
     }
