@@ -102,12 +102,24 @@ test('caper train --candidates DIR adds the real candidates\' failures and succe
     assert.ok(real.every((x) => x.source === 'counterfactual' || x.source === 'gold'), JSON.stringify(real.map((x) => x.source)));
     const m = JSON.parse(readFileSync(join(out, 'caper.json'), 'utf8')) as { training: { records: number } };
     assert.equal(m.training.records, merged.length, 'the model was trained on the merged file');
+    // With the split as the evaluation split too, steps 4-6 run on it: the selector's weights and
+    // the three blame combiners land in caper.json (one database: nothing to cross-validate, the
+    // fit on all of it still ships).
+    const evalOut = join(dir, `${name}-eval`);
+    const e = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples', fixture, '--out', evalOut, '--steps', '4',
+      '--eval-data', join(dir, 'split'), '--pool', 'a,b'], { cwd: ROOT, encoding: 'utf8', timeout: 110_000 });
+    assert.equal(e.status, 0, e.stdout + e.stderr);
+    assert.match(e.stdout, /\[caper train 6\/6/);
+    const em = JSON.parse(readFileSync(join(evalOut, 'caper.json'), 'utf8')) as { selector?: unknown; blame?: Record<string, { features: string[] }> };
+    assert.ok(em.selector);
+    for (const key of ['solo_linear', 'text_linear', 'fused_linear']) assert.ok(em.blame?.[key]?.features.length, key);
     const bad = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples', fixture, '--candidates', join(dir, 'nowhere')], { cwd: ROOT, encoding: 'utf8' });
     assert.equal(bad.status, 2);
     assert.match(bad.stderr, /no predictions\/ directory/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
     rmSync(join(ROOT, 'runs', name), { recursive: true, force: true });
+    rmSync(join(ROOT, 'runs', `${name}-eval`), { recursive: true, force: true });
   }
 });
 

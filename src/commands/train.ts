@@ -194,13 +194,15 @@ export async function run(argv: string[]): Promise<number> {
   }
   step(3, `exported ${join(out, 'model.onnx')}, model.int8.onnx, tokenizer.json, caper.json, MODEL_CARD.md`);
 
+  // The split steps 4-6 evaluate and fit on.
+  const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
+
   // 4. evaluation
   if (a.flags.has('no-eval')) {
     step(4, 'evaluation skipped (--no-eval)');
   } else if (!existsSync(resolve(import.meta.dirname, '..', 'eval', 'localize.js'))) {
     step(4, 'evaluation skipped: "caper eval localize" is not built in this checkout');
   } else {
-    const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
     const pool = flagString(a, 'pool', 'pool8')!; // eval localize expands pool names (src/eval/spider.ts)
     step(4, `caper eval localize --data ${evalData} --pool ${pool} --model ${out} --prior ${tuples}`);
     const ev = await runChild(process.execPath, [CLI, 'eval', 'localize', '--data', evalData, '--pool', pool, '--model', out, '--prior', tuples], { capture: true });
@@ -215,7 +217,6 @@ export async function run(argv: string[]): Promise<number> {
   if (a.flags.has('no-eval') || a.flags.has('no-selector')) {
     step(5, `selector fit skipped (${a.flags.has('no-eval') ? '--no-eval' : '--no-selector'}): the selector strategy falls back to the vote`);
   } else {
-    const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
     const pool = flagString(a, 'pool', 'pool8')!;
     const args = ['eval', 'rerank', '--strategy', 'selector', '--data', evalData, '--pools', pool, '--model', out,
       '--facts', join(runDir, 'selector.facts.json'), '--fit-out', out, '--fit-pool', pool, '--no-plot'];
@@ -234,10 +235,10 @@ export async function run(argv: string[]): Promise<number> {
   }
   // 6. blame combiners: the model's clause verdicts are one of their inputs, so, like the selector,
   // they are refit with every model (caper_train.blamefit on the eval split's real failures).
-  if (a.flags.has('no-eval') || a.flags.has('no-blame') || candidatesOf(a) === null) {
+  // Blame data are the split's real failures: it must be a candidate pool (predictions/ beside its questions).
+  if (a.flags.has('no-eval') || a.flags.has('no-blame') || !existsSync(join(evalData, 'predictions'))) {
     step(6, 'blame combiners skipped (--no-eval, --no-blame, or no candidate pool to fit on): blame uses the built-in rules');
   } else {
-    const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
     const data6 = join(runDir, 'blame-data.jsonl');
     const script = resolve(import.meta.dirname, '..', '..', 'scripts', 'blame-data.js');
     step(6, `blame combiners: ${basename(script)} --data ${evalData} --model ${out}, then caper_train.blamefit (solo, text, fused) -> ${join(out, 'caper.json')}`);
@@ -264,11 +265,6 @@ export async function run(argv: string[]): Promise<number> {
   return 0;
 }
 
-/** The eval split when it is a candidate pool (predictions/ beside its questions), else null. */
-function candidatesOf(a: ParsedArgs): string | null {
-  const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
-  return existsSync(join(evalData, 'predictions')) ? evalData : null;
-}
 
 /** Adds the localization table to MODEL_CARD.md and its summary line to caper.json metrics. */
 function recordEvaluation(out: string, evalData: string, pool: string, text: string): void {

@@ -89,6 +89,10 @@ def fit_rows(rows: list[dict], mode: str, l2: float, train: str, use_prm: bool) 
         if t is None or t not in r["labels"]:
             continue
         lists.append((to_tensor(fs, names), r["labels"].index(t)))
+    if not lists:
+        # A fold whose training side is empty (a split with a single database): no weights to fit;
+        # zeros rank by written order, so that fold's figure is the fallback's.
+        return names, torch.zeros(len(names))
     # The features stay as they are (sparse 0/1 facts): the shipped weights apply to them unscaled.
     return names, readout_fit(lists, l2, iters=300, standardize=False)
 

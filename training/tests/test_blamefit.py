@@ -88,3 +88,16 @@ def test_text_mode_fits_the_database_free_features_into_text_linear(tmp_path, ca
     assert float(capsys.readouterr().out.split("overall top1=")[1].split()[0]) == 1.0
     lin = json.loads(manifest.read_text())["blame"]["text_linear"]
     assert dict(zip(lin["features"], lin["weights"]))["q_table_missing&FROM"] > 0
+
+
+def test_a_split_with_one_database_still_exports_weights(tmp_path, capsys):
+    # Cross-validation by database has nothing to train on in the only fold; the export still
+    # fits on every failure (what `caper train` step 6 needs on a small split).
+    rows = make_rows(dbs=("solo",))
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows))
+    manifest = tmp_path / "caper.json"
+    manifest.write_text("{}")
+    assert blamefit.main(["cv", "--data", str(data), "--l2-grid", "0.01,1", "--manifest", str(manifest)]) == 0
+    lin = json.loads(manifest.read_text())["blame"]["solo_linear"]
+    assert dict(zip(lin["features"], lin["weights"]))["lit_missing"] > 0
