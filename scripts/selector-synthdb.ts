@@ -1,121 +1,134 @@
-// Experiment (not in the service): without the real database, group candidates by their results on
-// small databases synthesized from the schema alone (tables, columns, keys), filled with random
-// values and the literals the candidates mention, in the spirit of the test-suite's fuzzed
-// databases. Compares that vote with the canonical-text vote and the real execution vote.
-// node dist/scripts/selector-synthdb.js [POOL] [SEEDS] [ROWS]
-import { mkdtempSync, rmSync } from 'node:fs';
+// Experiment: without the real database, group candidates by their results on databases
+// synthesized from the schema text alone (src/execution/synthetic.ts), then run the selector's
+// execution mode on those groups, cross-validated by database like `caper eval rerank`.
+// node dist/scripts/selector-synthdb.js [SEEDS] [ROWS] [NULLRATE] [--all]
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { createHash } from 'node:crypto';
 import { POOLS, resolvePool, dbPath } from '../src/eval/spider.js';
-import { loadOrComputeFacts, subsetFacts } from '../src/eval/selector-data.js';
-import { foldsByDatabase, textVotePick, votePick } from '../src/eval/selector.js';
-import { schemaFromSqlite, type SchemaInfo } from '../src/clauses/schema.js';
-import { tokenize } from '../src/clauses/lexer.js';
+import { loadOrComputeFacts, subsetFacts, type SelectorFacts } from '../src/eval/selector-data.js';
+import { crossValidate, textVotePick, votePick } from '../src/eval/selector.js';
+import { FEATURES, execShape, buildGroups, type ExecShape } from '../src/scoring/selector.js';
+import { canonicalize } from '../src/scoring/selector-canon.js';
+import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../src/clauses/schema.js';
 import { SqlExecutor } from '../src/execution/executor.js';
-import { groupKey } from '../src/execution/equivalence.js';
+import { groupKey, resultKey } from '../src/execution/equivalence.js';
+import { columnHints, synthesizeDatabase } from './synthdb.js';
 
-const [pool = 'pool8', seedsArg = '3', rowsArg = '25'] = process.argv.slice(2);
+const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const all = process.argv.includes('--all');
+const [seedsArg = '3', rowsArg = '25', nullArg = '0.05'] = args;
 const SEEDS = Number(seedsArg);
 const ROWS = Number(rowsArg);
+const NULLS = Number(nullArg);
 const dir = '../shared/data/spider/dev-open';
-const all = await loadOrComputeFacts('runs/selector/dev-open.default.facts.json', dir, resolvePool(dir, 'pool16'), 'models/default');
-const facts = pool === 'pool16' ? all : subsetFacts(all, POOLS[pool]!);
-
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
-}
-const qid = (s: string) => '"' + s.replace(/"/g, '""') + '"';
-
-/** Literals the candidates mention: strings (either quote) and numbers. */
-function literals(sqls: string[]): { strings: string[]; numbers: number[] } {
-  const strings = new Set<string>();
-  const numbers = new Set<number>();
-  for (const sql of sqls) {
-    for (const t of tokenize(sql)) {
-      if (t.type === 'string' || t.type === 'dquote') {
-        const v = t.text.slice(1, -1);
-        if (v.includes('%')) {
-          const core = v.replace(/%/g, '');
-          if (core) strings.add(core).add(`x ${core} y`);
-        } else strings.add(v);
-      } else if (t.type === 'number') numbers.add(Number(t.text));
-    }
-  }
-  return { strings: [...strings], numbers: [...numbers].filter(Number.isFinite) };
-}
-
-function synthesize(path: string, schema: SchemaInfo, lit: { strings: string[]; numbers: number[] }, seed: number): void {
-  const r = rng(seed);
-  const pick = <T>(xs: T[]) => xs[Math.floor(r() * xs.length)]!;
-  const db = new Database(path);
-  const values = new Map<string, unknown[]>();
-  const key = (t: string, c: string) => `${t.toLowerCase()}.${c.toLowerCase()}`;
-  // Parents first is not guaranteed; keys are 1..ROWS everywhere, so any order works.
-  for (const t of schema.tables) {
-    db.exec(`CREATE TABLE ${qid(t.name)} (${t.columns.map((c) => `${qid(c.name)} ${c.type || ''}`).join(', ')})`);
-    const rows: unknown[][] = [];
-    for (let i = 0; i < ROWS; i++) {
-      rows.push(t.columns.map((c) => {
-        const fk = schema.foreignKeys.find((f) => f.fromTable.toLowerCase() === t.name.toLowerCase() && f.fromColumn.toLowerCase() === c.name.toLowerCase());
-        if (c.pk) return i + 1;
-        if (fk) return 1 + Math.floor(r() * ROWS);
-        const ty = c.type.toUpperCase();
-        const numeric = /INT|REAL|NUM|FLOAT|DOUBLE|DEC|BOOL/.test(ty);
-        if (r() < 0.08) return null;
-        if (numeric) return lit.numbers.length && r() < 0.4 ? pick(lit.numbers) + (r() < 0.5 ? 0 : pick([-1, 1])) : Math.floor(r() * 20);
-        return lit.strings.length && r() < 0.5 ? pick(lit.strings) : `v${Math.floor(r() * 6)}`;
-      }));
-    }
-    const ins = db.prepare(`INSERT INTO ${qid(t.name)} VALUES (${t.columns.map(() => '?').join(', ')})`);
-    db.transaction(() => rows.forEach((row) => ins.run(...row)))();
-    t.columns.forEach((c, j) => values.set(key(t.name, c.name), rows.map((row) => row[j])));
-  }
-  db.close();
-}
+const facts = await loadOrComputeFacts('runs/selector/dev-open.default.facts.json', dir, resolvePool(dir, 'pool16'), 'models/default');
+const hash = (s: string) => createHash('sha1').update(s).digest('base64').slice(0, 16);
 
 const tmp = mkdtempSync(join(tmpdir(), 'caper-synth-'));
 const exec = new SqlExecutor({ timeoutMs: 2000, cacheEntries: 0 });
 const schemas = new Map<string, SchemaInfo>();
-const picks: { synth: number; text: number; vote: number }[] = [];
+const t0 = Date.now();
+const synth: SelectorFacts = { ...facts, questions: [] };
 try {
   for (let qi = 0; qi < facts.questions.length; qi++) {
     const q = facts.questions[qi]!;
     let schema = schemas.get(q.db_id);
-    if (!schema) schemas.set(q.db_id, (schema = schemaFromSqlite(dbPath(dir, q.db_id))));
+    // Only what a /v1/rerank schema text carries: names and primary keys.
+    if (!schema) schemas.set(q.db_id, (schema = schemaFromText(schemaText(schemaFromSqlite(dbPath(dir, q.db_id))))!));
     const sqls = q.candidates.map((c) => c.sql);
-    const lit = literals(sqls);
+    const hints = columnHints(sqls);
     const keys: string[] = sqls.map(() => '');
+    const okeys: string[] = sqls.map(() => '');
+    const first: ExecShape[] = [];
     for (let s = 0; s < SEEDS; s++) {
       const p = join(tmp, `q${qi}-s${s}.sqlite`);
-      synthesize(p, schema, lit, 1000 * qi + s + 1);
+      synthesizeDatabase(p, schema, hints, 1000 * qi + s + 1, { rows: ROWS, nullRate: NULLS });
       const rs = await Promise.all(sqls.map((sql) => exec.run(p, sql)));
-      rs.forEach((r, i) => (keys[i] += '|' + (groupKey(r) ?? `fail${i}`)));
+      rs.forEach((r, i) => {
+        if (s === 0) first[i] = execShape(r);
+        keys[i] += '|' + (groupKey(r) ?? 'fail');
+        okeys[i] += '|' + (r.ok ? resultKey(r, true) : 'fail');
+      });
       rmSync(p, { force: true });
     }
-    // Vote over the synthetic behaviour: failures (any seed) never form a group.
-    const groups = new Map<string, number[]>();
-    keys.forEach((k, i) => {
-      if (k.includes('fail')) return;
-      groups.set(k, [...(groups.get(k) ?? []), i]);
+    synth.questions.push({
+      ...q,
+      candidates: q.candidates.map(({ missingLiterals: _m, ...c }, i) => {
+        const f = first[i]!;
+        const failed = !f.ok || keys[i]!.includes('|fail');
+        return { ...c, exec: failed ? { ok: false, code: f.ok ? 'sql_error' : f.code } : { ...f, key: hash(keys[i]!), orderedKey: hash(okeys[i]!) } };
+      }),
     });
-    let best: number[] | null = null;
-    for (const m of groups.values()) if (!best || m.length > best.length || (m.length === best.length && m[0]! < best[0]!)) best = m;
-    picks.push({ synth: best ? best[0]! : textVotePick(q), text: textVotePick(q), vote: votePick(q, 'vote') });
-    if ((qi + 1) % 100 === 0) console.error(`  ${qi + 1}/${facts.questions.length}`);
+    if ((qi + 1) % 100 === 0) console.error(`  ${qi + 1}/${facts.questions.length} (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
   }
 } finally {
   await exec.close();
   rmSync(tmp, { recursive: true, force: true });
 }
-const folds = foldsByDatabase(facts.questions.map((q) => q.db_id), 5);
-const ex = (which: 'synth' | 'text' | 'vote', idx: number[]) => (100 * idx.filter((i) => facts.questions[i]!.correct[picks[i]![which]]).length) / idx.length;
-const allIdx = facts.questions.map((_, i) => i);
-console.log(`${pool}, ${SEEDS} synthetic databases x ${ROWS} rows per table per question`);
-console.log('| fold | n | exec vote (real db) | text vote | synthetic-db vote |');
-folds.forEach((dbs, f) => {
-  const idx = allIdx.filter((i) => dbs.includes(facts.questions[i]!.db_id));
-  console.log(`| ${f} | ${idx.length} | ${ex('vote', idx).toFixed(1)} | ${ex('text', idx).toFixed(1)} | ${ex('synth', idx).toFixed(1)} |`);
+// How the synthetic partition differs from the real one: pairs the real data keeps together that
+// the synthetic databases split, and pairs they merge that the real data splits.
+let split = 0, together = 0, merged = 0, apart = 0;
+synth.questions.forEach((q, qi) => {
+  const rq = facts.questions[qi]!;
+  for (let i = 0; i < q.candidates.length; i++) for (let j = i + 1; j < q.candidates.length; j++) {
+    const ri = rq.candidates[i]!.exec, rj = rq.candidates[j]!.exec, si = q.candidates[i]!.exec, sj = q.candidates[j]!.exec;
+    if (!ri?.ok || !rj?.ok) continue;
+    const sameReal = ri.key === rj.key;
+    const sameSynth = !!(si?.ok && sj?.ok && si.key === sj.key);
+    if (sameReal) { together++; if (!sameSynth) split++; } else { apart++; if (sameSynth) merged++; }
+  }
 });
-console.log(`| all | ${allIdx.length} | ${ex('vote', allIdx).toFixed(1)} | ${ex('text', allIdx).toFixed(1)} | ${ex('synth', allIdx).toFixed(1)} |`);
+console.log(`pairs: real-together split by synth ${(100 * split / together).toFixed(1)}% of ${together}; real-apart merged by synth ${(100 * merged / apart).toFixed(1)}% of ${apart}`);
+writeFileSync(`runs/selector/synth-${SEEDS}x${ROWS}-${NULLS}.facts.json`, JSON.stringify(synth));
+// sql mode with behaviour groups: canonical-text groups merged where the synthetic results agree
+// and say something (at least MIN rows on the first database).
+function withBehaviour(f: SelectorFacts, minRows: number): SelectorFacts {
+  return {
+    ...f,
+    questions: f.questions.map((q) => {
+      const n = q.candidates.length;
+      const parent = q.candidates.map((_, i) => i);
+      const find = (i: number): number => (parent[i] === i ? i : (parent[i] = find(parent[i]!)));
+      const canon = q.candidates.map((c) => canonicalize(c.sql).sql);
+      for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) {
+        const a = q.candidates[i]!.exec, b = q.candidates[j]!.exec;
+        const same = canon[i] === canon[j] || (a?.ok && b?.ok && a.key === b.key && a.rows >= minRows);
+        if (same) parent[find(j)] = find(i);
+      }
+      return { ...q, candidates: q.candidates.map(({ exec: _e, ...c }, i) => ({ ...c, behaviour: String(find(i)) })) };
+    }),
+  };
+}
+for (const minRows of [0, 1, 2, 3]) for (const pool of ['pool8', 'pool16']) {
+  const real = pool === 'pool16' ? facts : subsetFacts(facts, POOLS[pool]!);
+  const f = withBehaviour(pool === 'pool16' ? synth : subsetFacts(synth, POOLS[pool]!), minRows);
+  const cv = crossValidate(f, 'sql', { k: 5, nested: true });
+  const vote = (100 * f.questions.filter((q) => q.correct[textVotePickB(q)]).length) / f.questions.length;
+  const realFold = cv.folds.map((x) => {
+    const idx = real.questions.map((q, i) => (x.dbs.includes(q.db_id) ? i : -1)).filter((i) => i >= 0);
+    return (100 * idx.filter((i) => real.questions[i]!.correct[votePick(real.questions[i]!, 'vote')]).length) / idx.length;
+  });
+  console.log(`${pool} behaviour groups (min rows ${minRows}): vote ${vote.toFixed(1)} sql selector ${cv.pooled.selector!.toFixed(1)}; per fold selector - real vote: ${cv.folds.map((x, k) => (x.ex.selector! - realFold[k]!).toFixed(1)).join(' ')}`);
+}
+function textVotePickB(q: SelectorFacts['questions'][number]): number {
+  const { groups } = buildGroups(q.candidates, 'sql');
+  let best = groups[0];
+  for (const g of groups) if (best && (g.members.length > best.members.length || (g.members.length === best.members.length && Math.min(...g.members) < Math.min(...best.members)))) best = g;
+  return best ? Math.min(...best.members) : 0;
+}
+for (const pool of ['pool8', 'pool16']) {
+  const real = pool === 'pool16' ? facts : subsetFacts(facts, POOLS[pool]!);
+  const f = pool === 'pool16' ? synth : subsetFacts(synth, POOLS[pool]!);
+  const cv = crossValidate(f, 'exec', { k: 5, nested: true, ...(all ? { only: FEATURES.exec.filter((x) => x !== 'lit_missing') } : {}) });
+  const n = f.questions.length;
+  const ex = (pick: (i: number) => number) => (100 * f.questions.filter((q, i) => q.correct[pick(i)]).length) / n;
+  const synthVote = ex((i) => votePick(f.questions[i]!, 'vote'));
+  console.log(`${pool} ${SEEDS}x${ROWS} nulls ${NULLS}${all ? ' all features' : ''}: real vote ${ex((i) => votePick(real.questions[i]!, 'vote')).toFixed(1)} text vote ${ex((i) => textVotePick(f.questions[i]!)).toFixed(1)} synth vote ${synthVote.toFixed(1)} synth selector ${cv.pooled.selector!.toFixed(1)} folds ${cv.folds.map((x) => (x.ex.selector! - (x.ex.vote ?? 0)).toFixed(1)).join(' ')} (vs synth vote)`);
+  const realFold = cv.folds.map((x) => {
+    const idx = real.questions.map((q, i) => (x.dbs.includes(q.db_id) ? i : -1)).filter((i) => i >= 0);
+    return (100 * idx.filter((i) => real.questions[i]!.correct[votePick(real.questions[i]!, 'vote')]).length) / idx.length;
+  });
+  console.log(`   per fold selector - real vote: ${cv.folds.map((x, k) => (x.ex.selector! - realFold[k]!).toFixed(1)).join(' ')}`);
+}

@@ -184,6 +184,26 @@ test('without a database: groups by canonical SQL', async () => {
   assert.equal(buildGroups(cands, 'sql').groups[0]!.x.length, FEATURES.sql.length);
 });
 
+test('without a database: output width read from the SQL text against the question and the pool', () => {
+  const sqls = [
+    'SELECT name FROM singer',
+    'select name from singer where age > 1',
+    'SELECT name, age, count(DISTINCT country, x) FROM singer GROUP BY name',
+    'SELECT * FROM singer',
+  ];
+  const cands: SelectorCandidate[] = sqls.map((sql) => ({ sql, units: [{ kind: 'SELECT', text: sql, score: 0.5 }] }));
+  const { groups } = buildGroups(cands, 'sql', 'What are the names of the singers?');
+  const col = (f: string, i: number) => groups.find((g) => g.members.includes(i))!.x[FEATURES.sql.indexOf(f)];
+  // One thing asked: three select items are two too many; commas inside a call do not count.
+  assert.equal(col('text_cols_excess', 0), 0);
+  assert.equal(col('text_cols_excess', 2), 2);
+  assert.equal(col('text_cols_modal', 0), 1);
+  assert.equal(col('text_cols_modal', 2), 0);
+  // `*`: width unknown, neither penalized nor modal.
+  assert.equal(col('text_cols_excess', 3), 0);
+  assert.equal(col('text_cols_modal', 3), 0);
+});
+
 test('caper.json weights: valid ones are used, anything else falls back to the vote', () => {
   const m = selectorModelFrom({ exec: { features: ['share', 'empty'], weights: [2, -1] } });
   assert.equal(m.source.exec, 'caper.json');

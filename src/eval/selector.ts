@@ -44,7 +44,7 @@ export function votePick(q: SelectorQuestion, strategy: 'vote' | 'hybrid' | 'prm
 
 /** Most frequent canonical SQL (ties: caller order): the pool's plain agreement without execution. */
 export function textVotePick(q: SelectorQuestion): number {
-  const { groups } = buildGroups(candidatesFor(q, 'sql'), 'sql');
+  const { groups } = buildGroups(candidatesFor(q, 'sql').map(({ behaviour: _b, ...c }) => c), 'sql');
   let best = -1;
   let bestKey: [number, number] = [-1, 0];
   for (const g of groups) {

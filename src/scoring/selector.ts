@@ -95,6 +95,11 @@ export interface SelectorCandidate {
    * it joins no group and ranks last, so the service's policy for such candidates holds here too.
    */
   unscored?: boolean;
+  /**
+   * sql mode: candidates with the same key form one group whatever their SQL text (e.g. equal
+   * results on synthesized databases); absent = the canonical SQL decides.
+   */
+  behaviour?: string;
 }
 
 export type SelectorMode = 'exec' | 'sql';
@@ -120,6 +125,7 @@ export const FEATURES: Record<SelectorMode, readonly string[]> = {
     'prm_max', 'prm_mean', 'prm_min', 'prm_gap', 'last_mean', 'clause_mean',
     'agree_mean', 'agree_min', 'prm_delta', 'clause_vote_delta',
     'star', 'like', 'len_ratio', 'nest', 'joins', 'distinct_kw', 'limit_kw',
+    'text_cols_excess', 'text_cols_modal',
   ],
 };
 
@@ -132,7 +138,7 @@ export const FEATURES: Record<SelectorMode, readonly string[]> = {
  */
 export const SELECTED: Record<SelectorMode, readonly string[]> = {
   exec: ['share', 'top', 'margin', 'prm_min', 'prm_gap', 'last_mean', 'clause_mean', 'prm_delta', 'like', 'joins', 'sql_agree', 'log_rows', 'dup_twin', 'cols_excess'],
-  sql: ['share', 'top', 'margin', 'last_mean', 'clause_mean', 'star', 'like', 'len_ratio', 'nest'],
+  sql: ['share', 'top', 'margin', 'last_mean', 'clause_mean', 'star', 'like', 'len_ratio', 'nest', 'text_cols_excess', 'text_cols_modal'],
 };
 
 export interface SelectorWeights {
@@ -190,6 +196,8 @@ interface Derived {
 function styleOf(sql: string): number[] {
   const toks = tokenize(sql).filter(significant);
   let star = 0, like = 0, selects = 0, joins = 0, distinct = 0, limit = 0, depth = 0;
+  // Output columns of the first top-level SELECT (commas at its depth before FROM); -1 with `*`.
+  let cols = 0, inList = false;
   for (let k = 0; k < toks.length; k++) {
     const t = toks[k]!;
     if (t.text === '(') depth++;
@@ -197,13 +205,21 @@ function styleOf(sql: string): number[] {
     else if (t.type === 'word') {
       if (t.upper === 'LIKE') like = 1;
       else if (t.upper === 'SELECT') {
+        if (depth === 0 && selects === 0) {
+          inList = true;
+          cols = 1;
+        }
         selects++;
         if (depth === 0 && toks[k + 1]?.upper === 'DISTINCT') distinct = 1;
       } else if (t.upper === 'JOIN') joins++;
       else if (t.upper === 'LIMIT' && depth === 0) limit = 1;
-    } else if (t.text === '*' && depth === 0 && toks[k - 1]?.text !== '(') star = 1;
+      if (depth === 0 && t.upper === 'FROM') inList = false;
+    } else if (t.text === '*' && depth === 0 && toks[k - 1]?.text !== '(') {
+      star = 1;
+      if (inList) cols = -1;
+    } else if (t.text === ',' && depth === 0 && inList && cols > 0) cols++;
   }
-  return [star, like, toks.length, Math.max(0, selects - 1), joins, distinct, limit];
+  return [star, like, toks.length, Math.max(0, selects - 1), joins, distinct, limit, cols];
 }
 
 /** Per-candidate values that do not depend on the grouping. */
@@ -220,7 +236,7 @@ function derive(cands: readonly SelectorCandidate[]): Derived[] {
   const others = Math.max(1, n - 1);
   // Unscored or very long candidates are not lexed again here (event-loop time); they join no
   // group (unscored) or agree with nobody (long), so their style hardly matters.
-  const styles = cands.map((c) => (isUnscored(c) || c.sql.length > MAX_CANON_CHARS ? [0, 0, 1, 0, 0, 0, 0] : styleOf(c.sql)));
+  const styles = cands.map((c) => (isUnscored(c) || c.sql.length > MAX_CANON_CHARS ? [0, 0, 1, 0, 0, 0, 0, 0] : styleOf(c.sql)));
   const lens = styles.map((st) => st[2]!).sort((a, b) => a - b);
   const medianLen = Math.max(1, lens[Math.floor(lens.length / 2)] ?? 1);
   for (const st of styles) st[2] = Math.log(Math.max(1, st[2]!) / medianLen);
@@ -275,7 +291,7 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
         return;
       }
       key = c.exec.key;
-    } else key = d[i]!.canonSql;
+    } else key = c.behaviour ?? d[i]!.canonSql;
     const g = byKey.get(key);
     if (g) g.push(i);
     else byKey.set(key, [i]);
@@ -291,6 +307,9 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
   const colCount = new Map<number, number>();
   if (mode === 'exec') for (const c of cands) if (c.exec?.ok) colCount.set(c.exec.cols, (colCount.get(c.exec.cols) ?? 0) + 1);
   const modalCols = [...colCount.entries()].sort((a, b) => b[1] - a[1] || a[0] - b[0])[0]?.[0];
+  const textCols = new Map<number, number>();
+  if (mode === 'sql') for (const x of d) if (x.style[7]! > 0) textCols.set(x.style[7]!, (textCols.get(x.style[7]!) ?? 0) + 1);
+  const modalTextCols = [...textCols.entries()].sort((a, b) => b[1] - a[1] || a[0] - b[0])[0]?.[0];
 
   // The reference group is the one Majority Vote would pick (largest; ties by caller order).
   // Contrast features compare each group with it at the first clause where their SQL differs:
@@ -385,6 +404,9 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
       info.shape = { rows: e.rows, cols: e.cols, empty: e.rows === 0, all_null: e.allNull };
     } else {
       ordered.sort((a, b) => d[b]!.prm - d[a]!.prm || a - b);
+      // Output width read from the SQL text (`*` counts as unknown).
+      const w = d[members[0]!]!.style[7]!;
+      base.push(w > 0 ? Math.max(0, w - cue.asked) : 0, w > 0 && w === modalTextCols ? 1 : 0);
     }
     if (base.length !== FEATURES[mode].length) throw new Error(`selector: ${base.length} feature values for ${FEATURES[mode].length} names`);
     return { members: ordered, x: base.map(fin), info };
