@@ -84,7 +84,7 @@ export function columnHints(sqls: readonly string[]): ColumnHints {
         const u = toks[j]!;
         const v = literalValue(u);
         if (v !== null && !(u.type === 'dquote' && toks[j + 1]?.text === '.')) add(col, v);
-        else if (u.text === ',' || u.upper === 'AND' && op === 'BETWEEN') continue;
+        else if (u.text === ',' || (u.upper === 'AND' && op === 'BETWEEN')) continue;
         else if (op === '=' && identName(u) !== null && u.type !== 'string') {
           // `a.x = b.y`: both are join keys.
           let m = j;
