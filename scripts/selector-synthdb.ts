@@ -1,6 +1,7 @@
 // Experiment: without the real database, group candidates by their results on databases
-// synthesized from the schema text alone (src/execution/synthetic.ts), then run the selector's
-// execution mode on those groups, cross-validated by database like `caper eval rerank`.
+// synthesized from the schema text alone (scripts/synthdb.ts), then run the selector, cross-
+// validated by database like `caper eval rerank`: in sql mode on canonical-text groups merged where
+// the synthetic results agree, and in execution mode on the synthetic results themselves.
 // node dist/scripts/selector-synthdb.js [SEEDS] [ROWS] [NULLRATE] [--all]
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,8 +9,8 @@ import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { POOLS, resolvePool, dbPath } from '../src/eval/spider.js';
 import { loadOrComputeFacts, subsetFacts, type SelectorFacts } from '../src/eval/selector-data.js';
-import { crossValidate, textVotePick, votePick } from '../src/eval/selector.js';
-import { FEATURES, execShape, buildGroups, type ExecShape } from '../src/scoring/selector.js';
+import { crossValidate, largestGroupPick, textVotePick, votePick } from '../src/eval/selector.js';
+import { FEATURES, execShape, type ExecShape } from '../src/scoring/selector.js';
 import { canonicalize } from '../src/scoring/selector-canon.js';
 import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../src/clauses/schema.js';
 import { SqlExecutor } from '../src/execution/executor.js';
@@ -105,18 +106,16 @@ for (const minRows of [0, 1, 2, 3]) for (const pool of ['pool8', 'pool16']) {
   const real = pool === 'pool16' ? facts : subsetFacts(facts, POOLS[pool]!);
   const f = withBehaviour(pool === 'pool16' ? synth : subsetFacts(synth, POOLS[pool]!), minRows);
   const cv = crossValidate(f, 'sql', { k: 5, nested: true });
-  const vote = (100 * f.questions.filter((q) => q.correct[textVotePickB(q)]).length) / f.questions.length;
-  const realFold = cv.folds.map((x) => {
+  const vote = (100 * f.questions.filter((q) => q.correct[largestGroupPick(q.candidates)]).length) / f.questions.length;
+  const realFold = realVoteByFold(real, cv.folds);
+  console.log(`${pool} behaviour groups (min rows ${minRows}): vote ${vote.toFixed(1)} sql selector ${cv.pooled.selector!.toFixed(1)}; per fold selector - real vote: ${cv.folds.map((x, k) => (x.ex.selector! - realFold[k]!).toFixed(1)).join(' ')}`);
+}
+/** Majority Vote with the real execution, per fold (EX in percent). */
+function realVoteByFold(real: SelectorFacts, folds: { dbs: string[] }[]): number[] {
+  return folds.map((x) => {
     const idx = real.questions.map((q, i) => (x.dbs.includes(q.db_id) ? i : -1)).filter((i) => i >= 0);
     return (100 * idx.filter((i) => real.questions[i]!.correct[votePick(real.questions[i]!, 'vote')]).length) / idx.length;
   });
-  console.log(`${pool} behaviour groups (min rows ${minRows}): vote ${vote.toFixed(1)} sql selector ${cv.pooled.selector!.toFixed(1)}; per fold selector - real vote: ${cv.folds.map((x, k) => (x.ex.selector! - realFold[k]!).toFixed(1)).join(' ')}`);
-}
-function textVotePickB(q: SelectorFacts['questions'][number]): number {
-  const { groups } = buildGroups(q.candidates, 'sql');
-  let best = groups[0];
-  for (const g of groups) if (best && (g.members.length > best.members.length || (g.members.length === best.members.length && Math.min(...g.members) < Math.min(...best.members)))) best = g;
-  return best ? Math.min(...best.members) : 0;
 }
 for (const pool of ['pool8', 'pool16']) {
   const real = pool === 'pool16' ? facts : subsetFacts(facts, POOLS[pool]!);
@@ -126,9 +125,6 @@ for (const pool of ['pool8', 'pool16']) {
   const ex = (pick: (i: number) => number) => (100 * f.questions.filter((q, i) => q.correct[pick(i)]).length) / n;
   const synthVote = ex((i) => votePick(f.questions[i]!, 'vote'));
   console.log(`${pool} ${SEEDS}x${ROWS} nulls ${NULLS}${all ? ' all features' : ''}: real vote ${ex((i) => votePick(real.questions[i]!, 'vote')).toFixed(1)} text vote ${ex((i) => textVotePick(f.questions[i]!)).toFixed(1)} synth vote ${synthVote.toFixed(1)} synth selector ${cv.pooled.selector!.toFixed(1)} folds ${cv.folds.map((x) => (x.ex.selector! - (x.ex.vote ?? 0)).toFixed(1)).join(' ')} (vs synth vote)`);
-  const realFold = cv.folds.map((x) => {
-    const idx = real.questions.map((q, i) => (x.dbs.includes(q.db_id) ? i : -1)).filter((i) => i >= 0);
-    return (100 * idx.filter((i) => real.questions[i]!.correct[votePick(real.questions[i]!, 'vote')]).length) / idx.length;
-  });
+  const realFold = realVoteByFold(real, cv.folds);
   console.log(`   per fold selector - real vote: ${cv.folds.map((x, k) => (x.ex.selector! - realFold[k]!).toFixed(1)).join(' ')}`);
 }

@@ -1,6 +1,6 @@
 // Cross-validated evaluation of the selector on cached facts (selector-data.ts): folds group whole
 // databases, so a fold's databases contribute nothing to the weights that score it.
-import { buildGroups, selectGroups, prmOf, SELECTED, type SelectorMode, type SelectorWeights, type SelectorCandidate } from '../scoring/selector.js';
+import { buildGroups, largestGroup, selectGroups, prmOf, SELECTED, type SelectorMode, type SelectorWeights, type SelectorCandidate } from '../scoring/selector.js';
 import { fitSelector, type FitOptions, type FitQuestion } from '../scoring/selector-fit.js';
 import { rerank } from '../scoring/rerank.js';
 import type { SelectorFacts, SelectorQuestion } from './selector-data.js';
@@ -44,18 +44,13 @@ export function votePick(q: SelectorQuestion, strategy: 'vote' | 'hybrid' | 'prm
 
 /** Most frequent canonical SQL (ties: caller order): the pool's plain agreement without execution. */
 export function textVotePick(q: SelectorQuestion): number {
-  const { groups } = buildGroups(candidatesFor(q, 'sql').map(({ behaviour: _b, ...c }) => c), 'sql');
-  let best = -1;
-  let bestKey: [number, number] = [-1, 0];
-  for (const g of groups) {
-    const first = Math.min(...g.members);
-    const key: [number, number] = [g.members.length, -first];
-    if (key[0] > bestKey[0] || (key[0] === bestKey[0] && key[1] > bestKey[1])) {
-      bestKey = key;
-      best = first;
-    }
-  }
-  return best < 0 ? 0 : best;
+  return largestGroupPick(candidatesFor(q, 'sql').map(({ behaviour: _b, ...c }) => c));
+}
+
+/** Majority Vote over the sql mode's groups (canonical SQL, or `behaviour` where set): the earliest member of the largest. */
+export function largestGroupPick(cands: readonly SelectorCandidate[]): number {
+  const { groups } = buildGroups(cands, 'sql');
+  return groups.length ? Math.min(...largestGroup(groups.map((g) => g.members))) : 0;
 }
 
 export interface FoldResult {

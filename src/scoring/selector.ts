@@ -260,6 +260,18 @@ function derive(cands: readonly SelectorCandidate[]): Derived[] {
   });
 }
 
+/** The most common value (ties: the smallest); undefined for none. */
+function modeOf(values: readonly number[]): number | undefined {
+  const count = new Map<number, number>();
+  for (const v of values) count.set(v, (count.get(v) ?? 0) + 1);
+  return [...count.entries()].sort((a, b) => b[1] - a[1] || a[0] - b[0])[0]?.[0];
+}
+
+/** The group Majority Vote picks among member lists: the largest, ties to the one whose earliest member comes first. */
+export function largestGroup(lists: readonly number[][]): number[] {
+  return lists.reduce((best, m) => (m.length > best.length || (m.length === best.length && Math.min(...m) < Math.min(...best)) ? m : best));
+}
+
 /** Groups with their feature vectors (unsorted), plus the failed candidates (exec mode). */
 /**
  * What the question asks for, from its wording alone: a count, a superlative (one row expected),
@@ -304,18 +316,15 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
   const bestPrm = Math.max(...prmMaxes);
   // Most common column count among executed candidates: a group with another width answers a
   // different question shape than most of the pool.
-  const colCount = new Map<number, number>();
-  if (mode === 'exec') for (const c of cands) if (c.exec?.ok) colCount.set(c.exec.cols, (colCount.get(c.exec.cols) ?? 0) + 1);
-  const modalCols = [...colCount.entries()].sort((a, b) => b[1] - a[1] || a[0] - b[0])[0]?.[0];
-  const textCols = new Map<number, number>();
-  if (mode === 'sql') for (const x of d) if (x.style[7]! > 0) textCols.set(x.style[7]!, (textCols.get(x.style[7]!) ?? 0) + 1);
-  const modalTextCols = [...textCols.entries()].sort((a, b) => b[1] - a[1] || a[0] - b[0])[0]?.[0];
+  const modalCols = mode === 'exec' ? modeOf(cands.flatMap((c) => (c.exec?.ok ? [c.exec.cols] : []))) : undefined;
+  // The same from the SQL text (sql mode; `*` and unlexed candidates have no width).
+  const modalTextCols = mode === 'sql' ? modeOf(d.map((x) => x.style[7]!).filter((w) => w > 0)) : undefined;
 
   // The reference group is the one Majority Vote would pick (largest; ties by caller order).
   // Contrast features compare each group with it at the first clause where their SQL differs:
   // the clauses before it are the same, so the PRM's prefix score there and the pool's support
   // for that clause judge exactly the point of disagreement.
-  const refGroup = lists.reduce((best, m) => (m.length > best.length || (m.length === best.length && Math.min(...m) < Math.min(...best)) ? m : best));
+  const refGroup = largestGroup(lists);
   const lacking = (kind: string, self: number) =>
     d.filter((x, j) => j !== self && !x.clauses.some((c) => c.startsWith(kind + '@'))).length / Math.max(1, n - 1);
   const contrast = (i: number, r: number): [number, number] => {
