@@ -265,7 +265,6 @@ export async function run(argv: string[]): Promise<number> {
   return 0;
 }
 
-
 /** Adds the localization table to MODEL_CARD.md and its summary line to caper.json metrics. */
 function recordEvaluation(out: string, evalData: string, pool: string, text: string): void {
   const lines = text.trim().split('\n');

@@ -29,7 +29,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .blamefit import folds_of
+from .blamefit import folds_of, metrics
 from .cv import DEFAULT_FOLDS
 from .readout import ranking
 
@@ -154,9 +154,8 @@ def cv(a) -> dict:
     enc = Encoding(Tokenizer.from_file(f"{a.base}/tokenizer.json"), a.max_len)
     items = [json.loads(l) for l in open(a.items) if l.strip()]
     folds = folds_of(items, a.folds)
-    hits = n = 0
-    rr = 0.0
     per = []
+    all_items, all_ranks = [], []
     out = open(a.out, "w") if a.out else None
     for k, dbs in enumerate(folds):
         test = [it for it in items if it["db_id"] in dbs and it.get("expert")]
@@ -164,20 +163,21 @@ def cv(a) -> dict:
             continue
         t0 = time.time()
         model = train([it for it in items if it["db_id"] not in dbs], enc, a)
-        h = 0
-        for it, s in zip(test, score(model, test, enc, a.device)):
-            rk = ranking(it["labels"], torch.tensor(s))
-            h += rk[0] == it["expert"]
-            rr += 1 / (rk.index(it["expert"]) + 1)
-            if out:
+        scores = score(model, test, enc, a.device)
+        ranks = [ranking(it["labels"], torch.tensor(s)) for it, s in zip(test, scores)]
+        if out:
+            for it, s in zip(test, scores):
                 out.write(json.dumps({"index": it["index"], "db_id": it["db_id"], "fold": k, "labels": it["labels"], "scores": s, "expert": it["expert"]}) + "\n")
-        per.append(h / len(test))
-        hits += h
-        n += len(test)
-        print(f"fold {k} top1 {h / len(test):.3f} (n={len(test)}) {time.time() - t0:.0f} s", flush=True)
+        t1, _ = metrics(test, ranks)
+        per.append(t1)
+        all_items += test
+        all_ranks += ranks
+        print(f"fold {k} top1 {t1:.3f} (n={len(test)}) {time.time() - t0:.0f} s", flush=True)
     if out:
         out.close()
-    res = {"top1": hits / max(1, n), "mrr": rr / max(1, n), "n": n, "folds_top1": per}
+    top1, mrr = metrics(all_items, all_ranks)
+    n = len(all_items)
+    res = {"top1": top1, "mrr": mrr, "n": n, "folds_top1": per}
     print(f"encoder blame {a.base} max_len={a.max_len} epochs={a.epochs}: top1={res['top1']:.3f} mrr={res['mrr']:.3f} (n={n}) folds "
           + " ".join(f"{p:.3f}" for p in per))
     return res
