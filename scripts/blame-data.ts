@@ -64,13 +64,13 @@ for (const [index, q] of questions.entries()) {
     const tu = topUnits(split);
     if (c.error || !tu.length || tu.length !== c.units.length) continue;
     const lab = labelOf.get(`${index}\u0000${sql}`);
-    const rc = await rootCause(sql, q.query, db, exec);
+    const rc = await rootCause(sql, q.query, db, exec, { question: q.question });
     // The other candidates: pool8's, less the systems that wrote this SQL (the labels file names
     // them for labelled items) and any identical text: what /localize would be given.
     const producers = lab?.systems ?? pool8.filter((sys) => preds.get(sys)?.[index] === sql);
     const others = pool8.filter((sys) => !producers.includes(sys)).map((sys) => preds.get(sys)![index])
       .filter((x): x is string => typeof x === 'string' && x !== sql);
-    const cons = await consensusRootCause(sql, others, db, exec);
+    const cons = await consensusRootCause(sql, others, db, exec, { question: q.question });
     const { db: ev, text: evText } = await queryEvidence(q.question, sql, split, s, exec);
     lines.push(JSON.stringify({
       index, db_id: q.db_id, sql, labels: ev.labels, raw: c.units.map((u) => u.raw), base_raw: Math.log(c.base / (1 - c.base)),

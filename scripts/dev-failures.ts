@@ -42,7 +42,7 @@ async function main(): Promise<number> {
       }
       failures++;
       st.failures++;
-      const rc = await rootCauseDetail(pred, q.query, db, exec);
+      const rc = await rootCauseDetail(pred, q.query, db, exec, { question: q.question });
       if (!rc) {
         noCause++;
         return;

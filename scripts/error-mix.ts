@@ -61,7 +61,7 @@ async function real(exec: SqlExecutor): Promise<{ clause: Counts; node: Counts; 
       const sql = preds.get(s)![i]!;
       if (!sql || seen.has(sql)) continue;
       seen.add(sql);
-      const rc = await rootCauseDetail(sql, q.query, db, exec);
+      const rc = await rootCauseDetail(sql, q.query, db, exec, { question: q.question });
       if (!rc) continue;
       if (sameResult(gold, rc.predResult, q.query)) continue;
       n++;

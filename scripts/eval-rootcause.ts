@@ -29,7 +29,7 @@ async function gather(): Promise<Stored[]> {
   for (const it of items) {
     const db = dbPath(it.db_id);
     const ev = await gatherEvidence(it.sql, it.gold, db, exec);
-    const rc = await rootCause(it.sql, it.gold, db, exec);
+    const rc = await rootCause(it.sql, it.gold, db, exec, { question: it.question });
     const cf: string | null = rc ? rc.clause : null;
     out.push({ id: it.id, ev: ev ? { slots: ev.slots, predSim: ev.predSim, fromIsFormulation: ev.fromIsFormulation, setopMissing: ev.setopMissing, setopIsFormulation: ev.setopIsFormulation, predWhereSubquery: ev.predWhereSubquery } : null, cf });
     if (++done % 50 === 0) process.stderr.write(`${done}/${items.length}\n`);
@@ -172,7 +172,7 @@ if (args.includes('--consensus')) {
     const reasons = new Map<string, number>();
     for (const it of items) {
       const others = POOL8.filter((s) => !((it as unknown as { systems: string[] }).systems).includes(s)).map((s) => preds.get(s)![it.index]!);
-      const out = await consensusRootCause(it.sql, others, dbPath(it.db_id), exec);
+      const out = await consensusRootCause(it.sql, others, dbPath(it.db_id), exec, { question: it.question });
       ranked.push(out.rootCause ? out.rootCause.ranking ?? [out.rootCause.clause] : null);
       if (!out.rootCause) reasons.set(out.reason, (reasons.get(out.reason) ?? 0) + 1);
     }

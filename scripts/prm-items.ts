@@ -47,7 +47,7 @@ async function consensusOf(index: number, sql: string, systems: string[]): Promi
   const q = questions[index]!;
   const others = pool8.filter((s) => !systems.includes(s)).map((s) => preds.get(s)![index])
     .filter((s): s is string => typeof s === 'string' && s !== sql);
-  const c = await consensusRootCause(sql, others, dbPath(data, q.db_id), exec);
+  const c = await consensusRootCause(sql, others, dbPath(data, q.db_id), exec, { question: q.question });
   return c.rootCause ? c.rootCause.ranking ?? [c.rootCause.clause] : null;
 }
 

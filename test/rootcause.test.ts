@@ -8,10 +8,11 @@ import { promisify } from 'node:util';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SINGERS_SQL, writeSpiderSplit } from './spider-split.js';
+import { SINGERS_SQL, CONCERTS_SQL, writeSpiderSplit } from './spider-split.js';
 import { REPO, TINY, serveTinyDuringTests, type Running } from './server-fixture.js';
 import { SqlExecutor } from '../src/execution/executor.js';
-import { consensusRootCause, referenceGroups } from '../src/annotate/rootcause.js';
+import { consensusRootCause, referenceGroups, conjoinedValuesPerRow, rankLabels, type RootCauseEvidence, type SlotEvidence } from '../src/annotate/rootcause.js';
+import { splitSql } from '../src/clauses/index.js';
 
 const pexec = promisify(execFile);
 let dir: string;
@@ -93,6 +94,59 @@ test('consensusRootCause: largest differing group first, failing references neve
     assert.match(fail.reason!, /no other candidate runs/);
   } finally {
     await ex.close();
+  }
+});
+
+test('conjoinedValuesPerRow: two values the question joins with "and", tested on one row', () => {
+  const q = 'Which singers performed in both 2014 and 2015?';
+  const fires = (sql: string, question = q) => conjoinedValuesPerRow(splitSql(sql), question);
+  assert.equal(fires('SELECT name FROM concert WHERE year IN (2014, 2015)'), true);
+  assert.equal(fires('SELECT name FROM concert WHERE year = 2014 OR year = 2015'), true);
+  assert.equal(fires('SELECT name FROM concert AS c WHERE c.year = 2014 AND c.year = 2015 AND c.title = \'x\''), true);
+  // The question offers a choice, or never names the values, or the columns differ: no intersection asked.
+  assert.equal(fires('SELECT name FROM concert WHERE year IN (2014, 2015)', 'Which singers performed in 2014 or 2015?'), false);
+  assert.equal(fires('SELECT name FROM concert WHERE year IN (2013, 2016)'), false);
+  assert.equal(fires('SELECT name FROM concert AS a, concert AS b WHERE a.year = 2014 AND b.year = 2015'), false);
+  // Inside a subquery the values are tested per row of another query.
+  assert.equal(fires('SELECT name FROM singer WHERE singer_id IN (SELECT singer_id FROM concert WHERE year IN (2014, 2015))'), false);
+  assert.equal(fires('SELECT name FROM concert'), false);
+});
+
+test('rankLabels: a per-row test of conjoined values puts SETOP first, after FROM only when FROM leads', () => {
+  const slot = (label: SlotEvidence['label'], fixes: boolean): SlotEvidence => ({
+    slot: { kind: label === 'SETOP' ? 'SETOP' : label, arm: 0, p: 0, g: 0 } as SlotEvidence['slot'], label, type: 'diverge', differs: true,
+    fixes, fixSim: -1, breaks: false, fixesWithFrom: false, literalFix: false, localFix: false, repairedSql: null,
+  });
+  const ev = (slots: SlotEvidence[], conjunctionPerRow: boolean): RootCauseEvidence => ({
+    slots, fromIsFormulation: false, setopMissing: false, setopIsFormulation: false, predWhereSubquery: false, conjunctionPerRow, predSim: 0,
+    predResult: { ok: true, columns: [], rows: [] } as unknown as RootCauseEvidence['predResult'], goldResult: { ok: true, columns: [], rows: [] } as unknown as RootCauseEvidence['goldResult'],
+  });
+  assert.equal(rankLabels(ev([slot('WHERE', true)], false))[0], 'WHERE');
+  assert.deepEqual(rankLabels(ev([slot('WHERE', true)], true)).slice(0, 2), ['SETOP', 'WHERE']);
+  assert.deepEqual(rankLabels(ev([slot('FROM', true), slot('WHERE', false)], true)).slice(0, 3), ['FROM', 'SETOP', 'WHERE']);
+});
+
+test('consensusRootCause with the question: the missing intersection is SETOP, not the WHERE every reference repairs', async () => {
+  const dir2 = mkdtempSync(join(tmpdir(), 'caper-rc-conj-'));
+  const ex = new SqlExecutor({ workers: 1 });
+  try {
+    const db = writeSpiderSplit(dir2, { databases: { shop: CONCERTS_SQL }, questions: [], predictions: {} }).shop!;
+    const sql = 'SELECT DISTINCT s.name FROM singer AS s JOIN concert AS c ON s.singer_id = c.singer_id WHERE c.year IN (2014, 2015)';
+    // Ann sang in 2014 and 2015, Bob only in 2015; the references filter one year, as many LLM samples do.
+    const cands = [
+      'SELECT DISTINCT s.name FROM singer AS s JOIN concert AS c ON s.singer_id = c.singer_id WHERE c.year = 2014',
+      'SELECT s.name FROM singer AS s JOIN concert AS c ON s.singer_id = c.singer_id WHERE c.year = 2014',
+    ];
+    const without = await consensusRootCause(sql, cands, db, ex);
+    assert.equal(without.rootCause?.clause, 'WHERE');
+    const withQ = await consensusRootCause(sql, cands, db, ex, { question: 'Names of singers with concerts in both 2014 and 2015' });
+    assert.equal(withQ.rootCause?.clause, 'SETOP');
+    assert.deepEqual(withQ.rootCause?.ranking?.slice(0, 2), ['SETOP', 'WHERE']);
+    const choice = await consensusRootCause(sql, cands, db, ex, { question: 'Names of singers with concerts in 2014 or 2015' });
+    assert.equal(choice.rootCause?.clause, 'WHERE');
+  } finally {
+    await ex.close();
+    rmSync(dir2, { recursive: true, force: true });
   }
 });
 

@@ -460,6 +460,8 @@ export interface RootCauseInputs {
   goldResult?: ExecResult;
   /** The database's schema index (null: none could be read); read from dbPath when absent. */
   schema?: SchemaIndex | null;
+  /** The question asked: lets rootcause.ts read which values it conjoins (conjunctionPerRow). */
+  question?: string;
 }
 
 /** Anything that runs SQL like SqlExecutor.run (the verifier passes one that records metrics). */

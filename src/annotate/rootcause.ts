@@ -85,6 +85,10 @@ export interface RootCauseEvidence {
   setopIsFormulation: boolean;
   /** The prediction's (first arm's) WHERE holds a subquery. */
   predWhereSubquery: boolean;
+  /** The question asks for rows meeting two values of one attribute ("... Ben Jones and Michael
+   * Chang") and the prediction, with no set operation, tests each row against both
+   * (conjoinedValuesPerRow): the intersection over rows is missing. */
+  conjunctionPerRow?: boolean;
   predSim: number;
   /** What explainSlot needs (not serialised by the research harness). */
   ps?: SplitResult;
@@ -157,6 +161,8 @@ export interface EvidenceOptions {
   predSplit?: SplitResult;
   goldSplit?: SplitResult;
   schema?: SchemaIndex | null;
+  /** The question the prediction answers (conjunctionPerRow needs it; absent: rule off). */
+  question?: string;
   literalRepair?: boolean;
   localRepair?: boolean;
   reverse?: boolean;
@@ -286,7 +292,50 @@ export async function gatherEvidence(pred: string, gold: string, dbPath: string,
     setopIsFormulation = wNodes.some((n) => n.kind === 'subquery' || n.kind === 'exists')
       || (allUnion && wNodes.some((n) => (n.kind === 'logical' && n.label === 'OR') || (n.kind === 'comparison' && n.label === 'IN')));
   }
-  return { slots: ev, fromIsFormulation, setopMissing, setopIsFormulation, predWhereSubquery, predSim, predResult, goldResult, ps, gs, allSlots: slots, ctx };
+  const conjunctionPerRow = opts.question !== undefined && setops(ps).length === 0 && conjoinedValuesPerRow(ps, opts.question);
+  return { slots: ev, fromIsFormulation, setopMissing, setopIsFormulation, predWhereSubquery, conjunctionPerRow, predSim, predResult, goldResult, ps, gs, allSlots: slots, ctx };
+}
+
+const wordIn = (w: string, text: string): boolean => new RegExp(`\\b${w}\\b`).test(text);
+
+/**
+ * The prediction's (first arm's) WHERE tests one column against two different literals on the
+ * same row (`c IN (a, b, ...)`, `c = a OR c = b`, `c = a AND c = b`, outside subqueries) while
+ * the question names both values joined by "and" (no "or" between them): it asks for the
+ * entities that have both, an intersection over rows, and a single row can only have one.
+ */
+export function conjoinedValuesPerRow(ps: SplitResult, question: string): boolean {
+  const wi = topUnits(ps).findIndex((u) => u.kind === 'WHERE' && u.arm === 0);
+  const w = wi >= 0 ? clauseNodeFor(ps, wi) : null;
+  if (!w) return false;
+  const q = question.toLowerCase();
+  const conjoined = (a: string, b: string): boolean => {
+    const i = q.indexOf(a);
+    const j = q.indexOf(b);
+    if (!a || !b || a === b || i < 0 || j < 0) return false;
+    const mid = ` ${i < j ? q.slice(i + a.length, j) : q.slice(j + b.length, i)} `;
+    return wordIn('and', mid) && !wordIn('or', mid);
+  };
+  const value = (n: TreeNode | undefined): string | null => (n && n.kind === 'literal' ? String(n.attrs?.value ?? '').toLowerCase() : null);
+  const eqOf = (n: TreeNode | undefined): { col: string; v: string } | null => {
+    if (!n || n.kind !== 'comparison' || n.label !== '=') return null;
+    const [c, l] = n.children;
+    const v = value(l);
+    return c && c.kind === 'column' && v !== null ? { col: c.label, v } : null;
+  };
+  const visit = (n: TreeNode): boolean => {
+    if (n.kind === 'subquery' || n.kind === 'exists') return false;
+    if (n.kind === 'comparison' && n.label === 'IN' && n.children[0]?.kind === 'column' && n.children[1]?.kind === 'list') {
+      const vs = n.children[1].children.map(value).filter((v): v is string => v !== null);
+      if (vs.some((a, x) => vs.some((b, y) => x < y && conjoined(a, b)))) return true;
+    }
+    if (n.kind === 'logical' && (n.label === 'OR' || n.label === 'AND')) {
+      const eqs = n.children.map(eqOf).filter((e): e is { col: string; v: string } => e !== null);
+      if (eqs.some((a, x) => eqs.some((b, y) => x < y && a.col === b.col && conjoined(a.v, b.v)))) return true;
+    }
+    return n.children.some(visit);
+  };
+  return visit(w);
 }
 
 function allTables(s: SplitResult): Set<string> {
@@ -324,9 +373,12 @@ export type RankPolicy = {
   /** A set operation gold needs and the prediction lacks ranks first, unless the prediction
    * formulates it in WHERE (then SETOP ranks last). */
   setop?: boolean;
+  /** Values the question conjoins, tested per row (conjunctionPerRow): SETOP ranks first, after
+   * FROM only when FROM already leads (the tables are the more fundamental decision). */
+  conjunction?: boolean;
 };
 
-export const DEFAULT_POLICY: RankPolicy = { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true, having: true };
+export const DEFAULT_POLICY: RankPolicy = { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true, having: true, conjunction: true };
 
 /** Labels, most likely root cause first. */
 export function rankLabels(ev: RootCauseEvidence, policy: RankPolicy = DEFAULT_POLICY): RootLabel[] {
@@ -349,6 +401,10 @@ export function rankLabels(ev: RootCauseEvidence, policy: RankPolicy = DEFAULT_P
   if (policy.setop && ev.setopMissing) {
     if (!ev.setopIsFormulation) best.set('SETOP', 4);
     else if (best.has('SETOP') && best.size > 1) best.set('SETOP', -1);
+  }
+  if (policy.conjunction && ev.conjunctionPerRow) {
+    const top = best.size ? Math.max(...best.values()) : 0;
+    best.set('SETOP', best.get('FROM') === top ? top : top + 1);
   }
   const cands = [...best.entries()].sort((a, b) => b[1] - a[1] || policy.order.indexOf(a[0]) - policy.order.indexOf(b[0]));
   const out = cands.map(([l]) => l);
@@ -425,6 +481,7 @@ export async function rootCauseDetail(pred: string, gold: string, dbPath: string
   if (typeof pred !== 'string' || typeof gold !== 'string') return null;
   const ev = await gatherEvidence(pred, gold, dbPath, exec, {
     goldResult: opts?.goldResult, predResult: opts?.predResult, predSplit: opts?.predSplit, goldSplit: opts?.goldSplit, schema: opts?.schema,
+    question: opts?.question,
   });
   if (!ev) return null;
   return rootCauseFromEvidence(ev, pred, gold, dbPath, exec, opts);
@@ -470,7 +527,7 @@ export async function consensusRootCause(sql: string, candidates: string[], dbPa
   const refs = groups.flatMap((g) => g.members).slice(0, opts.maxVoters ?? 16);
   const predSplit = opts.predSplit ?? splitSql(sql);
   const schema = opts.schema !== undefined ? opts.schema : schemaFor(dbPath);
-  const evs = await Promise.all(refs.map((i) => gatherEvidence(sql, candidates[i]!, dbPath, exec, { predResult: own, goldResult: results[i], predSplit, schema })));
+  const evs = await Promise.all(refs.map((i) => gatherEvidence(sql, candidates[i]!, dbPath, exec, { predResult: own, goldResult: results[i], predSplit, schema, question: opts.question })));
   const votes = new Map<RootLabel, number>();
   const rankings: (RootLabel[] | null)[] = evs.map((ev) => (ev && ev.slots.length > 0 ? rankLabels(ev) : null));
   evs.forEach((ev, k) => {

@@ -236,7 +236,7 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
       }
       for (const m of mutants) {
         if (o.selfCheck) {
-          const rc = await rootCauseDetail(m.sql, q.query, db.path, exec, { alpha, sigma, predSplit: m.split, goldSplit: split });
+          const rc = await rootCauseDetail(m.sql, q.query, db.path, exec, { alpha, sigma, predSplit: m.split, goldSplit: split, question: q.question });
           const ok = rc !== null && rc.unitIndex === m.topUnit;
           s.selfCheck.n++;
           if (ok) s.selfCheck.recovered++;
@@ -262,7 +262,7 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
       const pred = sys.lines[qi];
       if (pred === undefined || pred.trim() === '') continue;
       s.counterfactual.candidates++;
-      const rc = await rootCauseDetail(pred, q.query, db.path, exec, { alpha, sigma, goldSplit: split });
+      const rc = await rootCauseDetail(pred, q.query, db.path, exec, { alpha, sigma, goldSplit: split, question: q.question });
       const ps = splitSql(pred, { tree: false });
       const pu = topUnits(ps);
       if (!rc) {

@@ -608,7 +608,7 @@ export class Verifier {
           try {
             const cr = await consensusRootCause(sql, refsOk, ctx.dbPath!, run, {
               ownResult: exec.results[i], results: exec.results.map((r, j) => (refsOk[j] ? r : NOT_A_REFERENCE('too long or too large to analyse'))),
-              predSplit: scored.candidates[i]!.split, schema, maxVoters: RERANK_VOTERS,
+              predSplit: scored.candidates[i]!.split, schema, maxVoters: RERANK_VOTERS, question: req.question,
             });
             return shiftConsensus(cr, found[i]!.start);
           } catch (e) {
@@ -697,6 +697,7 @@ export class Verifier {
           try {
             const cr = await consensusRootCause(sql, cands, ctx.dbPath!, this.runner(dl), {
               ownResult: own, results: usable, predSplit: scored.candidates[0]!.split, schema: this.schemaOf(req.db_id!).index, maxVoters: LOCALIZE_VOTERS,
+              question: req.question,
             });
             out.consensus = shiftConsensus(cr, found.start);
           } catch (e) {
@@ -741,6 +742,7 @@ export class Verifier {
               predResult: predResult!,
               predSplit: scored.candidates[0]!.split,
               schema: this.schemaOf(req.db_id!).index,
+              question: req.question,
             });
             if (dl.execSignal.aborted) {
               out.gold.rootCauseError = `counterfactual analysis skipped (deadline): not finished within ${dl.ms} ms`;

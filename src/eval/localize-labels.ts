@@ -183,7 +183,7 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
     for (const [i, it] of items.entries()) {
       const db = dbPath(opts.data, it.db_id);
       if (source === 'gold') {
-        const rc = await rootCause(it.sql, it.gold, db, exec);
+        const rc = await rootCause(it.sql, it.gold, db, exec, { question: it.question });
         out.push(rc ? rc.ranking ?? [rc.clause] : null);
       } else {
         // The other candidates: the pool's predictions for the question, less the systems that
@@ -192,7 +192,7 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
           .filter((s) => !(it.systems ?? []).includes(s))
           .map((s) => preds.get(s)![it.index])
           .filter((s): s is string => typeof s === 'string' && s !== it.sql);
-        const c = await consensusRootCause(it.sql, others, db, exec);
+        const c = await consensusRootCause(it.sql, others, db, exec, { question: it.question });
         out.push(c.rootCause ? c.rootCause.ranking ?? [c.rootCause.clause] : null);
       }
       opts.onProgress?.(i + 1, items.length);

@@ -62,7 +62,7 @@ export async function collectFailures(
         all[si] = units;
         const r = await exec.run(db, sql);
         if (gold.ok && sameResult(gold, r, { ordered })) return;
-        const rc = await rootCause(sql, q.query, db, exec);
+        const rc = await rootCause(sql, q.query, db, exec, { question: q.question });
         if (!rc || rc.unitIndex < 0 || rc.unitIndex >= units.length) {
           unexplained++;
           return;
