@@ -47,13 +47,13 @@ async function main(): Promise<number> {
         seen.add(sql);
         pairs++;
         let t0 = performance.now();
-        const rc = await rootCause(sql, q.query, db, exec, { goldResult: g, predResult: results[k] });
+        const rc = await rootCause(sql, q.query, db, exec, { goldResult: g, predResult: results[k], question: q.question });
         gold.push(performance.now() - t0);
         if (rc) answered++;
         const others = sqls.filter((s) => s !== sql);
         const otherResults = results.filter((_, j) => sqls[j] !== sql);
         t0 = performance.now();
-        const c = await consensusRootCause(sql, others, db, exec, { ownResult: results[k], results: otherResults });
+        const c = await consensusRootCause(sql, others, db, exec, { ownResult: results[k], results: otherResults, question: q.question });
         cons.push(performance.now() - t0);
         if (c.rootCause) consAnswered++;
       }
