@@ -100,8 +100,6 @@ export interface SelectorCandidate {
    * results on synthesized databases); absent = the canonical SQL decides.
    */
   behaviour?: string;
-  /** A second scorer's verdict on the whole candidate (a logit, higher = more likely right); absent = 0. */
-  xscore?: number;
 }
 
 export type SelectorMode = 'exec' | 'sql';
@@ -121,7 +119,6 @@ export const FEATURES: Record<SelectorMode, readonly string[]> = {
     'sql_agree', 'empty', 'all_null', 'one_row', 'log_rows', 'cols_modal', 'order_split',
     'dup_rows', 'dup_twin', 'soft_support',
     'count_shape', 'superlative_one_row', 'cols_excess', 'lit_missing',
-    'x_max', 'x_mean',
   ],
   sql: [
     'share', 'top', 'margin',
@@ -129,7 +126,6 @@ export const FEATURES: Record<SelectorMode, readonly string[]> = {
     'agree_mean', 'agree_min', 'prm_delta', 'clause_vote_delta',
     'star', 'like', 'len_ratio', 'nest', 'joins', 'distinct_kw', 'limit_kw',
     'text_cols_excess', 'text_cols_modal',
-    'x_max', 'x_mean',
   ],
 };
 
@@ -421,8 +417,6 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
       const w = d[members[0]!]!.style[7]!;
       base.push(w > 0 ? Math.max(0, w - cue.asked) : 0, w > 0 && w === modalTextCols ? 1 : 0);
     }
-    const xs = members.map((i) => cands[i]!.xscore ?? 0);
-    base.push(Math.max(...xs), mean(xs));
     if (base.length !== FEATURES[mode].length) throw new Error(`selector: ${base.length} feature values for ${FEATURES[mode].length} names`);
     return { members: ordered, x: base.map(fin), info };
   });
