@@ -193,6 +193,30 @@ test('/localize candidates: consensus_root_cause with its reference, or null wit
   assert.match(empty.body.consensus_root_cause_reason, /no candidates/);
 });
 
+test('/localize: a set operation the consensus finds missing is missing_clause, before every written unit', async () => {
+  const sql = 'SELECT DISTINCT s.name FROM singer AS s JOIN concert AS c ON s.singer_id = c.singer_id WHERE c.year IN (2014, 2015)';
+  const candidates = [
+    'SELECT DISTINCT s.name FROM singer AS s JOIN concert AS c ON s.singer_id = c.singer_id WHERE c.year = 2014',
+    'SELECT s.name FROM singer AS s JOIN concert AS c ON s.singer_id = c.singer_id WHERE c.year = 2014',
+  ];
+  const both = await srv.post('/localize', { question: 'Names of singers with concerts in both 2014 and 2015', sql, db_id: 'shop', candidates });
+  assert.equal(both.status, 200, JSON.stringify(both.body));
+  assert.equal(both.body.consensus_root_cause.clause, 'SETOP');
+  assert.equal(both.body.blame_source, 'fused');
+  assert.equal(both.body.missing_clause, 'SETOP');
+  assert.equal(both.body.blame.length, 3, 'blame still ranks the written units');
+  const either = await srv.post('/localize', { question: 'Names of singers with concerts in 2014 or 2015', sql, db_id: 'shop', candidates });
+  assert.equal(either.status, 200);
+  assert.equal(either.body.consensus_root_cause.clause, 'WHERE');
+  assert.equal(either.body.missing_clause, undefined);
+  // /rerank gives the losing candidate the same.
+  const rr = await srv.post('/rerank', { question: 'Names of singers with concerts in both 2014 and 2015', db_id: 'shop', candidates: [...candidates, sql], strategy: 'vote' });
+  assert.equal(rr.status, 200, JSON.stringify(rr.body));
+  const loser = rr.body.results.find((c: { index: number }) => c.index === 2);
+  assert.equal(loser.consensus_root_cause.clause, 'SETOP');
+  assert.equal(loser.missing_clause, 'SETOP');
+});
+
 test('/localize bad input: candidates need db_id and at most 64; gold that does not parse; over-long SQL; never a 500', async () => {
   const sql = 'SELECT name FROM singer WHERE age > 20';
   const noDb = await srv.post('/localize', { question: Q, sql, candidates: ['SELECT name FROM singer'] });

@@ -21,7 +21,7 @@ import { extractSql, type Extracted } from './candidates.js';
 import { executionBlame, blameSchemaOf, clauseSuspects, missingLiterals, type SuspectInputs } from '../annotate/suspects.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
 import { rootCause, consensusRootCause, unitLabel, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
-import { fusedOrderFor, evidenceOrderFor, linearBlameOf } from '../scoring/blame.js';
+import { fusedOrderFor, evidenceOrderFor, linearBlameOf, missingClauseOf } from '../scoring/blame.js';
 
 export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../annotate/rootcause.js';
 import { splitSql, topUnits, walk, type SplitResult } from '../clauses/index.js';
@@ -165,6 +165,9 @@ export interface VerifiedCandidate extends ScoredCandidate {
   blameFromExecution?: string;
   /** Set when blame combines the model's verdicts with other evidence (see LocalizeResult.blameSource). */
   blameSource?: 'fused' | 'evidence';
+  /** With fused blame: a clause blamed before every unit because the query lacks it (a set
+   * operation the consensus root cause finds missing; scoring/blame.ts missingClauseOf). */
+  missingClause?: 'SETOP';
 }
 
 export interface Context {
@@ -459,8 +462,10 @@ export class Verifier {
     evidence: readonly Map<string, number>[] | null = null): VerifiedCandidate | null {
     const labels = rc ? this.rerankableLabels(candidate, split) : null;
     if (!rc || !labels) return null;
-    const order = fusedOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, rc.ranking ?? [rc.clause], evidence);
-    return { ...candidate, blame: order, blameSource: 'fused' };
+    const ranking = rc.ranking ?? [rc.clause];
+    const order = fusedOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, ranking, evidence);
+    const missing = missingClauseOf(labels, ranking);
+    return { ...candidate, blame: order, blameSource: 'fused', ...(missing ? { missingClause: missing } : {}) };
   }
 
   /**

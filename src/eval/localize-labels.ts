@@ -21,7 +21,7 @@ import { SqlExecutor } from '../execution/executor.js';
 import { rootCause, consensusRootCause, unitLabel, FUNDAMENTAL_ORDER, ROOT_LABELS, type RootLabel } from '../annotate/rootcause.js';
 import { loadModel } from '../scoring/onnx.js';
 import { Scorer } from '../scoring/scorer.js';
-import { blameOrder, fusedBlameOrder, fusedOrderFor, evidenceOrderFor, sigmoid, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
+import { blameOrder, fusedBlameOrder, fusedOrderFor, evidenceOrderFor, missingClauseOf, sigmoid, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
 import { executionBlame, blameSchemaOf } from '../annotate/suspects.js';
 import { queryEvidence, splitSchemas } from './query-evidence.js';
 import { dbPath, loadPredictions, loadQuestions } from './spider.js';
@@ -156,7 +156,10 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
       else if (!c[i]) order = evidenceOrderFor(raw.manifest, r.raw, r.base, labels, r.evidence) ?? blameOrder(r.raw.map(sigmoid), r.base, 'min');
       else order = opts.beta !== undefined ? fusedBlameOrder(r.raw, labels, c[i] ?? null, opts.beta)
         : fusedOrderFor(raw.manifest, r.raw, r.base, labels, c[i] ?? null, r.evidence);
-      return labelsOfUnits(it.sql, order);
+      const units = labelsOfUnits(it.sql, order);
+      // What the response's missing_clause says comes before every unit.
+      const missing = source === 'fused' ? missingClauseOf(labels, c[i] ?? null) : null;
+      return missing ? [missing, ...units.filter((l) => l !== missing)] : units;
     });
   }
   const out: (RootLabel[] | null)[] = [];

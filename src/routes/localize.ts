@@ -92,6 +92,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
               base_score: { type: ['number', 'null'], description: 'score at the <sql> token, before any clause' },
               blame: { type: 'array', items: blameItem, description: 'most suspect clause first' },
               blame_source: S.blameSource,
+              missing_clause: S.missingClause,
               gold_match: { type: 'boolean', description: 'with gold: whether sql returns the gold result' },
               root_cause: S.rootCauseOut,
               root_cause_error: { type: 'string' },
@@ -125,6 +126,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), drop: num(before - u.score), ...source };
       });
       const out: Record<string, unknown> = { sql: b.sql, parsed: c.parsed, units, base_score: num(c.base), blame, blame_source: r.blameSource, model: r.model };
+      if (c.missingClause) out.missing_clause = c.missingClause;
       const w = warningOf(c);
       if (w) out.warning = w;
       if (r.warnings.length) out.warnings = r.warnings;

@@ -68,6 +68,7 @@ const result = {
     clauses: { type: 'array', items: S.clauseOut },
     blame: S.blameOut,
     blame_source: S.blameSource,
+    missing_clause: S.missingClause,
     reason: S.selectorReason,
     consensus_root_cause: { ...S.rootCauseOut, description: 'executed candidates outside the winning group: the root cause against the other candidates (reference = their index)' },
     consensus_root_cause_reason: { type: 'string', description: 'why consensus_root_cause is null' },
@@ -143,6 +144,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
             : {}),
           blame: blameOf(c),
           blame_source: blameSourceOf(c),
+          ...(c.missingClause ? { missing_clause: c.missingClause } : {}),
           ...(r.reasons ? { reason: r.reasons[o.index]! } : {}),
           ...(cons
             ? {

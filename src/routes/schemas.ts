@@ -74,6 +74,13 @@ export const blameSource = {
   description: "model: the Clause-PRM's clause verdicts; evidence: those combined with checks of the query against the question and the database (literals that occur nowhere, result shape, what the question asks for); fused: combined with the consensus root cause of the other candidates; execution: the database named what is wrong (e.g. no such table) and the clause naming it is blamed",
 } as const;
 
+/** A clause blamed before every unit because the query does not have it. */
+export const missingClause = {
+  type: 'string',
+  enum: ['SETOP'],
+  description: 'with blame_source fused: a clause the query lacks, blamed before every unit it wrote. SETOP: the consensus root cause finds a set operation (INTERSECT / EXCEPT / UNION) missing, which no written clause can carry; blame still ranks the written units',
+} as const;
+
 export const blameOut = {
   type: ['object', 'null'],
   required: ['unit', 'kind', 'text', 'start', 'end', 'score'],

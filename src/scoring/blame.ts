@@ -174,6 +174,16 @@ export function fusedOrderFor(manifest: { [k: string]: unknown }, raw: number[],
 }
 
 /**
+ * The clause blamed before any unit when the consensus root cause names one the query does not
+ * have: only SETOP, because a set operation the query lacks lives outside every unit it wrote
+ * (a missing GROUP BY or HAVING is still blamed on the unit written in its place, as the unit
+ * ranking does). Null otherwise.
+ */
+export function missingClauseOf(labels: readonly string[], consensus: readonly string[] | null): 'SETOP' | null {
+  return consensus && consensus[0] === 'SETOP' && !labels.includes('SETOP') ? 'SETOP' : null;
+}
+
+/**
  * The blame order without other candidates but with the query's evidence: with a database the
  * model's `blame.solo_linear` combiner, without one `blame.text_linear`; null when it has none
  * (the caller keeps the model's own order).

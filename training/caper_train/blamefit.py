@@ -104,7 +104,13 @@ def score_rows(rows: list[dict], names: dict[str, int], w: torch.Tensor, mode: s
     for r in rows:
         s = (to_tensor(unit_features(r, mode, use_prm), names) @ w).tolist()
         s = [v + (1e6 if f.get("err_here") else 0.0) for v, f in zip(s, r["feats_text"] if mode == "text" else r["feats"])]
-        out.append(ranking(r["labels"], s))
+        k = ranking(r["labels"], s)
+        c = r.get("consensus") or []
+        if mode == "fused" and c and c[0] == "SETOP" and "SETOP" not in r["labels"] and not any(f.get("err_here") for f in r["feats"]):
+            # missing_clause (src/scoring/blame.ts missingClauseOf): a set operation the query
+            # lacks comes before every unit it wrote.
+            k = ["SETOP"] + [x for x in k if x != "SETOP"]
+        out.append(k)
     return out
 
 
