@@ -65,6 +65,21 @@ def test_the_execution_error_unit_comes_first_whatever_the_weights():
     assert ranks[0][0] == "FROM"
 
 
+def test_a_set_operation_the_consensus_finds_missing_comes_first_in_fused_mode_only():
+    import torch
+    r = {"db_id": "a", "labels": ["SELECT", "FROM", "WHERE"], "raw": [0.0, 0.0, -5.0], "consensus": ["SETOP", "WHERE"],
+         "feats": [{"is:SELECT": 1}, {"is:FROM": 1}, {"is:WHERE": 1}], "expert": "SETOP"}
+    names = {"z": 0}
+    w = torch.tensor([1.0])
+    assert blamefit.score_rows([r], names, w, "fused", True)[0][:2] == ["SETOP", "WHERE"]
+    assert blamefit.score_rows([r], names, w, "solo", True)[0][0] == "WHERE"
+    # A query that has a set operation is blamed on its units; an execution error still wins.
+    with_arm = dict(r, labels=["SELECT", "FROM", "SETOP"], raw=[-5.0, 0.0, 0.0])
+    assert blamefit.score_rows([with_arm], names, w, "fused", True)[0][0] == "SELECT"
+    err = dict(r, feats=[{"is:SELECT": 1}, {"is:FROM": 1, "err_here": 1}, {"is:WHERE": 1}])
+    assert blamefit.score_rows([err], names, w, "fused", True)[0][0] == "FROM"
+
+
 def test_folds_cover_the_data_or_are_built_from_its_databases():
     rows = make_rows(n_per_db=3, dbs=("a", "b", "c", "d", "e", "f", "g"))
     assert blamefit.folds_of(rows, "a,b|c|d|e|f,g") == [{"a", "b"}, {"c"}, {"d"}, {"e"}, {"f", "g"}]
