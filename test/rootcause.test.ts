@@ -106,6 +106,8 @@ test('conjoinedValuesPerRow: two values the question joins with "and", tested on
   // The question offers a choice, or never names the values, or the columns differ: no intersection asked.
   assert.equal(fires('SELECT name FROM concert WHERE year IN (2014, 2015)', 'Which singers performed in 2014 or 2015?'), false);
   assert.equal(fires('SELECT name FROM concert WHERE year IN (2013, 2016)'), false);
+  // Values are whole words of the question, not pieces of one ("he" in "the", "ir" in "their").
+  assert.equal(fires("SELECT title FROM concert WHERE title IN ('he', 'ir')", 'Show the titles of concerts and their years'), false);
   assert.equal(fires('SELECT name FROM concert AS a, concert AS b WHERE a.year = 2014 AND b.year = 2015'), false);
   // Inside a subquery the values are tested per row of another query.
   assert.equal(fires('SELECT name FROM singer WHERE singer_id IN (SELECT singer_id FROM concert WHERE year IN (2014, 2015))'), false);

@@ -309,9 +309,14 @@ export function conjoinedValuesPerRow(ps: SplitResult, question: string): boolea
   const w = wi >= 0 ? clauseNodeFor(ps, wi) : null;
   if (!w) return false;
   const q = question.toLowerCase();
+  // A value counts where it stands as a whole word of the question ('t' is not the t of "the").
+  const at = (v: string): number => {
+    const m = new RegExp(`(?<![\\p{L}\\p{N}])${v.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?![\\p{L}\\p{N}])`, 'u').exec(q);
+    return m ? m.index : -1;
+  };
   const conjoined = (a: string, b: string): boolean => {
-    const i = q.indexOf(a);
-    const j = q.indexOf(b);
+    const i = at(a);
+    const j = at(b);
     if (!a || !b || a === b || i < 0 || j < 0) return false;
     const mid = ` ${i < j ? q.slice(i + a.length, j) : q.slice(j + b.length, i)} `;
     return wordIn('and', mid) && !wordIn('or', mid);
