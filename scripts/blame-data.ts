@@ -8,13 +8,15 @@
 //   expert     the expert label where the labels file has the item (the yardstick)
 //   consensus  the consensus ranking from the other pool8 candidates (no gold), as /localize
 //              with candidates computes it
+//   conj       the question asks for an intersection the query tests on one row
+//              (rootcause.ts conjoinedValuesPerRow: missing_clause SETOP without a consensus)
 // Usage: node dist/scripts/blame-data.js [--data DIR] [--model DIR] [--pool pool16] [--labels FILE] [--out FILE]
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { splitSql, topUnits } from '../src/clauses/index.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { sameResult } from '../src/execution/equivalence.js';
-import { consensusRootCause, rootCause, unitLabel } from '../src/annotate/rootcause.js';
+import { conjoinedValuesPerRow, consensusRootCause, rootCause, unitLabel } from '../src/annotate/rootcause.js';
 import { loadModel } from '../src/scoring/onnx.js';
 import { Scorer } from '../src/scoring/scorer.js';
 import { loadLabels } from '../src/eval/localize-labels.js';
@@ -76,6 +78,8 @@ for (const [index, q] of questions.entries()) {
       index, db_id: q.db_id, sql, labels: ev.labels, raw: c.units.map((u) => u.raw), base_raw: Math.log(c.base / (1 - c.base)),
       truth: rc?.clause ?? null, expert: lab?.label ?? null,
       consensus: cons.rootCause ? cons.rootCause.ranking ?? [cons.rootCause.clause] : null,
+      // The question asks for an intersection the query tests on one row (missing_clause SETOP).
+      conj: conjoinedValuesPerRow(split, q.question),
       feats: ev.features.map((f) => Object.fromEntries(f)),
       ...(evText ? { feats_text: evText.features.map((f) => Object.fromEntries(f)) } : {}),
     }));

@@ -196,3 +196,27 @@ test('/localize without a database: blame.text_linear ranks on what the question
     assert.equal(ddl.body.blame_source, 'model');
   });
 });
+
+test('evidence blame names a set operation the question asks for and the query lacks: missing_clause SETOP', async () => {
+  await withCombiner({ solo_linear: { features: ['lit_missing', 'z'], weights: [50, 0.01] }, text_linear: { features: ['count_mismatch&SELECT', 'z'], weights: [50, 0.01] } }, async (srv) => {
+    const sql = "SELECT country FROM singer WHERE name IN ('Ann', 'Bob')";
+    const both = await srv.post('/localize', { question: 'Which countries have singers named Ann and Bob?', sql, db_id: 'shop' });
+    assert.equal(both.status, 200, JSON.stringify(both.body));
+    assert.equal(both.body.blame_source, 'evidence');
+    assert.equal(both.body.missing_clause, 'SETOP');
+    assert.equal(both.body.blame.length, 3, 'blame still ranks the written units');
+    const either = await srv.post('/localize', { question: 'Which countries have singers named Ann or Bob?', sql, db_id: 'shop' });
+    assert.equal(either.body.blame_source, 'evidence');
+    assert.equal(either.body.missing_clause, undefined);
+    // Without a database, from the question and the SQL alone; /rerank says it per candidate.
+    const schema = schemaText(schemaOf());
+    const text = await srv.post('/localize', { question: 'Which countries have singers named Ann and Bob?', sql, schema });
+    assert.equal(text.body.blame_source, 'evidence');
+    assert.equal(text.body.missing_clause, 'SETOP');
+    const rr = await srv.post('/rerank', { question: 'Which countries have singers named Ann and Bob?', schema, candidates: [sql, "SELECT country FROM singer WHERE name = 'Ann' INTERSECT SELECT country FROM singer WHERE name = 'Bob'"] });
+    assert.equal(rr.status, 200, JSON.stringify(rr.body));
+    const by = new Map(rr.body.results.map((x: { index: number }) => [x.index, x]));
+    assert.equal((by.get(0) as { missing_clause?: string }).missing_clause, 'SETOP');
+    assert.equal((by.get(1) as { missing_clause?: string }).missing_clause, undefined, 'the query with INTERSECT has its set operation');
+  });
+});

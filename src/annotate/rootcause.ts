@@ -292,7 +292,7 @@ export async function gatherEvidence(pred: string, gold: string, dbPath: string,
     setopIsFormulation = wNodes.some((n) => n.kind === 'subquery' || n.kind === 'exists')
       || (allUnion && wNodes.some((n) => (n.kind === 'logical' && n.label === 'OR') || (n.kind === 'comparison' && n.label === 'IN')));
   }
-  const conjunctionPerRow = opts.question !== undefined && setops(ps).length === 0 && conjoinedValuesPerRow(ps, opts.question);
+  const conjunctionPerRow = opts.question !== undefined && conjoinedValuesPerRow(ps, opts.question);
   return { slots: ev, fromIsFormulation, setopMissing, setopIsFormulation, predWhereSubquery, conjunctionPerRow, predSim, predResult, goldResult, ps, gs, allSlots: slots, ctx };
 }
 
@@ -302,9 +302,11 @@ const wordIn = (w: string, text: string): boolean => new RegExp(`\\b${w}\\b`).te
  * The prediction's (first arm's) WHERE tests one column against two different literals on the
  * same row (`c IN (a, b, ...)`, `c = a OR c = b`, `c = a AND c = b`, outside subqueries) while
  * the question names both values joined by "and" (no "or" between them): it asks for the
- * entities that have both, an intersection over rows, and a single row can only have one.
+ * entities that have both, an intersection over rows, and a single row can only have one. A query
+ * with a set operation anywhere has made its own choice and never counts.
  */
 export function conjoinedValuesPerRow(ps: SplitResult, question: string): boolean {
+  if (!ps.tree || walk(ps.tree).some((n) => n.kind === 'setop')) return false;
   const wi = topUnits(ps).findIndex((u) => u.kind === 'WHERE' && u.arm === 0);
   const w = wi >= 0 ? clauseNodeFor(ps, wi) : null;
   if (!w) return false;

@@ -20,7 +20,7 @@ import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { extractSql, type Extracted } from './candidates.js';
 import { executionBlame, blameSchemaOf, clauseSuspects, missingLiterals, type SuspectInputs } from '../annotate/suspects.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
-import { rootCause, consensusRootCause, unitLabel, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
+import { rootCause, consensusRootCause, conjoinedValuesPerRow, unitLabel, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
 import { fusedOrderFor, evidenceOrderFor, linearBlameOf, missingClauseOf } from '../scoring/blame.js';
 
 export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../annotate/rootcause.js';
@@ -165,8 +165,9 @@ export interface VerifiedCandidate extends ScoredCandidate {
   blameFromExecution?: string;
   /** Set when blame combines the model's verdicts with other evidence (see LocalizeResult.blameSource). */
   blameSource?: 'fused' | 'evidence';
-  /** With fused blame: a clause blamed before every unit because the query lacks it (a set
-   * operation the consensus root cause finds missing; scoring/blame.ts missingClauseOf). */
+  /** With fused or evidence blame: a clause blamed before every unit because the query lacks it (a
+   * set operation the consensus root cause, or the question read against the query, finds
+   * missing; scoring/blame.ts missingClauseOf). */
   missingClause?: 'SETOP';
 }
 
@@ -501,12 +502,14 @@ export class Verifier {
   }
 
   /** Blame from the model's evidence combiner (caper.json blame.solo_linear, or text_linear without a database), or null when it does not apply. */
-  private evidenceBlame(candidate: VerifiedCandidate, split: SplitResult | undefined, evidence: readonly Map<string, number>[] | null,
+  private evidenceBlame(question: string, candidate: VerifiedCandidate, split: SplitResult | undefined, evidence: readonly Map<string, number>[] | null,
     withDatabase: boolean): VerifiedCandidate | null {
     const labels = evidence ? this.rerankableLabels(candidate, split) : null;
     if (!evidence || !labels) return null;
     const order = evidenceOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, evidence, withDatabase);
-    return order ? { ...candidate, blame: order, blameSource: 'evidence' } : null;
+    if (!order) return null;
+    const missing = missingClauseOf(labels, null, split !== undefined && conjoinedValuesPerRow(split, question));
+    return { ...candidate, blame: order, blameSource: 'evidence', ...(missing ? { missingClause: missing } : {}) };
   }
 
   // ---------- the three operations ----------
@@ -595,7 +598,7 @@ export class Verifier {
         for (let i = 0; i < candidates.length; i++) {
           const split = scored.candidates[i]!.split;
           const ev = await this.evidenceOf(req.question, candidates[i]!, split, { schemaText: ctx.schema });
-          candidates[i] = this.evidenceBlame(candidates[i]!, split, ev, false) ?? candidates[i]!;
+          candidates[i] = this.evidenceBlame(req.question, candidates[i]!, split, ev, false) ?? candidates[i]!;
         }
       }
       let consensus: (ConsensusOutcome | null)[] | null = null;
@@ -680,7 +683,7 @@ export class Verifier {
       // candidates are given, is fused below on top of it).
       const split = scored.candidates[0]!.split;
       const evidence = await this.evidenceOf(req.question, candidate, split, canRun ? { db: { id: req.db_id!, path: ctx.dbPath!, dl } } : { schemaText: ctx.schema });
-      candidate = this.evidenceBlame(candidate, split, evidence, canRun) ?? candidate;
+      candidate = this.evidenceBlame(req.question, candidate, split, evidence, canRun) ?? candidate;
       const out: LocalizeResult = {
         candidate,
         blameSource: candidate.blameFromExecution ? 'execution' : candidate.blameSource ?? 'model',

@@ -18,7 +18,7 @@
 import { readFileSync } from 'node:fs';
 import { splitSql, topUnits } from '../clauses/index.js';
 import { SqlExecutor } from '../execution/executor.js';
-import { rootCause, consensusRootCause, unitLabel, FUNDAMENTAL_ORDER, ROOT_LABELS, type RootLabel } from '../annotate/rootcause.js';
+import { rootCause, consensusRootCause, conjoinedValuesPerRow, unitLabel, FUNDAMENTAL_ORDER, ROOT_LABELS, type RootLabel } from '../annotate/rootcause.js';
 import { loadModel } from '../scoring/onnx.js';
 import { Scorer } from '../scoring/scorer.js';
 import { blameOrder, fusedBlameOrder, fusedOrderFor, evidenceOrderFor, missingClauseOf, sigmoid, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
@@ -75,6 +75,11 @@ export function labelsOfUnits(sql: string, order: number[]): RootLabel[] {
   }
   for (const l of FUNDAMENTAL_ORDER) if (!out.includes(l)) out.push(l);
   return out;
+}
+
+/** What the response's missing_clause says comes before every unit. */
+function withMissingClause(units: RootLabel[], missing: RootLabel | null): RootLabel[] {
+  return missing ? [missing, ...units.filter((l) => l !== missing)] : units;
 }
 
 export interface LabelReport {
@@ -135,8 +140,9 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
       const r = raw.scores[i];
       if (!r) return null;
       const labels = topUnits(splitSql(it.sql, { tree: false })).map((u) => unitLabel(u.kind, u.arm));
-      const order = (r.evidenceText && evidenceOrderFor(raw.manifest, r.raw, r.base, labels, r.evidenceText, false)) ?? blameOrder(r.raw.map(sigmoid), r.base, 'min');
-      return labelsOfUnits(it.sql, order);
+      const ev = r.evidenceText && evidenceOrderFor(raw.manifest, r.raw, r.base, labels, r.evidenceText, false);
+      if (!ev) return labelsOfUnits(it.sql, blameOrder(r.raw.map(sigmoid), r.base, 'min'));
+      return withMissingClause(labelsOfUnits(it.sql, ev), missingClauseOf(labels, null, conjoinedValuesPerRow(splitSql(it.sql), it.question)));
     });
   }
   if (source === 'fused' || source === 'solo') {
@@ -151,15 +157,15 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
       const tu = topUnits(splitSql(it.sql, { tree: false }));
       const labels = tu.map((u) => unitLabel(u.kind, u.arm));
       if (r.execBlame !== null) return labelsOfUnits(it.sql, [r.execBlame]);
-      let order: number[];
-      if (source === 'solo') order = evidenceOrderFor(raw.manifest, r.raw, r.base, labels, r.evidence) ?? blameOrder(r.raw.map(sigmoid), r.base, 'min');
-      else if (!c[i]) order = evidenceOrderFor(raw.manifest, r.raw, r.base, labels, r.evidence) ?? blameOrder(r.raw.map(sigmoid), r.base, 'min');
-      else order = opts.beta !== undefined ? fusedBlameOrder(r.raw, labels, c[i] ?? null, opts.beta)
-        : fusedOrderFor(raw.manifest, r.raw, r.base, labels, c[i] ?? null, r.evidence);
-      const units = labelsOfUnits(it.sql, order);
-      // What the response's missing_clause says comes before every unit.
-      const missing = source === 'fused' ? missingClauseOf(labels, c[i] ?? null) : null;
-      return missing ? [missing, ...units.filter((l) => l !== missing)] : units;
+      const consensus = source === 'fused' ? c[i] ?? null : null;
+      if (consensus) {
+        const order = opts.beta !== undefined ? fusedBlameOrder(r.raw, labels, consensus, opts.beta)
+          : fusedOrderFor(raw.manifest, r.raw, r.base, labels, consensus, r.evidence);
+        return withMissingClause(labelsOfUnits(it.sql, order), missingClauseOf(labels, consensus));
+      }
+      const ev = evidenceOrderFor(raw.manifest, r.raw, r.base, labels, r.evidence);
+      if (!ev) return labelsOfUnits(it.sql, blameOrder(r.raw.map(sigmoid), r.base, 'min'));
+      return withMissingClause(labelsOfUnits(it.sql, ev), missingClauseOf(labels, null, conjoinedValuesPerRow(splitSql(it.sql), it.question)));
     });
   }
   const out: (RootLabel[] | null)[] = [];

@@ -78,7 +78,7 @@ export const blameSource = {
 export const missingClause = {
   type: 'string',
   enum: ['SETOP'],
-  description: 'with blame_source fused: a clause the query lacks, blamed before every unit it wrote. SETOP: the consensus root cause finds a set operation (INTERSECT / EXCEPT / UNION) missing, which no written clause can carry; blame still ranks the written units',
+  description: 'a clause the query lacks, blamed before every unit it wrote (blame still ranks the written units). SETOP: a set operation (INTERSECT / EXCEPT / UNION) is missing, which no written clause can carry; with blame_source fused the consensus root cause says so, with evidence the question does (it joins two values with "and" that the query tests on one row)',
 } as const;
 
 export const blameOut = {

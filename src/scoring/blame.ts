@@ -174,13 +174,15 @@ export function fusedOrderFor(manifest: { [k: string]: unknown }, raw: number[],
 }
 
 /**
- * The clause blamed before any unit when the consensus root cause names one the query does not
- * have: only SETOP, because a set operation the query lacks lives outside every unit it wrote
- * (a missing GROUP BY or HAVING is still blamed on the unit written in its place, as the unit
- * ranking does). Null otherwise.
+ * The clause blamed before any unit because the query does not have it: only SETOP, because a set
+ * operation the query lacks lives outside every unit it wrote (a missing GROUP BY or HAVING is
+ * still blamed on the unit written in its place, as the unit ranking does). With a consensus
+ * ranking, when it puts SETOP first; without one, when the question asks for an intersection the
+ * query tests on one row (`conjunction`: rootcause.ts conjoinedValuesPerRow). Null otherwise.
  */
-export function missingClauseOf(labels: readonly string[], consensus: readonly string[] | null): 'SETOP' | null {
-  return consensus && consensus[0] === 'SETOP' && !labels.includes('SETOP') ? 'SETOP' : null;
+export function missingClauseOf(labels: readonly string[], consensus: readonly string[] | null, conjunction = false): 'SETOP' | null {
+  if (labels.includes('SETOP')) return null;
+  return (consensus ? consensus[0] === 'SETOP' : conjunction) ? 'SETOP' : null;
 }
 
 /**

@@ -105,10 +105,13 @@ def score_rows(rows: list[dict], names: dict[str, int], w: torch.Tensor, mode: s
         s = (to_tensor(unit_features(r, mode, use_prm), names) @ w).tolist()
         s = [v + (1e6 if f.get("err_here") else 0.0) for v, f in zip(s, r["feats_text"] if mode == "text" else r["feats"])]
         k = ranking(r["labels"], s)
-        c = r.get("consensus") or []
-        if mode == "fused" and c and c[0] == "SETOP" and "SETOP" not in r["labels"] and not any(f.get("err_here") for f in r["feats"]):
-            # missing_clause (src/scoring/blame.ts missingClauseOf): a set operation the query
-            # lacks comes before every unit it wrote.
+        c = (r.get("consensus") or []) if mode == "fused" else []
+        feats = r["feats_text"] if mode == "text" else r["feats"]
+        # missing_clause (src/scoring/blame.ts missingClauseOf): a set operation the query lacks
+        # comes before every unit it wrote, when the consensus ranks it first or, without a
+        # consensus, when the question asks for an intersection the query tests on one row.
+        missing = (c[0] == "SETOP") if c else bool(r.get("conj"))
+        if missing and "SETOP" not in r["labels"] and not any(f.get("err_here") for f in feats):
             k = ["SETOP"] + [x for x in k if x != "SETOP"]
         out.append(k)
     return out

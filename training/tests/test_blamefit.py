@@ -80,6 +80,19 @@ def test_a_set_operation_the_consensus_finds_missing_comes_first_in_fused_mode_o
     assert blamefit.score_rows([err], names, w, "fused", True)[0][0] == "FROM"
 
 
+def test_without_a_consensus_the_conjunction_flag_puts_setop_first():
+    import torch
+    r = {"db_id": "a", "labels": ["SELECT", "FROM", "WHERE"], "raw": [0.0, 0.0, -5.0], "consensus": None, "conj": True,
+         "feats": [{"is:SELECT": 1}, {"is:FROM": 1}, {"is:WHERE": 1}], "feats_text": [{}, {}, {}], "expert": "SETOP"}
+    names = {"z": 0}
+    w = torch.tensor([1.0])
+    for mode in ("solo", "text", "fused"):
+        assert blamefit.score_rows([r], names, w, mode, True)[0][:2] == ["SETOP", "WHERE"], mode
+    # A consensus decides where there is one.
+    assert blamefit.score_rows([dict(r, consensus=["WHERE"])], names, w, "fused", True)[0][0] == "WHERE"
+    assert blamefit.score_rows([dict(r, conj=False)], names, w, "solo", True)[0][0] == "WHERE"
+
+
 def test_folds_cover_the_data_or_are_built_from_its_databases():
     rows = make_rows(n_per_db=3, dbs=("a", "b", "c", "d", "e", "f", "g"))
     assert blamefit.folds_of(rows, "a,b|c|d|e|f,g") == [{"a", "b"}, {"c"}, {"d"}, {"e"}, {"f", "g"}]
