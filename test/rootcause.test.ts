@@ -106,6 +106,9 @@ test('conjoinedValuesPerRow: two values the question joins with "and", tested on
   // The question offers a choice, or never names the values, or the columns differ: no intersection asked.
   assert.equal(fires('SELECT name FROM concert WHERE year IN (2014, 2015)', 'Which singers performed in 2014 or 2015?'), false);
   assert.equal(fires('SELECT name FROM concert WHERE year IN (2013, 2016)'), false);
+  // "as well as" joins too; a one-word value may stand in the question in another inflection.
+  assert.equal(fires('SELECT name FROM concert WHERE year IN (2014, 2015)', 'Singers with concerts in 2014 as well as in 2015'), true);
+  assert.equal(fires("SELECT name FROM customer WHERE acc_type IN ('saving', 'checking')", 'Customers who have both savings and checking accounts'), true);
   // Values are whole words of the question, not pieces of one ("he" in "the", "ir" in "their").
   assert.equal(fires("SELECT title FROM concert WHERE title IN ('he', 'ir')", 'Show the titles of concerts and their years'), false);
   assert.equal(fires('SELECT name FROM concert AS a, concert AS b WHERE a.year = 2014 AND b.year = 2015'), false);

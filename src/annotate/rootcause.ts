@@ -301,7 +301,7 @@ const wordIn = (w: string, text: string): boolean => new RegExp(`\\b${w}\\b`).te
 /**
  * The prediction's (first arm's) WHERE tests one column against two different literals on the
  * same row (`c IN (a, b, ...)`, `c = a OR c = b`, `c = a AND c = b`, outside subqueries) while
- * the question names both values joined by "and" (no "or" between them): it asks for the
+ * the question names both values joined by "and" or "as well as" (no "or" between them): it asks for the
  * entities that have both, an intersection over rows, and a single row can only have one. A query
  * with a set operation anywhere has made its own choice and never counts.
  */
@@ -314,14 +314,18 @@ export function conjoinedValuesPerRow(ps: SplitResult, question: string): boolea
   // A value counts where it stands as a whole word of the question ('t' is not the t of "the").
   const at = (v: string): number => {
     const m = new RegExp(`(?<![\\p{L}\\p{N}])${v.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?![\\p{L}\\p{N}])`, 'u').exec(q);
-    return m ? m.index : -1;
+    if (m) return m.index;
+    // One word in another inflection ('saving' for "savings", 'Success' for "successful").
+    if (!/^\p{L}{4,}$/u.test(v)) return -1;
+    for (const w of q.matchAll(/\p{L}{4,}/gu)) if (w[0].startsWith(v) || v.startsWith(w[0])) return w.index!;
+    return -1;
   };
   const conjoined = (a: string, b: string): boolean => {
     const i = at(a);
     const j = at(b);
     if (!a || !b || a === b || i < 0 || j < 0) return false;
     const mid = ` ${i < j ? q.slice(i + a.length, j) : q.slice(j + b.length, i)} `;
-    return wordIn('and', mid) && !wordIn('or', mid);
+    return (wordIn('and', mid) || mid.includes(' as well as ')) && !wordIn('or', mid);
   };
   const value = (n: TreeNode | undefined): string | null => (n && n.kind === 'literal' ? String(n.attrs?.value ?? '').toLowerCase() : null);
   const eqOf = (n: TreeNode | undefined): { col: string; v: string } | null => {
