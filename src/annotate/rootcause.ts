@@ -312,13 +312,23 @@ export function conjoinedValuesPerRow(ps: SplitResult, question: string): boolea
   if (!w) return false;
   const q = question.toLowerCase();
   // A value counts where it stands as a whole word of the question ('t' is not the t of "the").
-  const at = (v: string): number => {
-    const m = new RegExp(`(?<![\\p{L}\\p{N}])${v.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?![\\p{L}\\p{N}])`, 'u').exec(q);
-    if (m) return m.index;
+  const words = [...q.matchAll(/\p{L}{4,}/gu)];
+  const isWordChar = (c: string | undefined) => c !== undefined && /[\p{L}\p{N}]/u.test(c);
+  const locate = (v: string): number => {
+    if (!v) return -1;
+    for (let k = q.indexOf(v); k >= 0; k = q.indexOf(v, k + 1)) {
+      if (!isWordChar(q[k - 1]) && !isWordChar(q[k + v.length])) return k;
+    }
     // One word in another inflection ('saving' for "savings", 'Success' for "successful").
     if (!/^\p{L}{4,}$/u.test(v)) return -1;
-    for (const w of q.matchAll(/\p{L}{4,}/gu)) if (w[0].startsWith(v) || v.startsWith(w[0])) return w.index!;
+    for (const w of words) if (w[0].startsWith(v) || v.startsWith(w[0])) return w.index!;
     return -1;
+  };
+  const found = new Map<string, number>();
+  const at = (v: string): number => {
+    let k = found.get(v);
+    if (k === undefined) found.set(v, (k = locate(v)));
+    return k;
   };
   const conjoined = (a: string, b: string): boolean => {
     const i = at(a);
@@ -337,11 +347,12 @@ export function conjoinedValuesPerRow(ps: SplitResult, question: string): boolea
   const visit = (n: TreeNode): boolean => {
     if (n.kind === 'subquery' || n.kind === 'exists') return false;
     if (n.kind === 'comparison' && n.label === 'IN' && n.children[0]?.kind === 'column' && n.children[1]?.kind === 'list') {
-      const vs = n.children[1].children.map(value).filter((v): v is string => v !== null);
+      // Only values the question names can be conjoined by it: pairs among those alone.
+      const vs = n.children[1].children.map(value).filter((v): v is string => v !== null && at(v) >= 0);
       if (vs.some((a, x) => vs.some((b, y) => x < y && conjoined(a, b)))) return true;
     }
     if (n.kind === 'logical' && (n.label === 'OR' || n.label === 'AND')) {
-      const eqs = n.children.map(eqOf).filter((e): e is { col: string; v: string } => e !== null);
+      const eqs = n.children.map(eqOf).filter((e): e is { col: string; v: string } => e !== null && at(e.v) >= 0);
       if (eqs.some((a, x) => eqs.some((b, y) => x < y && a.col === b.col && conjoined(a.v, b.v)))) return true;
     }
     return n.children.some(visit);
