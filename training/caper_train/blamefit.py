@@ -12,7 +12,9 @@ clause label), the rootcause.ts root cause (`truth`, every failure), the expert 
 labels file has one, and the consensus ranking of the other pool8 candidates.
 
 The combiner is a conditional logit over the candidate's units: score(u) = w . x(u), softmax over
-the units, cross-entropy against the unit whose label is the target. Per fold it is fitted on the
+the units, cross-entropy against the unit whose label is the target. Scoring then puts SETOP
+before every unit where the query has no set operation and the service would say
+`missing_clause: SETOP` (fused: the consensus ranks it first; otherwise the row's `conj` flag). Per fold it is fitted on the
 OTHER folds' databases only and scored on the fold's expert-labelled items (Top-1 / MRR over
 clause labels, ties in written order, labels the query lacks appended in fundamental order).
 Modes: `solo` uses what /localize has with a database and no other candidates (PRM z +
