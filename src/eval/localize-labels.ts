@@ -82,6 +82,12 @@ function withMissingClause(units: RootLabel[], missing: RootLabel | null): RootL
   return missing ? [missing, ...units.filter((l) => l !== missing)] : units;
 }
 
+/** The evidence combiner's order as the service answers it (verifier evidenceBlame): a set
+ * operation the question asks for and the query lacks first. */
+function evidenceRanking(it: LabelItem, labels: string[], order: number[]): RootLabel[] {
+  return withMissingClause(labelsOfUnits(it.sql, order), missingClauseOf(labels, null, conjoinedValuesPerRow(splitSql(it.sql), it.question)));
+}
+
 export interface LabelReport {
   source: LabelSource;
   n: number;
@@ -142,7 +148,7 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
       const labels = topUnits(splitSql(it.sql, { tree: false })).map((u) => unitLabel(u.kind, u.arm));
       const ev = r.evidenceText && evidenceOrderFor(raw.manifest, r.raw, r.base, labels, r.evidenceText, false);
       if (!ev) return labelsOfUnits(it.sql, blameOrder(r.raw.map(sigmoid), r.base, 'min'));
-      return withMissingClause(labelsOfUnits(it.sql, ev), missingClauseOf(labels, null, conjoinedValuesPerRow(splitSql(it.sql), it.question)));
+      return evidenceRanking(it, labels, ev);
     });
   }
   if (source === 'fused' || source === 'solo') {
@@ -165,7 +171,7 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
       }
       const ev = evidenceOrderFor(raw.manifest, r.raw, r.base, labels, r.evidence);
       if (!ev) return labelsOfUnits(it.sql, blameOrder(r.raw.map(sigmoid), r.base, 'min'));
-      return withMissingClause(labelsOfUnits(it.sql, ev), missingClauseOf(labels, null, conjoinedValuesPerRow(splitSql(it.sql), it.question)));
+      return evidenceRanking(it, labels, ev);
     });
   }
   const out: (RootLabel[] | null)[] = [];
