@@ -73,7 +73,8 @@ for (const [index, q] of questions.entries()) {
     const others = pool8.filter((sys) => !producers.includes(sys)).map((sys) => preds.get(sys)![index])
       .filter((x): x is string => typeof x === 'string' && x !== sql);
     const cons = await consensusRootCause(sql, others, db, exec, { question: q.question });
-    const { db: ev, text: evText } = await queryEvidence(q.question, sql, split, s, exec);
+    const { db: dbEv, text: evText } = await queryEvidence(q.question, sql, split, s, exec);
+    const ev = dbEv!;
     lines.push(JSON.stringify({
       index, db_id: q.db_id, sql, labels: ev.labels, raw: c.units.map((u) => u.raw), base_raw: Math.log(c.base / (1 - c.base)),
       truth: rc?.clause ?? null, expert: lab?.label ?? null,

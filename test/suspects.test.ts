@@ -12,7 +12,7 @@ import { schemaFromSqlite, schemaFromText, schemaText } from '../src/clauses/sch
 import { SchemaIndex } from '../src/annotate/scope.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { clauseSuspects, executionBlame, blameSchemaOf } from '../src/annotate/suspects.js';
-import { evidenceOrderFor, isEvidenceFeature, linearBlameOrder } from '../src/scoring/blame.js';
+import { evidenceOrderFor, isEvidenceFeature, linearBlameOrder } from '../src/verdict/blame.js';
 import { makeDbDir, start, TINY, type DbFixture, type Running } from './server-fixture.js';
 
 let db: DbFixture;

@@ -16,7 +16,7 @@ import { splitSql, topUnits, walk, type SplitResult, type TreeNode } from '../cl
 import { tokenize, significant, identName } from '../clauses/lexer.js';
 import type { SchemaInfo } from '../clauses/schema.js';
 import { SchemaIndex, resolveColumn } from './scope.js';
-import { EVIDENCE_QUERY_FACTS, EVIDENCE_UNIT_FACTS } from '../scoring/blame.js';
+import { EVIDENCE_QUERY_FACTS, EVIDENCE_UNIT_FACTS } from '../clauses/labels.js';
 import { unitLabel, type RootLabel, type SqlRunner } from './rootcause.js';
 
 export interface SuspectInputs {

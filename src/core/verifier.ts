@@ -12,7 +12,7 @@ import type { LoadedModel } from '../scoring/onnx.js';
 import { Scorer, type ScoredCandidate, type ScoreTiming, type ScoreUsage } from '../scoring/scorer.js';
 import type { PackedRow } from '../scoring/packing.js';
 import { Batcher, QueueFullError, BatcherClosedError } from '../scoring/batcher.js';
-import { rerank as rankCandidates, type Strategy, type RerankOutput } from '../scoring/rerank.js';
+import { rerank as rankCandidates, HYBRID_LAMBDA, CANDIDATE_SCORE_MODE, type Strategy, type RerankOutput } from '../scoring/rerank.js';
 import { execShape, explain, selectGroups, selectorModelFrom, type SelectorCandidate, type SelectorModel, type SelectorReason } from '../scoring/selector.js';
 import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../scoring/returns.js';
 import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../clauses/schema.js';
@@ -20,8 +20,9 @@ import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { extractSql, type Extracted } from './candidates.js';
 import { executionBlame, blameSchemaOf, clauseSuspects, missingLiterals, type SuspectInputs } from '../annotate/suspects.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
-import { rootCause, consensusRootCause, conjoinedValuesPerRow, unitLabel, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
-import { fusedOrderFor, evidenceOrderFor, linearBlameOf, missingClauseOf } from '../scoring/blame.js';
+import { rootCause, consensusRootCause, conjoinedValuesPerRow, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
+import { blameOf, usesEvidence, DEFAULT_BLAME, type Blame, type BlameFacts, type BlameSource } from '../verdict/blame.js';
+import { unitLabel } from '../clauses/labels.js';
 
 export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../annotate/rootcause.js';
 import { splitSql, topUnits, walk, type SplitResult } from '../clauses/index.js';
@@ -32,6 +33,9 @@ import { DbRegistry } from './databases.js';
 import { VERSION } from './version.js';
 
 export { VerifierError } from './errors.js';
+
+/** The fixed decision settings in effect, for /info. */
+export const DECISION_SETTINGS = { candidate_score: CANDIDATE_SCORE_MODE, blame: DEFAULT_BLAME, hybrid_lambda: HYBRID_LAMBDA } as const;
 export type { ScoreUsage } from '../scoring/scorer.js';
 export type { Strategy, RerankOutput } from '../scoring/rerank.js';
 export type { ScoredCandidate, ScoredUnit } from '../scoring/scorer.js';
@@ -161,13 +165,14 @@ export interface ExecutionOutcome {
 export interface VerifiedCandidate extends ScoredCandidate {
   /** What was stripped from the caller's string before scoring (code fence, leading prose). */
   cleaned?: string;
+  /** Unit indexes, most suspect first: the verdict (src/verdict/blame.ts blameOf). */
+  blame: number[];
+  /** Where the blame order comes from. */
+  blameSource: BlameSource;
   /** The execution error that put blame[0] first, e.g. "no such table: singers". */
   blameFromExecution?: string;
-  /** Set when blame combines the model's verdicts with other evidence (see LocalizeResult.blameSource). */
-  blameSource?: 'fused' | 'evidence';
-  /** With fused or evidence blame: a clause blamed before every unit because the query lacks it (a
-   * set operation the consensus root cause, or the question read against the query, finds
-   * missing; scoring/blame.ts missingClauseOf). */
+  /** With fused or evidence blame: a clause blamed before every unit because the query lacks it
+   * (src/verdict/blame.ts missingClauseOf). */
   missingClause?: 'SETOP';
 }
 
@@ -445,44 +450,16 @@ export class Verifier {
   }
 
   /**
-   * The clause label of each of the candidate's units when blame may be re-ranked, else null: the
-   * model could not score the query, or its own execution error already names the clause (an
-   * error outranks any vote or evidence).
-   */
-  private rerankableLabels(candidate: VerifiedCandidate, split: SplitResult | undefined): string[] | null {
-    const tu = split ? topUnits(split) : [];
-    if (candidate.blameFromExecution || candidate.error || tu.length === 0 || tu.length !== candidate.units.length) return null;
-    return tu.map((u) => unitLabel(u.kind, u.arm));
-  }
-
-  /**
-   * Blame fused with a consensus root cause (src/scoring/blame.ts, weights in caper.json fitted by
-   * grouped cross-validation), or null when there is none or blame may not be re-ranked.
-   */
-  private fuseBlame(candidate: VerifiedCandidate, split: SplitResult | undefined, rc: RootCause | null,
-    evidence: readonly Map<string, number>[] | null = null): VerifiedCandidate | null {
-    const labels = rc ? this.rerankableLabels(candidate, split) : null;
-    if (!rc || !labels) return null;
-    const ranking = rc.ranking ?? [rc.clause];
-    const order = fusedOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, ranking, evidence);
-    const missing = missingClauseOf(labels, ranking);
-    return { ...candidate, blame: order, blameSource: 'fused', ...(missing ? { missingClause: missing } : {}) };
-  }
-
-  /**
    * The query's single-query evidence (src/annotate/suspects.ts), or null when the model's
    * combiners do not use it, the query cannot be analysed, or the extraction fails: blame then
    * stays what it was. With a database: literals looked up, the query's own result, and the rest;
    * without one: what the question, the SQL and the schema text say (only when the text is in the
    * prompt format, schemaFromText).
    */
-  private async evidenceOf(question: string, candidate: VerifiedCandidate, split: SplitResult | undefined,
+  private async evidenceOf(question: string, candidate: ScoredCandidate, split: SplitResult | undefined,
     where: { db: { id: string; path: string; dl: Deadline } } | { schemaText: string | undefined }): Promise<Map<string, number>[] | null> {
-    const manifest = this.model?.manifest ?? {};
-    const used = 'db' in where
-      ? linearBlameOf(manifest, 'solo_linear') !== null || linearBlameOf(manifest, 'fused_linear') !== null
-      : linearBlameOf(manifest, 'text_linear') !== null;
-    if (!used || !split?.tree || candidate.error || split.sql.length > ROOT_CAUSE_MAX_CHARS) return null;
+    if (!usesEvidence(this.model?.manifest ?? {}, 'db' in where)) return null;
+    if (!split?.tree || candidate.error || split.sql.length > ROOT_CAUSE_MAX_CHARS) return null;
     let inputs: SuspectInputs;
     if ('db' in where) {
       const schema = this.schemaOf(where.db.id);
@@ -501,15 +478,29 @@ export class Verifier {
     }
   }
 
-  /** Blame from the model's evidence combiner (caper.json blame.solo_linear, or text_linear without a database), or null when it does not apply. */
-  private evidenceBlame(question: string, candidate: VerifiedCandidate, split: SplitResult | undefined, evidence: readonly Map<string, number>[] | null,
-    withDatabase: boolean): VerifiedCandidate | null {
-    const labels = evidence ? this.rerankableLabels(candidate, split) : null;
-    if (!evidence || !labels) return null;
-    const order = evidenceOrderFor(this.model?.manifest ?? {}, candidate.units.map((u) => u.raw), candidate.base, labels, evidence, withDatabase);
-    if (!order) return null;
-    const missing = missingClauseOf(labels, null, split !== undefined && conjoinedValuesPerRow(split, question));
-    return { ...candidate, blame: order, blameSource: 'evidence', ...(missing ? { missingClause: missing } : {}) };
+  /**
+   * A scored candidate with its verdict (src/verdict/blame.ts blameOf) from what the request
+   * learned about it: its execution, its evidence, the consensus of the other candidates.
+   */
+  private verdictOf(question: string, c: ScoredCandidate, found: Extracted, known: {
+    exec?: ExecResult | undefined; index: SchemaIndex | null; evidence?: Map<string, number>[] | null; withDatabase?: boolean; consensus?: RootCause | null;
+  }): VerifiedCandidate {
+    const executionUnit = executionUnitOf(found.sql, c, known.exec, known.index);
+    const consensus = known.consensus ? known.consensus.ranking ?? [known.consensus.clause] : null;
+    const evidence = known.evidence ?? null;
+    const facts: BlameFacts = {
+      raw: c.units.map((u) => u.raw),
+      base: c.base,
+      scored: !c.error,
+      labels: topUnits(c.split).map((u) => unitLabel(u.kind, u.arm)),
+      executionUnit,
+      evidence,
+      withDatabase: known.withDatabase ?? true,
+      consensus,
+      // The question's conjunction cue matters only to the evidence combiner's missing clause.
+      conjunction: evidence !== null && consensus === null && executionUnit === null && conjoinedValuesPerRow(c.split, question),
+    };
+    return verified(c, found, blameOf(facts, this.model?.manifest ?? {}), known.exec);
   }
 
   // ---------- the three operations ----------
@@ -541,13 +532,13 @@ export class Verifier {
         }
       }
       const index = ctx.dbPath ? this.schemaOf(req.db_id!).index : null;
-      const candidates = scored.candidates.map((c, i) => verified(c, found[i]!, exec?.results[i], index));
+      const evidence: (Map<string, number>[] | null)[] = sqls.map(() => null);
       let ranking: RerankOutput[];
       let reasons: SelectorReason[] | undefined;
       if (strategy === 'selector') {
         const cands: SelectorCandidate[] = [];
-        for (let i = 0; i < candidates.length; i++) {
-          const c = candidates[i]!;
+        for (let i = 0; i < scored.candidates.length; i++) {
+          const c = scored.candidates[i]!;
           const r = exec?.results[i];
           await yieldIfLarge(r);
           cands.push({
@@ -588,17 +579,16 @@ export class Verifier {
         reasons = explain(choice, w, this.selector.source[mode], cands.length, cands);
       } else {
         ranking = rankCandidates(
-          candidates.map((c, i) => ({ score: c.score, ...(exec ? { execKey: keys[i]! } : {}) })),
+          scored.candidates.map((c, i) => ({ score: c.score, ...(exec ? { execKey: keys[i]! } : {}) })),
           strategy,
         );
       }
       // Without a database every candidate's blame can still use what the question, its SQL and
       // the schema text say (no lookups: computation only), as /localize does.
       if (!ctx.dbPath) {
-        for (let i = 0; i < candidates.length; i++) {
-          const split = scored.candidates[i]!.split;
-          const ev = await this.evidenceOf(req.question, candidates[i]!, split, { schemaText: ctx.schema });
-          candidates[i] = this.evidenceBlame(req.question, candidates[i]!, split, ev, false) ?? candidates[i]!;
+        for (let i = 0; i < sqls.length; i++) {
+          const c = scored.candidates[i]!;
+          evidence[i] = await this.evidenceOf(req.question, c, c.split, { schemaText: ctx.schema });
         }
       }
       let consensus: (ConsensusOutcome | null)[] | null = null;
@@ -628,12 +618,13 @@ export class Verifier {
         // estimate the pool allows, not the model's verdict alone.
         await Promise.all(consensus.map(async (cr, i) => {
           if (!cr?.rootCause) return;
-          const split = scored.candidates[i]!.split;
-          const evidence = await this.evidenceOf(req.question, candidates[i]!, split, { db: { id: req.db_id!, path: ctx.dbPath!, dl } });
-          const fused = this.fuseBlame(candidates[i]!, split, cr.rootCause, evidence);
-          if (fused) candidates[i] = fused;
+          const c = scored.candidates[i]!;
+          evidence[i] = await this.evidenceOf(req.question, c, c.split, { db: { id: req.db_id!, path: ctx.dbPath!, dl } });
         }));
       }
+      const candidates = scored.candidates.map((c, i) => this.verdictOf(req.question, c, found[i]!, {
+        exec: exec?.results[i], index, evidence: evidence[i], withDatabase: ctx.dbPath !== null, consensus: consensus?.[i]?.rootCause ?? null,
+      }));
       return {
         candidates,
         warnings: contextWarnings(req),
@@ -678,15 +669,17 @@ export class Verifier {
         cands !== undefined && cands.length > 0 ? this.executeAll(ctx.dbPath!, [sql, ...cands], dl) : null,
       ]).then(([[a, b], c]) => [a, b, c] as const);
       const predResult = exec ? exec.results[exec.results.length - 1]! : undefined;
-      let candidate = verified(scored.candidates[0]!, found, predResult, ctx.dbPath ? this.schemaOf(req.db_id!).index : null);
+      const scoredCandidate = scored.candidates[0]!;
+      const split = scoredCandidate.split;
       // With a database the query's own evidence refines the model's blame (the consensus, when
-      // candidates are given, is fused below on top of it).
-      const split = scored.candidates[0]!.split;
-      const evidence = await this.evidenceOf(req.question, candidate, split, canRun ? { db: { id: req.db_id!, path: ctx.dbPath!, dl } } : { schemaText: ctx.schema });
-      candidate = this.evidenceBlame(req.question, candidate, split, evidence, canRun) ?? candidate;
+      // candidates are given, is fused with it).
+      const evidence = await this.evidenceOf(req.question, scoredCandidate, split, canRun ? { db: { id: req.db_id!, path: ctx.dbPath!, dl } } : { schemaText: ctx.schema });
+      const index = ctx.dbPath ? this.schemaOf(req.db_id!).index : null;
+      const decide = (consensus: RootCause | null) =>
+        this.verdictOf(req.question, scoredCandidate, found, { exec: predResult, index, evidence, withDatabase: canRun, consensus });
       const out: LocalizeResult = {
-        candidate,
-        blameSource: candidate.blameFromExecution ? 'execution' : candidate.blameSource ?? 'model',
+        candidate: decide(null),
+        blameSource: 'model',
         warnings: contextWarnings(req),
         ...(predResult ? { execution: outcome(predResult) } : {}),
         model: this.modelName,
@@ -714,12 +707,9 @@ export class Verifier {
         }
         out.timing.execution_ms += candExec ? candExec.ms : 0;
         out.timing.execution_ms += performance.now() - t1;
-        const fused = this.fuseBlame(candidate, split, out.consensus?.rootCause ?? null, evidence);
-        if (fused) {
-          out.candidate = fused;
-          out.blameSource = 'fused';
-        }
+        if (out.consensus?.rootCause) out.candidate = decide(out.consensus.rootCause);
       }
+      out.blameSource = out.candidate.blameSource;
       if (exec && withGold) {
         const t1 = performance.now();
         const goldResult = exec.results[0]!;
@@ -807,7 +797,7 @@ export class Verifier {
         }
       }
       const index = ctx.dbPath ? this.schemaOf(req.db_id!).index : null;
-      const candidates = scored.candidates.map((c, i) => verified(c, found[i]!, preds[i], index));
+      const candidates = scored.candidates.map((c, i) => this.verdictOf(req.question, c, found[i]!, { exec: preds[i], index }));
       // A sample the PRM cannot score (e.g. longer than the model's context) keeps its clauses with
       // score 0, the most pessimistic value (the candidate's error says why).
       const prm = candidates.map((c) => c.units.map((u) => (Number.isFinite(u.score) ? u.score : 0)));
@@ -991,20 +981,20 @@ function contextWarnings(req: Context): string[] {
   return req.schema === undefined && req.db_id === undefined ? [NO_SCHEMA_WARNING] : [];
 }
 
+/** The unit the query's own execution error names (a table or column the database lacks), or null. */
+function executionUnitOf(sql: string, c: ScoredCandidate, exec: ExecResult | undefined, index: SchemaIndex | null): number | null {
+  if (!exec || exec.ok || exec.code !== 'sql_error' || c.units.length === 0) return null;
+  return executionBlame(sql, c.units, exec.error, blameSchemaOf(c.split, index));
+}
+
 /**
- * The scorer's candidate as the caller sees it: spans moved back into the caller's string when
- * the SQL was cut out of it, and an execution error that names a table or column the database
- * lacks put in front of the blame (the model may not know the schema; the database does).
+ * The scorer's candidate as the caller sees it: its blame, spans moved back into the caller's
+ * string when the SQL was cut out of it, and what was cut.
  */
-function verified(c: ScoredCandidate, found: Extracted, exec: ExecResult | undefined, index: SchemaIndex | null = null): VerifiedCandidate {
-  const out: VerifiedCandidate = { ...c };
-  if (exec && !exec.ok && exec.code === 'sql_error' && c.units.length > 0) {
-    const k = executionBlame(found.sql, c.units, exec.error, blameSchemaOf(c.split, index));
-    if (k !== null) {
-      out.blame = [k, ...c.blame.filter((x) => x !== k)];
-      out.blameFromExecution = exec.error;
-    }
-  }
+function verified(c: ScoredCandidate, found: Extracted, b: Blame, exec: ExecResult | undefined): VerifiedCandidate {
+  const out: VerifiedCandidate = { ...c, blame: b.order, blameSource: b.source };
+  if (b.source === 'execution' && exec && !exec.ok) out.blameFromExecution = exec.error;
+  if (b.missing_clause) out.missingClause = b.missing_clause;
   if (found.start !== 0) {
     out.units = c.units.map((u) => ({ ...u, start: u.start + found.start, end: u.end + found.start }));
   }

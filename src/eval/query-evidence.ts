@@ -34,9 +34,10 @@ export function splitSchemas(dataDir: string): (dbId: string) => SplitSchema {
   };
 }
 
-/** The query's evidence with the database (lookups through `exec`) and from the schema text alone (null when the text does not read back). */
-export async function queryEvidence(question: string, sql: string, split: SplitResult, s: SplitSchema, exec: SqlRunner): Promise<{ db: ClauseSuspects; text: ClauseSuspects | null }> {
-  const db = await clauseSuspects({ question, sql, split, schema: s.info, index: s.index, dbPath: s.dbPath, exec });
+/** The query's evidence with the database (lookups through `exec`; null when not asked for) and from the schema text alone (null when the text does not read back). */
+export async function queryEvidence(question: string, sql: string, split: SplitResult, s: SplitSchema, exec: SqlRunner,
+  withDatabase = true): Promise<{ db: ClauseSuspects | null; text: ClauseSuspects | null }> {
+  const db = withDatabase ? await clauseSuspects({ question, sql, split, schema: s.info, index: s.index, dbPath: s.dbPath, exec }) : null;
   const text = s.textInfo ? await clauseSuspects({ question, sql, split, schema: s.textInfo }) : null;
   return { db, text };
 }

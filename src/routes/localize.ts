@@ -2,8 +2,7 @@
 // counterfactual root cause (which clause, which node, the edit that repairs it).
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { num, timingBody, usageBody, rootCauseBody, blameSourceOf } from './shape.js';
-import { warningOf } from '../core/verifier.js';
+import { localizeBody } from './shape.js';
 
 interface LocalizeBody {
   question: string;
@@ -117,33 +116,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         ...(b.gold !== undefined ? { gold: b.gold } : {}),
         ...(b.candidates !== undefined ? { candidates: b.candidates } : {}),
       });
-      const c = r.candidate;
-      const units = c.units.map((u, index) => ({ index, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), raw: num(u.raw) }));
-      const blame = c.blame.map((k, i) => {
-        const u = c.units[k]!;
-        const before = k === 0 ? c.base : c.units[k - 1]!.score;
-        const source = i === 0 && c.blameFromExecution ? { source: 'execution', reason: c.blameFromExecution } : { source: c.blameFromExecution ? 'model' : blameSourceOf(c) };
-        return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), drop: num(before - u.score), ...source };
-      });
-      const out: Record<string, unknown> = { sql: b.sql, parsed: c.parsed, units, base_score: num(c.base), blame, blame_source: r.blameSource, model: r.model };
-      if (c.missingClause) out.missing_clause = c.missingClause;
-      const w = warningOf(c);
-      if (w) out.warning = w;
-      if (r.warnings.length) out.warnings = r.warnings;
-      if (r.execution) out.execution = r.execution;
-      if (r.gold) {
-        out.gold_match = r.gold.match;
-        const rc = r.gold.rootCause;
-        out.root_cause = rc ? rootCauseBody(rc, c) : null;
-        if (r.gold.rootCauseError !== undefined) out.root_cause_error = r.gold.rootCauseError;
-      }
-      if (r.consensus) {
-        out.consensus_root_cause = r.consensus.rootCause ? rootCauseBody(r.consensus.rootCause, c) : null;
-        if (r.consensus.reason !== undefined) out.consensus_root_cause_reason = r.consensus.reason;
-      }
-      out.timing = timingBody(r.timing);
-      out.usage = usageBody(r.usage);
-      return out;
+      return localizeBody(b.sql, r);
     },
   );
 }
