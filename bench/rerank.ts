@@ -11,7 +11,8 @@ import { parseArgs, flagString } from '../src/commands/args.js';
 import { resolvePool } from '../src/eval/spider.js';
 import { computeFacts, summarize, type Facts, type EvalSummary } from '../src/eval/rerank.js';
 import { barChartSvg, type Bar } from '../src/eval/plot.js';
-import { HYBRID_LAMBDA, CANDIDATE_SCORE_MODE, type CandidateScoreMode } from '../src/scoring/rerank.js';
+import { HYBRID_LAMBDA } from '../src/verdict/rank.js';
+import { CANDIDATE_SCORE_MODE, type CandidateScoreMode } from '../src/scoring/candidate-score.js';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 

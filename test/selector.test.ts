@@ -10,9 +10,10 @@ import Database from 'better-sqlite3';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { canonicalize } from '../src/scoring/selector-canon.js';
 import {
-  buildGroups, execShape, explain, FEATURES, selectGroups, selectorModelFrom, sketchJaccard, voteWeights,
+  buildGroups, execShape, explain, FEATURES, selectorModelFrom, sketchJaccard, voteWeights,
   type SelectorCandidate, type SelectorWeights,
 } from '../src/scoring/selector.js';
+import { selectGroups } from '../src/core/ranking.js';
 import { fitSelector, type FitQuestion } from '../src/scoring/selector-fit.js';
 import { foldsByDatabase } from '../src/eval/selector.js';
 

@@ -12,20 +12,22 @@ import type { LoadedModel } from '../scoring/onnx.js';
 import { Scorer, type ScoredCandidate, type ScoreTiming, type ScoreUsage } from '../scoring/scorer.js';
 import type { PackedRow } from '../scoring/packing.js';
 import { Batcher, QueueFullError, BatcherClosedError } from '../scoring/batcher.js';
-import { rerank as rankCandidates, HYBRID_LAMBDA, CANDIDATE_SCORE_MODE, type Strategy, type RerankOutput } from '../scoring/rerank.js';
-import { execShape, explain, selectGroups, selectorModelFrom, type SelectorCandidate, type SelectorModel, type SelectorReason } from '../scoring/selector.js';
+import { HYBRID_LAMBDA, type Strategy, type RerankOutput } from '../verdict/rank.js';
+import { CANDIDATE_SCORE_MODE } from '../scoring/candidate-score.js';
+import { selectorModelFrom, type SelectorModel, type SelectorReason } from '../scoring/selector.js';
+import { rankCandidates, selectorCandidates } from './ranking.js';
 import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../scoring/returns.js';
 import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { extractSql, type Extracted } from './candidates.js';
-import { executionBlame, blameSchemaOf, clauseSuspects, missingLiterals, type SuspectInputs } from '../annotate/suspects.js';
+import { executionBlame, blameSchemaOf, clauseSuspects, type SuspectInputs } from '../annotate/suspects.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
 import { rootCause, consensusRootCause, conjoinedValuesPerRow, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
 import { blameOf, usesEvidence, DEFAULT_BLAME, type Blame, type BlameFacts, type BlameSource } from '../verdict/blame.js';
 import { unitLabel } from '../clauses/labels.js';
 
 export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../annotate/rootcause.js';
-import { splitSql, topUnits, walk, type SplitResult } from '../clauses/index.js';
+import { splitSql, topUnits, type SplitResult } from '../clauses/index.js';
 import { SchemaIndex } from '../annotate/scope.js';
 import { VerifierError } from './errors.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -37,7 +39,7 @@ export { VerifierError } from './errors.js';
 /** The fixed decision settings in effect, for /info. */
 export const DECISION_SETTINGS = { candidate_score: CANDIDATE_SCORE_MODE, blame: DEFAULT_BLAME, hybrid_lambda: HYBRID_LAMBDA } as const;
 export type { ScoreUsage } from '../scoring/scorer.js';
-export type { Strategy, RerankOutput } from '../scoring/rerank.js';
+export type { Strategy, RerankOutput } from '../verdict/rank.js';
 export type { ScoredCandidate, ScoredUnit } from '../scoring/scorer.js';
 export type { SelectorReason } from '../scoring/selector.js';
 
@@ -533,56 +535,15 @@ export class Verifier {
       }
       const index = ctx.dbPath ? this.schemaOf(req.db_id!).index : null;
       const evidence: (Map<string, number>[] | null)[] = sqls.map(() => null);
-      let ranking: RerankOutput[];
-      let reasons: SelectorReason[] | undefined;
-      if (strategy === 'selector') {
-        const cands: SelectorCandidate[] = [];
-        for (let i = 0; i < scored.candidates.length; i++) {
-          const c = scored.candidates[i]!;
-          const r = exec?.results[i];
-          await yieldIfLarge(r);
-          cands.push({
-            sql: sqls[i]!,
-            units: c.units.map((u) => ({ kind: u.kind, text: u.text, score: u.score })),
-            ...(r ? { exec: execShape(r) } : {}),
-            ...(c.error ? { unscored: true } : {}),
-          });
-        }
-        const mode = exec ? 'exec' : 'sql';
-        const w = this.selector[mode];
-        // Literals looked up in the columns they are compared with, for the selector's rule on
-        // groups that rest on a value the database does not hold (a few LIMIT 1 lookups per
-        // candidate, cached like every execution).
-        if (exec) {
-          const index = this.schemaOf(req.db_id!).index;
-          const run = this.runner(dl);
-          if (index) {
-            await Promise.all(cands.map(async (c, i) => {
-              if (!exec.results[i]!.ok || c.sql.length > ROOT_CAUSE_MAX_CHARS) return;
-              try {
-                const n = await missingLiterals(c.sql, index, ctx.dbPath!, run, scored.candidates[i]!.split);
-                if (n > 0) c.missingLiterals = n;
-              } catch {
-                // a failed lookup leaves the feature at 0, as for a query without literals
-              }
-            }));
-          }
-        }
-        const choice = selectGroups(cands, w, req.question);
-        ranking = choice.order.map((index, k) => ({
-          index,
-          rank: k + 1,
-          score: choice.prob[index]!,
-          cluster: choice.cluster[index]! >= 0 ? choice.cluster[index]! : choice.groups.length,
-          clusterSize: choice.clusterSize[index]!,
-        }));
-        reasons = explain(choice, w, this.selector.source[mode], cands.length, cands);
-      } else {
-        ranking = rankCandidates(
-          scored.candidates.map((c, i) => ({ score: c.score, ...(exec ? { execKey: keys[i]! } : {}) })),
-          strategy,
-        );
-      }
+      const { ranking, reasons } = rankCandidates(strategy, {
+        inputs: scored.candidates.map((c, i) => ({ score: c.score, ...(exec ? { execKey: keys[i]! } : {}) })),
+        ...(strategy === 'selector' ? {
+          selector: {
+            cands: await selectorCandidates(scored.candidates, exec?.results ?? null, index && ctx.dbPath ? { index, dbPath: ctx.dbPath, run: this.runner(dl) } : null),
+            model: this.selector, executed: exec !== null, question: req.question,
+          },
+        } : {}),
+      });
       // Without a database every candidate's blame can still use what the question, its SQL and
       // the schema text say (no lookups: computation only), as /localize does.
       if (!ctx.dbPath) {

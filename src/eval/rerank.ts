@@ -11,7 +11,8 @@
 // (src/commands/eval-rerank.ts) caches them so that comparing strategies or --lambda values does
 // not recompute anything.
 import { runPool } from './pool-run.js';
-import { rerank, POOL_STRATEGIES, candidateScore, type PoolStrategy as Strategy, type CandidateScoreMode } from '../scoring/rerank.js';
+import { rerank, POOL_STRATEGIES, type PoolStrategy as Strategy } from '../verdict/rank.js';
+import { candidateScore, type CandidateScoreMode } from '../scoring/candidate-score.js';
 
 
 /** Everything the strategies need about one question, independent of the strategy. */

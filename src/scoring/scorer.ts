@@ -10,7 +10,7 @@ import { buildPrompt } from './prompt.js';
 import type { LoadedModel } from './onnx.js';
 import type { Batcher } from './batcher.js';
 import { packSequences, unpackedRequest, unpackOutputs, type PackedRequest, type PackedRow } from './packing.js';
-import { candidateScore, CANDIDATE_SCORE_MODE, type CandidateScoreMode } from './rerank.js';
+import { candidateScore, CANDIDATE_SCORE_MODE, type CandidateScoreMode } from './candidate-score.js';
 
 /**
  * Longest candidate the clause parser sees. Its cost grows superlinearly on hostile input (a

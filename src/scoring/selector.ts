@@ -434,6 +434,7 @@ export function groupScore(w: SelectorWeights, x: readonly number[]): number {
   return s;
 }
 
+/** A choice over scored groups (src/verdict/rank.ts chooseGroups), as explain() reads it. */
 export interface SelectorChoice {
   /** Caller indexes in ranking order. */
   order: number[];
@@ -445,45 +446,16 @@ export interface SelectorChoice {
   groups: (SelectorGroup & { score: number; prob: number })[];
 }
 
-export function selectGroups(cands: readonly SelectorCandidate[], w: SelectorWeights, question?: string): SelectorChoice {
-  const n = cands.length;
+/**
+ * The model's view of a request's candidates: their groups (buildGroups), each scored with the
+ * weights (groupScore), the candidates outside every group, and each candidate's PRM score. The
+ * decision over them is src/verdict/rank.ts chooseGroups.
+ */
+export function scoreGroups(cands: readonly SelectorCandidate[], w: SelectorWeights, question?: string): {
+  groups: (SelectorGroup & { score: number })[]; failed: number[]; prm: number[];
+} {
   const { groups, failed } = buildGroups(cands, w.mode, question);
-  const prmOrder = (xs: number[]) => xs.slice().sort((a, b) => prmOf(cands[b]!) - prmOf(cands[a]!) || a - b);
-  const cluster = new Array<number>(n).fill(-1);
-  const clusterSize = new Array<number>(n).fill(0);
-  const prob = new Array<number>(n).fill(0);
-  if (groups.length === 0) {
-    const order = prmOrder(cands.map((_, i) => i));
-    for (const i of order) clusterSize[i] = failed.length;
-    return { order, cluster, clusterSize, prob, groups: [] };
-  }
-  const scored = groups.map((g) => ({ ...g, score: groupScore(w, g.x), prob: 0 }));
-  const mx = Math.max(...scored.map((g) => g.score));
-  const z = scored.reduce((a, g) => a + Math.exp(g.score - mx), 0);
-  for (const g of scored) g.prob = Math.exp(g.score - mx) / z;
-  // A group whose answer rests on a value the database does not hold (most members compare a
-  // column with a literal that can match nothing: 'USA' for 'United States') is passed over while
-  // a group without such literals exists. A rule, not a weight: as a fitted feature it was too
-  // rare for the l2 to leave it a weight; as a rule it lifts the cross-validated selector on
-  // dev-open from 85.1 to 86.4 (pool8) and 85.9 to 87.5 (pool16) (docs/SELECTOR.md).
-  const clean = scored.filter((g) => !g.info.missingLiterals);
-  const demote = clean.length > 0 && clean.length < scored.length;
-  scored.sort((a, b) => (demote ? Number(a.info.missingLiterals) - Number(b.info.missingLiterals) : 0)
-    || b.score - a.score || b.info.prm - a.info.prm || Math.min(...a.members) - Math.min(...b.members));
-  const order: number[] = [];
-  scored.forEach((g, gi) => {
-    for (const i of g.members) {
-      order.push(i);
-      cluster[i] = gi;
-      clusterSize[i] = g.members.length;
-      prob[i] = g.prob;
-    }
-  });
-  for (const i of prmOrder(failed)) {
-    order.push(i);
-    clusterSize[i] = failed.length;
-  }
-  return { order, cluster, clusterSize, prob, groups: scored };
+  return { groups: groups.map((g) => ({ ...g, score: groupScore(w, g.x) })), failed, prm: cands.map(prmOf) };
 }
 
 /**
@@ -556,7 +528,7 @@ export interface SelectorReason {
 
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
 
-/** A reason per caller index for a selectGroups() choice. */
+/** A reason per caller index for a choice over scoreGroups()' groups. */
 export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'caper.json' | 'vote', n: number, cands?: readonly SelectorCandidate[]): SelectorReason[] {
   const gs = choice.groups;
   const vote = gs.length ? gs.reduce((b, g) => (g.members.length > b.members.length || (g.members.length === b.members.length && Math.min(...g.members) < Math.min(...b.members)) ? g : b)) : null;
