@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { splitSql, topUnits } from '../src/clauses/index.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { sameResult } from '../src/execution/equivalence.js';
-import { conjoinedValuesPerRow, consensusRootCause, rootCause, unitLabel } from '../src/annotate/rootcause.js';
+import { conjoinedValuesPerRow, consensusRootCause, rootCause, unitLabel } from '../src/rootcause/rootcause.js';
 import { loadModel } from '../src/scoring/onnx.js';
 import { Scorer } from '../src/scoring/scorer.js';
 import { loadLabels } from '../src/eval/localize-labels.js';

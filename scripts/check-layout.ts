@@ -20,6 +20,8 @@ export const LAYERS: Record<string, number> = {
   clauses: 0,
   execution: 1,
   scoring: 1,
+  rootcause: 2,
+  verdict: 2,
   annotate: 2,
   core: 3,
   eval: 3,

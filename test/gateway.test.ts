@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { makeDbDir, start, TINY, serveTinyDuringTests, type Running } from './server-fixture.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { extractSql } from '../src/core/candidates.js';
-import { executionBlame } from '../src/annotate/suspects.js';
+import { executionBlame } from '../src/rootcause/suspects.js';
 
 const Q = 'How many singers are from France?';
 const SCHEMA = 'CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER)';

@@ -249,9 +249,9 @@ test('folds: whole databases, balanced by questions, deterministic', () => {
 });
 
 test('a group resting on a value the column never holds is passed over while another group does not', async () => {
-  const { missingLiterals } = await import('../src/annotate/suspects.js');
+  const { missingLiterals } = await import('../src/rootcause/suspects.js');
   const { schemaFromSqlite } = await import('../src/clauses/schema.js');
-  const { SchemaIndex } = await import('../src/annotate/scope.js');
+  const { SchemaIndex } = await import('../src/clauses/scope.js');
   const schema = new SchemaIndex(schemaFromSqlite(db));
   const withLookups = async (sql: string): Promise<SelectorCandidate> => {
     const c = await cand(sql);

@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { splitSql, topUnits } from '../src/clauses/index.js';
 import { schemaFromSqlite, schemaFromText, schemaText } from '../src/clauses/schema.js';
-import { SchemaIndex } from '../src/annotate/scope.js';
+import { SchemaIndex } from '../src/clauses/scope.js';
 import { SqlExecutor } from '../src/execution/executor.js';
-import { clauseSuspects, executionBlame, blameSchemaOf } from '../src/annotate/suspects.js';
+import { clauseSuspects, executionBlame, blameSchemaOf } from '../src/rootcause/suspects.js';
 import { evidenceOrderFor, isEvidenceFeature, linearBlameOrder } from '../src/verdict/blame.js';
 import { makeDbDir, start, TINY, type DbFixture, type Running } from './server-fixture.js';
 

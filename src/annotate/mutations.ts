@@ -10,7 +10,7 @@ import { splitSql, renderSql, walk, cloneTree, topUnits, nodeTopUnit, makeNode }
 import type { ClauseKind, SplitResult, TreeNode } from '../clauses/types.js';
 import type { ExecResult, SqlExecutor } from '../execution/executor.js';
 import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
-import { SchemaIndex, clauseOf, enclosingSelect, resolveColumn, scopeOf, type TypeClass } from './scope.js';
+import { SchemaIndex, clauseOf, enclosingSelect, resolveColumn, scopeOf, type TypeClass } from '../clauses/scope.js';
 import type { Rng } from './rng.js';
 
 export const MUTATION_KINDS = [

@@ -4,9 +4,9 @@
 import { execShape, scoreGroups, explain, type SelectorCandidate, type SelectorChoice, type SelectorModel, type SelectorReason } from '../scoring/selector.js';
 import type { ScoredCandidate } from '../scoring/scorer.js';
 import type { ExecResult } from '../execution/executor.js';
-import { missingLiterals } from '../annotate/suspects.js';
-import type { SchemaIndex } from '../annotate/scope.js';
-import type { SqlRunner } from '../annotate/rootcause.js';
+import { missingLiterals } from '../rootcause/suspects.js';
+import type { SchemaIndex } from '../clauses/scope.js';
+import type { SqlRunner } from '../rootcause/rootcause.js';
 import { chooseGroups, rankingOfChoice, rerank, type RerankInput, type RerankOutput, type Strategy } from '../verdict/rank.js';
 
 /** The selector's choice: the model's group scores, the verdict's order. */

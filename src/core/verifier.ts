@@ -20,21 +20,23 @@ import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../sco
 import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { extractSql, type Extracted } from './candidates.js';
-import { executionBlame, blameSchemaOf, clauseSuspects, type SuspectInputs } from '../annotate/suspects.js';
+import { executionBlame, blameSchemaOf, clauseSuspects, type SuspectInputs } from '../rootcause/suspects.js';
 import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
-import { rootCause, consensusRootCause, conjoinedValuesPerRow, type RootCause, type ConsensusOutcome } from '../annotate/rootcause.js';
+import { rootCause, consensusRootCause, conjoinedValuesPerRow, type RootCause, type ConsensusOutcome } from '../rootcause/rootcause.js';
 import { blameOf, usesEvidence, DEFAULT_BLAME, type Blame, type BlameFacts, type BlameSource } from '../verdict/blame.js';
 import { unitLabel } from '../clauses/labels.js';
 
-export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../annotate/rootcause.js';
+export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../rootcause/rootcause.js';
 import { splitSql, topUnits, type SplitResult } from '../clauses/index.js';
-import { SchemaIndex } from '../annotate/scope.js';
+import { SchemaIndex } from '../clauses/scope.js';
 import { VerifierError } from './errors.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { DbRegistry } from './databases.js';
 import { VERSION } from './version.js';
 
 export { VerifierError } from './errors.js';
+export { CLAUSE_LABELS } from '../clauses/labels.js';
+export { EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
 
 /** The fixed decision settings in effect, for /info. */
 export const DECISION_SETTINGS = { candidate_score: CANDIDATE_SCORE_MODE, blame: DEFAULT_BLAME, hybrid_lambda: HYBRID_LAMBDA } as const;

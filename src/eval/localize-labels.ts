@@ -15,11 +15,12 @@
 import { readFileSync } from 'node:fs';
 import { splitSql, topUnits } from '../clauses/index.js';
 import { SqlExecutor } from '../execution/executor.js';
-import { rootCause, consensusRootCause, conjoinedValuesPerRow, unitLabel, FUNDAMENTAL_ORDER, ROOT_LABELS, type RootLabel } from '../annotate/rootcause.js';
+import { rootCause, consensusRootCause, conjoinedValuesPerRow } from '../rootcause/rootcause.js';
+import { CLAUSE_LABELS as ROOT_LABELS, unitLabel, type ClauseLabel as RootLabel } from '../clauses/labels.js';
 import { loadModel } from '../scoring/onnx.js';
 import { Scorer } from '../scoring/scorer.js';
 import { blameOf, blameOrder, blameRanking, DEFAULT_BLAME, type Blame, type BlameStrategy } from '../verdict/blame.js';
-import { executionBlame, blameSchemaOf } from '../annotate/suspects.js';
+import { executionBlame, blameSchemaOf } from '../rootcause/suspects.js';
 import { queryEvidence, splitSchemas } from './query-evidence.js';
 import { ROOT_CAUSE_MAX_CHARS } from '../core/verifier.js';
 import { dbPath, loadPredictions, loadQuestions } from './spider.js';
@@ -59,7 +60,7 @@ export function loadLabels(file: string): LabelItem[] {
   return out;
 }
 
-export { unitLabel } from '../annotate/rootcause.js';
+export { unitLabel } from '../clauses/labels.js';
 
 /** Unit indexes (most suspect first) -> clause labels, each once, the rest appended. */
 export function labelsOfUnits(sql: string, order: number[], missing: 'SETOP' | null = null): RootLabel[] {

@@ -8,7 +8,7 @@ import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
 import type { ClauseKind } from '../clauses/types.js';
 import { SqlExecutor } from '../execution/executor.js';
 import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
-import { rootCause } from '../annotate/rootcause.js';
+import { rootCause } from '../rootcause/rootcause.js';
 import type { LoadedModel } from '../scoring/onnx.js';
 import { Scorer } from '../scoring/scorer.js';
 import { blameOrder, BLAME_STRATEGIES, DEFAULT_BLAME } from '../verdict/blame.js';

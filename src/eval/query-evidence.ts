@@ -4,9 +4,9 @@
 // the database and from the text alone (src/annotate/suspects.ts), as /localize computes them.
 import type { SplitResult } from '../clauses/index.js';
 import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../clauses/schema.js';
-import { SchemaIndex } from '../annotate/scope.js';
-import { clauseSuspects, type ClauseSuspects } from '../annotate/suspects.js';
-import type { SqlRunner } from '../annotate/rootcause.js';
+import { SchemaIndex } from '../clauses/scope.js';
+import { clauseSuspects, type ClauseSuspects } from '../rootcause/suspects.js';
+import type { SqlRunner } from '../rootcause/rootcause.js';
 import { dbPath } from './spider.js';
 
 export interface SplitSchema {

@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { num, timingBody, usageBody } from './shape.js';
-import { EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
+import { EXECUTION_ERROR_REWARD } from '../core/verifier.js';
 import { warningOf } from '../core/verifier.js';
 
 interface RewardBody {

@@ -1,6 +1,7 @@
 // JSON schemas shared by the route plugins. Limits live here as maxItems/maxLength so that the
 // validator rejects oversized input before any work, and the error handler reports them as 422.
 import { DEFAULT_LIMITS as L } from './context.js';
+import { CLAUSE_LABELS } from '../core/verifier.js';
 
 export const question = { type: 'string', minLength: 1, maxLength: L.maxQuestionChars, description: 'the natural-language question' } as const;
 export const sqlString = { type: 'string', minLength: 1, maxLength: L.maxSqlChars } as const;
@@ -149,7 +150,7 @@ export const rootCauseOut = {
     kind: { type: 'string', description: "the blamed unit's kind" },
     clause: {
       type: 'string',
-      enum: ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'],
+      enum: [...CLAUSE_LABELS],
       description: 'the root-cause clause (SETOP for a set operation or an arm after the first; a missing clause names itself while unit is the one written in its place)',
     },
     ranking: { type: 'array', items: { type: 'string' }, description: 'clause labels, most likely root cause first' },

@@ -15,9 +15,10 @@
 import { splitSql, topUnits, walk, type SplitResult, type TreeNode } from '../clauses/index.js';
 import { tokenize, significant, identName } from '../clauses/lexer.js';
 import type { SchemaInfo } from '../clauses/schema.js';
-import { SchemaIndex, resolveColumn } from './scope.js';
+import { SchemaIndex, resolveColumn } from '../clauses/scope.js';
 import { EVIDENCE_QUERY_FACTS, EVIDENCE_UNIT_FACTS } from '../clauses/labels.js';
-import { unitLabel, type RootLabel, type SqlRunner } from './rootcause.js';
+import { unitLabel, type ClauseLabel as RootLabel } from '../clauses/labels.js';
+import type { SqlRunner } from './counterfactual.js';
 
 export interface SuspectInputs {
   question: string;
