@@ -7,6 +7,7 @@ import type { ExecResult } from '../execution/executor.js';
 import { missingLiterals } from '../rootcause/suspects.js';
 import type { SchemaIndex } from '../clauses/scope.js';
 import type { SqlRunner } from '../rootcause/rootcause.js';
+import { ROOT_CAUSE_MAX_CHARS } from './limits.js';
 import { chooseGroups, rankingOfChoice, rerank, type RerankInput, type RerankOutput, type Strategy } from '../verdict/rank.js';
 
 /** The selector's choice: the model's group scores, the verdict's order. */
@@ -31,9 +32,6 @@ export function rankCandidates(strategy: Strategy, facts: {
   return { ranking: rankingOfChoice(choice), reasons: explain(choice, w, s.model.source[mode], s.cands.length, s.cands) };
 }
 
-/** Queries longer than this are not analysed on the event loop (see the verifier's ROOT_CAUSE_MAX_CHARS). */
-const LOOKUP_MAX_CHARS = 1_000;
-
 /**
  * The selector's view of the scored candidates: clause scores, execution shapes, and (with a
  * database) how many of each query's literals the columns they are compared with never hold, for
@@ -57,7 +55,7 @@ export async function selectorCandidates(scored: readonly ScoredCandidate[], res
   }
   if (results && db) {
     await Promise.all(cands.map(async (c, i) => {
-      if (!results[i]!.ok || c.sql.length > LOOKUP_MAX_CHARS) return;
+      if (!results[i]!.ok || c.sql.length > ROOT_CAUSE_MAX_CHARS) return;
       try {
         const n = await missingLiterals(c.sql, db.index, db.dbPath, db.run, scored[i]!.split);
         if (n > 0) c.missingLiterals = n;

@@ -6,33 +6,45 @@
 //   localize(req) one query's clause scores and blame; with gold, the execution verdict and
 //                 the counterfactual root cause
 //   reward(req)   clause rewards, returns-to-go and advantages of one GRPO group
-// Failures are VerifierErrors (src/core/errors.ts); src/routes/errors.ts maps them to HTTP.
-// Results are compared with the one rule of src/execution/equivalence.ts, for every operation.
+// It keeps the resources, deadlines and metrics and gathers the facts; what to blame and which
+// candidate wins are decided by src/verdict (through verdicts.ts and ranking.ts), the root-cause
+// steps are analysis.ts. Failures are VerifierErrors (src/core/errors.ts); src/routes/errors.ts
+// maps them to HTTP. Results are compared with the one rule of src/execution/equivalence.ts.
 import type { LoadedModel } from '../scoring/onnx.js';
 import { Scorer, type ScoredCandidate, type ScoreTiming, type ScoreUsage } from '../scoring/scorer.js';
 import type { PackedRow } from '../scoring/packing.js';
 import { Batcher, QueueFullError, BatcherClosedError } from '../scoring/batcher.js';
-import { HYBRID_LAMBDA, type Strategy, type RerankOutput } from '../verdict/rank.js';
+import { HYBRID_LAMBDA, type Strategy } from '../verdict/rank.js';
+import { DEFAULT_BLAME } from '../verdict/blame.js';
 import { CANDIDATE_SCORE_MODE } from '../scoring/candidate-score.js';
-import { selectorModelFrom, type SelectorModel, type SelectorReason } from '../scoring/selector.js';
-import { rankCandidates, selectorCandidates } from './ranking.js';
-import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../scoring/returns.js';
-import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../clauses/schema.js';
-import { SqlExecutor, type ExecResult } from '../execution/executor.js';
-import { extractSql, type Extracted } from './candidates.js';
-import { executionBlame, blameSchemaOf, clauseSuspects, type SuspectInputs } from '../rootcause/suspects.js';
-import { groupKey, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
-import { rootCause, consensusRootCause, conjoinedValuesPerRow, type RootCause, type ConsensusOutcome } from '../rootcause/rootcause.js';
-import { blameOf, usesEvidence, DEFAULT_BLAME, type Blame, type BlameFacts, type BlameSource } from '../verdict/blame.js';
-import { unitLabel } from '../clauses/labels.js';
-
-export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../rootcause/rootcause.js';
-import { splitSql, topUnits, type SplitResult } from '../clauses/index.js';
+import { selectorModelFrom, type SelectorModel } from '../scoring/selector.js';
+import { groupRewards, EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
+import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SchemaIndex } from '../clauses/scope.js';
+import { SqlExecutor, type ExecResult } from '../execution/executor.js';
+import { groupKey, matchesGold } from '../execution/equivalence.js';
+import type { RootCause, ConsensusOutcome } from '../rootcause/rootcause.js';
+import { extractSql } from './candidates.js';
+import { rankCandidates, selectorCandidates } from './ranking.js';
+import { evidenceOf, verdictOf } from './verdicts.js';
+import { goldVerdict, localizeConsensus, rerankConsensus } from './analysis.js';
+import { createDeadline, untilDeadline, type Deadline } from './deadline.js';
 import { VerifierError } from './errors.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { DbRegistry } from './databases.js';
 import { VERSION } from './version.js';
+import {
+  DEFAULT_EXEC_TIMEOUT_MS, DEFAULT_EXEC_WORKERS, DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED, DEFAULT_MAX_WAIT_MS,
+  DEFAULT_REQUEST_TIMEOUT_MS, MAX_CONSENSUS_CANDIDATES, MAX_EXEC_QUEUE, NO_SCHEMA_WARNING, SERVICE_MAX_RESULT_BYTES, SERVICE_MAX_ROWS,
+} from './limits.js';
+import type {
+  Context, ExecutionOutcome, LocalizeRequest, LocalizeResult, RerankRequest, RerankResult, RewardRequest, RewardResult, VerifierOptions,
+} from './types.js';
+
+export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../rootcause/rootcause.js';
+export * from './limits.js';
+export * from './types.js';
+export { executionReserveMs } from './deadline.js';
 
 export { VerifierError } from './errors.js';
 export { CLAUSE_LABELS } from '../clauses/labels.js';
@@ -45,227 +57,6 @@ export type { Strategy, RerankOutput } from '../verdict/rank.js';
 export type { ScoredCandidate, ScoredUnit } from '../scoring/scorer.js';
 export type { SelectorReason } from '../scoring/selector.js';
 
-/**
- * Queries waiting for an executor worker beyond which a request that executes is refused
- * (queue_full): with never-ending candidates each one holds a worker for the whole timeout, so an
- * unbounded queue would make every later request wait minutes instead of being told to come back.
- */
-export const MAX_EXEC_QUEUE = 1024;
-
-/**
- * Default per-request deadline: no answer comes later than this (plus the little work after it).
- * Candidates whose execution had not finished by then are marked skipped and still scored.
- */
-export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
-export const DEFAULT_EXEC_TIMEOUT_MS = 5_000;
-export const DEFAULT_EXEC_WORKERS = 2;
-
-/** The warning of a request that gives the model neither a schema nor a database to read one from. */
-export const NO_SCHEMA_WARNING = 'neither schema nor db_id given: candidates are scored without a schema, which makes scores less reliable';
-
-/**
- * The root-cause analysis parses both queries and aligns their trees on the event loop: a
- * 16,000-character query blocked every other request for ~600 ms, hostile 2,000-character ones
- * ~400 ms, 1,000 ~150 ms. The longest gold query in Spider dev is 422 characters.
- */
-export const ROOT_CAUSE_MAX_CHARS = 1_000;
-/** Most other candidates /localize takes for a consensus root cause. */
-export const MAX_CONSENSUS_CANDIDATES = 64;
-/** References that vote in a consensus root cause (best-ranked first): /localize, /rerank. */
-const LOCALIZE_VOTERS = 16;
-/** Root-cause analysis compares whole results on the main thread and re-executes repaired
- * queries: above this many rows on either side it is skipped (with a reason), so that one request
- * cannot stall the event loop. Nearly all Spider answers stay below it; a result the service
- * truncated (SERVICE_MAX_ROWS) is never analysed. */
-export const ROOT_CAUSE_MAX_ROWS = 1_000;
-const tooBig = (r: ExecResult | undefined): boolean => Boolean(r && r.ok && (r.truncated || r.rows.length > ROOT_CAUSE_MAX_ROWS));
-const NOT_A_REFERENCE = (error: string): ExecResult => ({ ok: false, code: 'refused', error, ms: 0 });
-/** Why a query is not analysed for a consensus root cause, or null. A query that timed out is not:
- * its repairs would mostly time out as well, holding the executor for seconds each. */
-function skipAnalysis(sql: string, own: ExecResult | undefined): string | null {
-  if (sql.length > ROOT_CAUSE_MAX_CHARS) return `root-cause analysis skipped: sql longer than ${ROOT_CAUSE_MAX_CHARS} characters`;
-  if (tooBig(own)) return `root-cause analysis skipped: result larger than ${ROOT_CAUSE_MAX_ROWS} rows`;
-  if (own && !own.ok && own.code === 'timeout') return 'root-cause analysis skipped: the query timed out';
-  if (own && !own.ok && own.code === 'skipped') return 'root-cause analysis skipped: execution skipped (deadline)';
-  return null;
-}
-const RERANK_VOTERS = 4;
-
-/** Execution caps of the service (the executor's own defaults suit offline annotation). */
-export const SERVICE_MAX_ROWS = 5_000;
-export const SERVICE_MAX_RESULT_BYTES = 8 * 1024 * 1024;
-
-/**
- * Default batch bound per provider. On a GPU, bigger batches keep the device busy; on CPU the
- * attention buffers of a large batch fall out of cache and per-sequence cost goes up again
- * (measured with models/tiny: best between 4 and 16 sequences of ~190 tokens), so CPU batches
- * stay small.
- */
-export const DEFAULT_MAX_BATCH_TOKENS = { cuda: 16_384, cpu: 2_048 } as const;
-/**
- * CPU bound when requests arrive as packed prefix-tree rows (~330 tokens on Spider pool8, each
- * already holding all of a request's candidates): one row per run was fastest (96 requests, 1
- * thread: 3.7-4.3 s one row per run, 5.0-5.3 s six length-sorted rows per run, 6.1-8.2 s three or
- * six in arrival order; in bench/serve a 512-token bound, 1.4 rows per run, gave 14.1 req/s
- * against 21.0 with one row), as the [rows, heads, L, L] attention buffers of a batch leave the
- * cache. 1 = every row runs alone (the batcher still queues and serializes the runs).
- */
-export const DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED = 1;
-export const DEFAULT_MAX_WAIT_MS = 2;
-
-export interface VerifierOptions {
-  /** Directory with caper.json, tokenizer.json and the ONNX file; without it scoring is not_ready. */
-  modelDir?: string;
-  /** Databases for execution: <db_id>/<db_id>.sqlite or <db_id>.sqlite inside. */
-  dbDir?: string;
-  device?: 'auto' | 'cuda' | 'cpu';
-  /** onnxruntime intra-op threads (default: onnxruntime's choice, one per core). */
-  threads?: number;
-  /** true/'int8': the int8 weights file; 'int4': the int4 one. */
-  quantized?: boolean | 'int8' | 'int4';
-  /** Score a request's candidates as one prefix-tree row when the model allows (default true). */
-  prefixSharing?: boolean;
-  /** Bound on rows x longest row of one onnxruntime batch. */
-  maxBatchTokens?: number;
-  /** How long a request may wait for others to share its batch. */
-  maxWaitMs?: number;
-  /** Rows per batch; 1 disables batching (benchmark baseline). */
-  maxBatchSize?: number;
-  /** Tokens waiting beyond which requests get queue_full. */
-  maxQueueTokens?: number;
-  /** Per-query execution timeout. */
-  execTimeoutMs?: number;
-  /** Execution result cache bound in MiB (default 256; 0 disables it). */
-  execCacheMb?: number;
-  execWorkers?: number;
-  /** Queries waiting for an executor worker beyond which executing requests get queue_full. */
-  maxExecQueue?: number;
-  /** Per-request deadline (default DEFAULT_REQUEST_TIMEOUT_MS). */
-  requestTimeoutMs?: number;
-}
-
-export interface Timing {
-  tokenize_ms: number;
-  queue_ms: number;
-  inference_ms: number;
-  execution_ms: number;
-  total_ms: number;
-}
-
-/** How one candidate's execution went, as callers see it. */
-export interface ExecutionOutcome {
-  ok: boolean;
-  /** `code: message` when it failed; 'skipped (deadline)' when it had not run by the deadline. */
-  error?: string;
-  /** True when the request's deadline came before this candidate's execution finished. */
-  skipped?: boolean;
-}
-
-/**
- * A scored candidate as the verifier hands it out: units index into the caller's string (also
- * when the SQL was cut out of a code fence), and the notes say what the verifier did besides
- * scoring.
- */
-export interface VerifiedCandidate extends ScoredCandidate {
-  /** What was stripped from the caller's string before scoring (code fence, leading prose). */
-  cleaned?: string;
-  /** Unit indexes, most suspect first: the verdict (src/verdict/blame.ts blameOf). */
-  blame: number[];
-  /** Where the blame order comes from. */
-  blameSource: BlameSource;
-  /** The execution error that put blame[0] first, e.g. "no such table: singers". */
-  blameFromExecution?: string;
-  /** With fused or evidence blame: a clause blamed before every unit because the query lacks it
-   * (src/verdict/blame.ts missingClauseOf). */
-  missingClause?: 'SETOP';
-}
-
-export interface Context {
-  question: string;
-  /** Schema text for the prompt; without it a db_id's schema is rendered from the database. */
-  schema?: string;
-  db_id?: string;
-}
-
-export interface RerankRequest extends Context {
-  sqls: string[];
-  strategy?: Strategy;
-  /** Compute a consensus root cause for the candidates outside the winning group (needs execution). */
-  consensus?: boolean;
-}
-
-export interface RerankResult {
-  candidates: VerifiedCandidate[];
-  /** Request-level warnings (e.g. NO_SCHEMA_WARNING). */
-  warnings: string[];
-  /** Per candidate (request order), when the candidates were executed: the consensus root cause
-   * of every candidate outside the winning execution group (the other candidates standing in for
-   * gold), null for the winning group's members. */
-  consensus: (ConsensusOutcome | null)[] | null;
-  ranking: RerankOutput[];
-  /** Per candidate (request order), when the strategy executed them. */
-  executions: ExecutionOutcome[] | null;
-  strategy: Strategy;
-  /** Per candidate (request order), for the selector: why its group ranks where it does. */
-  reasons?: SelectorReason[];
-  model: string;
-  timing: Timing;
-  usage: ScoreUsage;
-}
-
-export interface LocalizeRequest extends Context {
-  sql: string;
-  gold?: string;
-  /** Other samples for the same question (needs db_id): a consensus root cause without gold. */
-  candidates?: string[];
-}
-
-export interface LocalizeResult {
-  candidate: VerifiedCandidate;
-  warnings: string[];
-  /** How the query ran, when a db_id was given. */
-  execution?: ExecutionOutcome;
-  model: string;
-  /** Present when gold was given (with a database). */
-  gold?: {
-    match: boolean;
-    rootCause: RootCause | null;
-    /** Why there is no root cause although the results differ. */
-    rootCauseError?: string;
-  };
-  /** Present when candidates were given. */
-  consensus?: ConsensusOutcome;
-  /** 'fused' when blame combines the model's clause verdicts with the consensus root cause
-   * (src/scoring/blame.ts), 'execution' when the query's own error names the clause, else 'model'. */
-  blameSource: 'model' | 'evidence' | 'fused' | 'execution';
-  timing: Timing;
-  usage: ScoreUsage;
-}
-
-export interface RewardRequest extends Context {
-  gold?: string;
-  samples: string[];
-  gamma: number;
-  clauseWeight: number;
-  executionWeight: number;
-}
-
-export interface RewardSample {
-  candidate: VerifiedCandidate;
-  rewards: SampleRewards;
-  /** 1 match, 0 mismatch, EXECUTION_ERROR_REWARD when it failed; absent without gold. */
-  execution?: number;
-  executionError?: string;
-}
-
-export interface RewardResult {
-  samples: RewardSample[];
-  warnings: string[];
-  model: string;
-  timing: Timing;
-  usage: ScoreUsage;
-}
-
 interface DbSchema {
   info: SchemaInfo | null;
   text: string;
@@ -273,33 +64,8 @@ interface DbSchema {
   error?: string;
 }
 
-/** Why a candidate was not (fully) scored, in words for the caller; undefined when it was. */
-export function warningOf(c: VerifiedCandidate): string | undefined {
-  const out: string[] = [];
-  if (c.error) out.push(c.error);
-  const t = c.truncated;
-  if (t && (t.schema || t.question)) {
-    out.push(`prompt truncated to max_length (${[t.question ? 'question' : '', t.schema ? 'schema' : ''].filter(Boolean).join(' and ')} cut)`);
-  }
-  if (c.cleaned) out.push(c.cleaned);
-  return out.length ? out.join('; ') : undefined;
-}
-
 const outcome = (r: ExecResult): ExecutionOutcome =>
   r.ok ? { ok: true } : r.code === 'skipped' ? { ok: false, error: r.error, skipped: true } : { ok: false, error: `${r.code}: ${r.error}` };
-
-/**
- * One request's deadline. Its executions are withdrawn a little before it (execSignal), leaving
- * time to rank, compare and serialize; scoring is given up at the deadline itself (signal).
- */
-interface Deadline {
-  signal: AbortSignal;
-  execSignal: AbortSignal;
-  /** The executor's fairness unit: this request's queries. */
-  owner: object;
-  ms: number;
-  clear(): void;
-}
 
 /**
  * Lets other requests (and /healthz) run between pieces of main-thread work on large results:
@@ -449,62 +215,13 @@ export class Verifier {
     await this.executor?.close().catch(() => undefined);
   }
 
+  /** The loaded model's caper.json (empty before loading): the verdict's combiners. */
+  private get manifest(): { [k: string]: unknown } {
+    return this.model?.manifest ?? {};
+  }
+
   get modelName(): string {
     return this.model?.manifest.name ?? '';
-  }
-
-  /**
-   * The query's single-query evidence (src/annotate/suspects.ts), or null when the model's
-   * combiners do not use it, the query cannot be analysed, or the extraction fails: blame then
-   * stays what it was. With a database: literals looked up, the query's own result, and the rest;
-   * without one: what the question, the SQL and the schema text say (only when the text is in the
-   * prompt format, schemaFromText).
-   */
-  private async evidenceOf(question: string, candidate: ScoredCandidate, split: SplitResult | undefined,
-    where: { db: { id: string; path: string; dl: Deadline } } | { schemaText: string | undefined }): Promise<Map<string, number>[] | null> {
-    if (!usesEvidence(this.model?.manifest ?? {}, 'db' in where)) return null;
-    if (!split?.tree || candidate.error || split.sql.length > ROOT_CAUSE_MAX_CHARS) return null;
-    let inputs: SuspectInputs;
-    if ('db' in where) {
-      const schema = this.schemaOf(where.db.id);
-      if (!schema.info || !schema.index) return null;
-      inputs = { question, sql: split.sql, split, schema: schema.info, index: schema.index, dbPath: where.db.path, exec: this.runner(where.db.dl) };
-    } else {
-      const info = where.schemaText ? schemaFromText(where.schemaText) : null;
-      if (!info) return null;
-      inputs = { question, sql: split.sql, split, schema: info };
-    }
-    try {
-      const ev = await clauseSuspects(inputs);
-      return ev.features.length === candidate.units.length ? ev.features : null;
-    } catch {
-      return null;
-    }
-  }
-
-  /**
-   * A scored candidate with its verdict (src/verdict/blame.ts blameOf) from what the request
-   * learned about it: its execution, its evidence, the consensus of the other candidates.
-   */
-  private verdictOf(question: string, c: ScoredCandidate, found: Extracted, known: {
-    exec?: ExecResult | undefined; index: SchemaIndex | null; evidence?: Map<string, number>[] | null; withDatabase?: boolean; consensus?: RootCause | null;
-  }): VerifiedCandidate {
-    const executionUnit = executionUnitOf(found.sql, c, known.exec, known.index);
-    const consensus = known.consensus ? known.consensus.ranking ?? [known.consensus.clause] : null;
-    const evidence = known.evidence ?? null;
-    const facts: BlameFacts = {
-      raw: c.units.map((u) => u.raw),
-      base: c.base,
-      scored: !c.error,
-      labels: topUnits(c.split).map((u) => unitLabel(u.kind, u.arm)),
-      executionUnit,
-      evidence,
-      withDatabase: known.withDatabase ?? true,
-      consensus,
-      // The question's conjunction cue matters only to the evidence combiner's missing clause.
-      conjunction: evidence !== null && consensus === null && executionUnit === null && conjoinedValuesPerRow(c.split, question),
-    };
-    return verified(c, found, blameOf(facts, this.model?.manifest ?? {}), known.exec);
   }
 
   // ---------- the three operations ----------
@@ -551,41 +268,26 @@ export class Verifier {
       if (!ctx.dbPath) {
         for (let i = 0; i < sqls.length; i++) {
           const c = scored.candidates[i]!;
-          evidence[i] = await this.evidenceOf(req.question, c, c.split, { schemaText: ctx.schema });
+          evidence[i] = await evidenceOf(this.manifest, req.question, c, c.split, { schemaText: ctx.schema });
         }
       }
       let consensus: (ConsensusOutcome | null)[] | null = null;
       if (exec && req.consensus && ranking.length > 0) {
         // The winning group is the top-ranked candidate's execution result; everyone else gets a
         // root cause against the other candidates (their own group cannot serve as a reference).
-        const winKey = keys[ranking[0]!.index] ?? null;
-        const schema = this.schemaOf(req.db_id!).index;
-        const run = this.runner(dl);
-        consensus = await Promise.all(sqls.map(async (sql, i) => {
-          if (winKey !== null && keys[i] === winKey) return null;
-          const skip = skipAnalysis(sql, exec.results[i]);
-          if (skip) return { rootCause: null, reason: skip };
-          const refsOk = sqls.map((x, j) => (j !== i && x.length <= ROOT_CAUSE_MAX_CHARS && !tooBig(exec.results[j]) ? x : ''));
-          try {
-            const cr = await consensusRootCause(sql, refsOk, ctx.dbPath!, run, {
-              ownResult: exec.results[i], results: exec.results.map((r, j) => (refsOk[j] ? r : NOT_A_REFERENCE('too long or too large to analyse'))),
-              predSplit: scored.candidates[i]!.split, schema, maxVoters: RERANK_VOTERS, question: req.question,
-            });
-            return shiftConsensus(cr, found[i]!.start);
-          } catch (e) {
-            return { rootCause: null, reason: `root-cause analysis failed: ${e instanceof Error ? e.message : String(e)}` };
-          }
-        }));
+        consensus = await rerankConsensus(found, exec.results, keys, keys[ranking[0]!.index] ?? null, scored.candidates.map((c) => c.split), {
+          dbPath: ctx.dbPath!, run: this.runner(dl), schema: this.schemaOf(req.db_id!).index, question: req.question,
+        });
         // The same fused blame as /localize with candidates, for every candidate that has a
         // consensus root cause: a caller reading blame[0] of a losing candidate gets the best
         // estimate the pool allows, not the model's verdict alone.
         await Promise.all(consensus.map(async (cr, i) => {
           if (!cr?.rootCause) return;
           const c = scored.candidates[i]!;
-          evidence[i] = await this.evidenceOf(req.question, c, c.split, { db: { id: req.db_id!, path: ctx.dbPath!, dl } });
+          evidence[i] = await evidenceOf(this.manifest, req.question, c, c.split, { db: { schema: this.schemaOf(req.db_id!), path: ctx.dbPath!, run: this.runner(dl) } });
         }));
       }
-      const candidates = scored.candidates.map((c, i) => this.verdictOf(req.question, c, found[i]!, {
+      const candidates = scored.candidates.map((c, i) => verdictOf(this.manifest, req.question, c, found[i]!, {
         exec: exec?.results[i], index, evidence: evidence[i], withDatabase: ctx.dbPath !== null, consensus: consensus?.[i]?.rootCause ?? null,
       }));
       return {
@@ -636,10 +338,10 @@ export class Verifier {
       const split = scoredCandidate.split;
       // With a database the query's own evidence refines the model's blame (the consensus, when
       // candidates are given, is fused with it).
-      const evidence = await this.evidenceOf(req.question, scoredCandidate, split, canRun ? { db: { id: req.db_id!, path: ctx.dbPath!, dl } } : { schemaText: ctx.schema });
+      const evidence = await evidenceOf(this.manifest, req.question, scoredCandidate, split, canRun ? { db: { schema: this.schemaOf(req.db_id!), path: ctx.dbPath!, run: this.runner(dl) } } : { schemaText: ctx.schema });
       const index = ctx.dbPath ? this.schemaOf(req.db_id!).index : null;
       const decide = (consensus: RootCause | null) =>
-        this.verdictOf(req.question, scoredCandidate, found, { exec: predResult, index, evidence, withDatabase: canRun, consensus });
+        verdictOf(this.manifest, req.question, scoredCandidate, found, { exec: predResult, index, evidence, withDatabase: canRun, consensus });
       const out: LocalizeResult = {
         candidate: decide(null),
         blameSource: 'model',
@@ -651,23 +353,9 @@ export class Verifier {
       };
       if (cands !== undefined) {
         const t1 = performance.now();
-        const skip = candExec ? skipAnalysis(sql, candExec.results[0]) : null;
-        if (!candExec) out.consensus = { rootCause: null, reason: 'no candidates given' };
-        else if (skip) out.consensus = { rootCause: null, reason: skip };
-        else {
-          const [own, ...results] = candExec.results;
-          // A candidate too long or too large to analyse cannot be a reference either.
-          const usable = results.map((r, j) => (cands[j]!.length <= ROOT_CAUSE_MAX_CHARS && !tooBig(r) ? r : NOT_A_REFERENCE('too long or too large to analyse')));
-          try {
-            const cr = await consensusRootCause(sql, cands, ctx.dbPath!, this.runner(dl), {
-              ownResult: own, results: usable, predSplit: scored.candidates[0]!.split, schema: this.schemaOf(req.db_id!).index, maxVoters: LOCALIZE_VOTERS,
-              question: req.question,
-            });
-            out.consensus = shiftConsensus(cr, found.start);
-          } catch (e) {
-            out.consensus = { rootCause: null, reason: `root-cause analysis failed: ${e instanceof Error ? e.message : String(e)}` };
-          }
-        }
+        out.consensus = await localizeConsensus(found, cands, candExec?.results ?? null, split, {
+          dbPath: ctx.dbPath!, run: this.runner(dl), schema: this.schemaOf(req.db_id!).index, question: req.question,
+        });
         out.timing.execution_ms += candExec ? candExec.ms : 0;
         out.timing.execution_ms += performance.now() - t1;
         if (out.consensus?.rootCause) out.candidate = decide(out.consensus.rootCause);
@@ -675,44 +363,9 @@ export class Verifier {
       out.blameSource = out.candidate.blameSource;
       if (exec && withGold) {
         const t1 = performance.now();
-        const goldResult = exec.results[0]!;
-        if (!goldResult.ok && goldResult.code !== 'skipped') {
-          throw new VerifierError('invalid_value', `gold does not run: ${goldResult.code}: ${goldResult.error}`, { field: 'gold' });
-        }
-        // Root causes are read off gold's clauses: a gold the clause parser cannot read is refused
-        // like one that does not run (beyond the analysis limit only its clause units are needed).
-        if (!splitSql(gold!, { tree: gold!.length <= ROOT_CAUSE_MAX_CHARS }).ok) {
-          throw new VerifierError('invalid_value', 'gold does not parse as SQL', { field: 'gold' });
-        }
-        const ordered = rowOrderMatters(gold!);
-        const skipped = !goldResult.ok || (!predResult!.ok && predResult!.code === 'skipped');
-        const match = !skipped && matchesGold(goldResult, { ordered })(predResult!);
-        out.gold = { match, rootCause: null };
-        if (skipped) {
-          out.gold.rootCauseError = `execution skipped (deadline): no verdict before the request deadline of ${dl.ms} ms`;
-        } else if (!match) {
-          if (Math.max(sql.length, gold!.length) > ROOT_CAUSE_MAX_CHARS) {
-            out.gold.rootCauseError = `counterfactual analysis skipped: sql or gold longer than ${ROOT_CAUSE_MAX_CHARS} characters`;
-          } else if (tooBig(goldResult) || tooBig(predResult)) {
-            out.gold.rootCauseError = `counterfactual analysis skipped: a result larger than ${ROOT_CAUSE_MAX_ROWS} rows`;
-          } else {
-            // The executions and the prediction's tree above are handed in: the analysis parses
-            // only gold and runs only the repaired query.
-            const rc = await rootCause(sql, gold!, ctx.dbPath!, this.runner(dl), {
-              goldResult,
-              predResult: predResult!,
-              predSplit: scored.candidates[0]!.split,
-              schema: this.schemaOf(req.db_id!).index,
-              question: req.question,
-            });
-            if (dl.execSignal.aborted) {
-              out.gold.rootCauseError = `counterfactual analysis skipped (deadline): not finished within ${dl.ms} ms`;
-            } else {
-              out.gold.rootCause = rc && shiftRootCause(rc, found.start);
-              if (!rc) out.gold.rootCauseError = 'the results differ, but no clause of the query differs in meaning from the gold query';
-            }
-          }
-        }
+        out.gold = await goldVerdict(found, gold!, exec.results[0]!, predResult!, split, dl, {
+          dbPath: ctx.dbPath!, run: this.runner(dl), schema: this.schemaOf(req.db_id!).index, question: req.question,
+        });
         out.timing.execution_ms += exec.ms + (performance.now() - t1);
       } else if (exec) out.timing.execution_ms += exec.ms;
       out.timing.total_ms = performance.now() - t0;
@@ -760,7 +413,7 @@ export class Verifier {
         }
       }
       const index = ctx.dbPath ? this.schemaOf(req.db_id!).index : null;
-      const candidates = scored.candidates.map((c, i) => this.verdictOf(req.question, c, found[i]!, { exec: preds[i], index }));
+      const candidates = scored.candidates.map((c, i) => verdictOf(this.manifest, req.question, c, found[i]!, { exec: preds[i], index }));
       // A sample the PRM cannot score (e.g. longer than the model's context) keeps its clauses with
       // score 0, the most pessimistic value (the candidate's error says why).
       const prm = candidates.map((c) => c.units.map((u) => (Number.isFinite(u.score) ? u.score : 0)));
@@ -837,25 +490,9 @@ export class Verifier {
     return s;
   }
 
-  /** A deadline for one request; its timer never keeps the process alive. */
+  /** A deadline for one request. */
   private deadline(): Deadline {
-    const ms = this.execution.requestTimeoutMs;
-    const c = new AbortController();
-    const e = new AbortController();
-    const t = setTimeout(() => c.abort(), ms);
-    const te = setTimeout(() => e.abort(), ms - executionReserveMs(ms));
-    t.unref();
-    te.unref();
-    return {
-      signal: c.signal,
-      execSignal: e.signal,
-      owner: c,
-      ms,
-      clear: () => {
-        clearTimeout(t);
-        clearTimeout(te);
-      },
-    };
+    return createDeadline(this.execution.requestTimeoutMs);
   }
 
   private async score(scorer: Scorer, question: string, schema: string, sqls: readonly string[], dl: Deadline): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming; usage: ScoreUsage }> {
@@ -908,68 +545,7 @@ export class Verifier {
   }
 }
 
-/**
- * How long before the deadline executions are withdrawn: the work after them (grouping, ranking,
- * serializing up to 64 results) must fit in before the deadline even on a loaded machine.
- * 5% of the deadline, between 20 and 500 ms.
- */
-export function executionReserveMs(deadlineMs: number): number {
-  return Math.min(500, Math.max(20, Math.round(deadlineMs * 0.05)), Math.floor(deadlineMs / 2));
-}
-
-/** Rejects with deadline_exceeded when the request's deadline fires first. */
-function untilDeadline<T>(p: Promise<T>, dl: Deadline): Promise<T> {
-  if (dl.signal.aborted) return Promise.reject(deadlineError(dl));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(deadlineError(dl));
-    dl.signal.addEventListener('abort', onAbort, { once: true });
-    p.then(
-      (v) => {
-        dl.signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        dl.signal.removeEventListener('abort', onAbort);
-        reject(e);
-      },
-    );
-  });
-}
-
-function deadlineError(dl: Deadline): VerifierError {
-  return new VerifierError('deadline_exceeded', `scoring did not finish within the request deadline of ${dl.ms} ms`, { retryAfterS: 1 });
-}
-
 function contextWarnings(req: Context): string[] {
   return req.schema === undefined && req.db_id === undefined ? [NO_SCHEMA_WARNING] : [];
 }
 
-/** The unit the query's own execution error names (a table or column the database lacks), or null. */
-function executionUnitOf(sql: string, c: ScoredCandidate, exec: ExecResult | undefined, index: SchemaIndex | null): number | null {
-  if (!exec || exec.ok || exec.code !== 'sql_error' || c.units.length === 0) return null;
-  return executionBlame(sql, c.units, exec.error, blameSchemaOf(c.split, index));
-}
-
-/**
- * The scorer's candidate as the caller sees it: its blame, spans moved back into the caller's
- * string when the SQL was cut out of it, and what was cut.
- */
-function verified(c: ScoredCandidate, found: Extracted, b: Blame, exec: ExecResult | undefined): VerifiedCandidate {
-  const out: VerifiedCandidate = { ...c, blame: b.order, blameSource: b.source };
-  if (b.source === 'execution' && exec && !exec.ok) out.blameFromExecution = exec.error;
-  if (b.missing_clause) out.missingClause = b.missing_clause;
-  if (found.start !== 0) {
-    out.units = c.units.map((u) => ({ ...u, start: u.start + found.start, end: u.end + found.start }));
-  }
-  if (found.note) out.cleaned = found.note;
-  return out;
-}
-
-function shiftRootCause<T extends RootCause>(rc: T, by: number): T {
-  if (by === 0 || !rc.node.span) return rc;
-  return { ...rc, node: { ...rc.node, span: [rc.node.span[0] + by, rc.node.span[1] + by] } };
-}
-
-function shiftConsensus(c: ConsensusOutcome, by: number): ConsensusOutcome {
-  return c.rootCause ? { rootCause: shiftRootCause(c.rootCause, by) } : c;
-}
