@@ -2,7 +2,7 @@
 // failing candidate of a Spider-layout candidate pool (pool16 by default), with
 //   labels     the clause label of each top-level unit (unitLabel)
 //   raw        the Clause-PRM's output at each unit's marker (the model given by --model)
-//   feats      the single-query evidence of src/annotate/suspects.ts (question, schema, database)
+//   feats      the single-query evidence of src/rootcause/suspects.ts (question, schema, database)
 //   feats_text the same without a database (schema text only), as /localize without a db_id
 //   truth      the rootcause.ts root cause against gold (every failure: the training target)
 //   expert     the expert label where the labels file has the item (the yardstick)

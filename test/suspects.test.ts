@@ -1,6 +1,6 @@
-// Single-query evidence (src/annotate/suspects.ts) on a real SQLite database built here, the
+// Single-query evidence (src/rootcause/suspects.ts) on a real SQLite database built here, the
 // execution-error rule that blames FROM when the missing column lives in a table the query does
-// not read, the evidence combiner of scoring/blame.ts, and /localize on the real server with a
+// not read, the evidence combiner of verdict/blame.ts, and /localize on the real server with a
 // model directory whose caper.json carries such a combiner.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -21,9 +21,9 @@ export const DEFAULT_EXEC_WORKERS = 2;
 export const NO_SCHEMA_WARNING = 'neither schema nor db_id given: candidates are scored without a schema, which makes scores less reliable';
 
 /**
- * The root-cause analysis parses both queries and aligns their trees on the event loop: a
- * 16,000-character query blocked every other request for ~600 ms, hostile 2,000-character ones
- * ~400 ms, 1,000 ~150 ms. The longest gold query in Spider dev is 422 characters.
+ * The root-cause analysis parses both queries and aligns their trees on the event loop, at a cost
+ * that grows faster than the length: beyond this a long or hostile query would stall every other
+ * request. Real gold queries stay well below it (bench/results/rootcause.md).
  */
 export const ROOT_CAUSE_MAX_CHARS = 1_000;
 /** Most other candidates /localize takes for a consensus root cause. */
@@ -54,18 +54,15 @@ export const SERVICE_MAX_RESULT_BYTES = 8 * 1024 * 1024;
 
 /**
  * Default batch bound per provider. On a GPU, bigger batches keep the device busy; on CPU the
- * attention buffers of a large batch fall out of cache and per-sequence cost goes up again
- * (measured with models/tiny: best between 4 and 16 sequences of ~190 tokens), so CPU batches
- * stay small.
+ * attention buffers of a large batch fall out of cache and per-sequence cost goes up again, so CPU
+ * batches stay small (bench/results/ for the measurements).
  */
 export const DEFAULT_MAX_BATCH_TOKENS = { cuda: 16_384, cpu: 2_048 } as const;
 /**
- * CPU bound when requests arrive as packed prefix-tree rows (~330 tokens on Spider pool8, each
- * already holding all of a request's candidates): one row per run was fastest (96 requests, 1
- * thread: 3.7-4.3 s one row per run, 5.0-5.3 s six length-sorted rows per run, 6.1-8.2 s three or
- * six in arrival order; in bench/serve a 512-token bound, 1.4 rows per run, gave 14.1 req/s
- * against 21.0 with one row), as the [rows, heads, L, L] attention buffers of a batch leave the
- * cache. 1 = every row runs alone (the batcher still queues and serializes the runs).
+ * CPU bound when requests arrive as packed prefix-tree rows (each already holding all of a
+ * request's candidates): one row per run is fastest (bench/serve), as the [rows, heads, L, L]
+ * attention buffers of a batch leave the cache. 1 = every row runs alone (the batcher still queues
+ * and serializes the runs).
  */
 export const DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED = 1;
 export const DEFAULT_MAX_WAIT_MS = 2;

@@ -130,7 +130,7 @@ export interface LocalizeResult {
   /** Present when candidates were given. */
   consensus?: ConsensusOutcome;
   /** 'fused' when blame combines the model's clause verdicts with the consensus root cause
-   * (src/scoring/blame.ts), 'execution' when the query's own error names the clause, else 'model'. */
+   * (src/verdict/blame.ts), 'execution' when the query's own error names the clause, else 'model'. */
   blameSource: 'model' | 'evidence' | 'fused' | 'execution';
   timing: Timing;
   usage: ScoreUsage;

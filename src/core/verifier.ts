@@ -69,7 +69,7 @@ const outcome = (r: ExecResult): ExecutionOutcome =>
 
 /**
  * Lets other requests (and /healthz) run between pieces of main-thread work on large results:
- * keying or comparing 10,000 rows takes ~10 ms, and a request may carry 64 of them.
+ * keying or comparing many rows is main-thread work, and a request may carry 64 of them.
  */
 function yieldIfLarge(r: ExecResult | undefined): Promise<void> | undefined {
   return r?.ok && r.rows.length > 500 ? new Promise<void>((res) => setImmediate(res)) : undefined;
@@ -136,9 +136,9 @@ export class Verifier {
             timeoutMs: this.execution.timeoutMs,
             workers,
             perOwner: this.execution.perRequestWorkers,
-            // Results are received and compared on the event loop (~2 ms per 1,000 rows): the
-            // library's 100,000-row default let one candidate stall every other request for
-            // ~250 ms. The largest gold result in Spider dev-open has 1,860 rows.
+            // Results are received and compared on the event loop: the library's 100,000-row
+            // default let one candidate stall every other request. Real gold results stay far
+            // below the service's cap.
             maxRows: SERVICE_MAX_ROWS,
             maxResultBytes: SERVICE_MAX_RESULT_BYTES,
             // A query that ran out of time once would hold a worker for the whole limit again.

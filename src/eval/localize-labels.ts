@@ -1,7 +1,7 @@
 // `caper eval localize --labels FILE --source prm|gold|consensus`: a blame source against expert
 // root-cause labels (the format of dev-open/labels/root_cause.jsonl: one JSON object a line with
 // index, db_id, question, gold, sql, label; items labelled NONE are not scored).
-//  - gold:      rootCause(sql, gold) (src/annotate/rootcause.ts), the annotation's definition;
+//  - gold:      rootCause(sql, gold) (src/rootcause/rootcause.ts), the annotation's definition;
 //  - consensus: consensusRootCause(sql, the other pool candidates of the same question), no gold;
 //  - prm:       the Clause-PRM's blame order (no gold, no execution: the model alone);
 //  - text:      what /localize answers without a database (the schema text posted);

@@ -1,6 +1,6 @@
 // Localization evaluation (`caper eval localize`, src/commands/eval-localize.ts): how well each method names the root-cause clause of real failures.
 // Failures are the pool systems' predictions whose execution differs from gold; the truth is the
-// counterfactual root cause (src/annotate/counterfactual.ts); methods are the Clause-PRM and the
+// counterfactual root cause (src/rootcause/counterfactual.ts); methods are the Clause-PRM and the
 // prior / consensus / random baselines.
 import { readFileSync } from 'node:fs';
 import { splitSql, topUnits } from '../clauses/index.js';

@@ -1,7 +1,7 @@
 // What the evaluation and the blame-fit data need of a split's databases and of one query: each
 // database's schema read once (as SQLite says it, as the prompt's text, and that text read back
 // the way the service reads a posted schema), and the query's single-query evidence both with
-// the database and from the text alone (src/annotate/suspects.ts), as /localize computes them.
+// the database and from the text alone (src/rootcause/suspects.ts), as /localize computes them.
 import type { SplitResult } from '../clauses/index.js';
 import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SchemaIndex } from '../clauses/scope.js';

@@ -2,7 +2,7 @@
 // Spider-layout directory, with majority vote, the oracle and the best single system beside it.
 //
 // The same decisions as the service: PRM scores from the same Scorer, execution on the same
-// SqlExecutor, groups by groupKey, rerank() from src/scoring/rerank.ts. EX is the project's one
+// SqlExecutor, groups by groupKey, rerank() from src/verdict/rank.ts. EX is the project's one
 // result-equivalence rule (src/execution/equivalence.ts: Spider test-suite semantics, 5 s per
 // query), so majority vote, the oracle and the best single system reproduce the data README's
 // reference table.

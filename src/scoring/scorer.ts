@@ -13,8 +13,8 @@ import { packSequences, unpackedRequest, unpackOutputs, type PackedRequest, type
 import { candidateScore, CANDIDATE_SCORE_MODE, type CandidateScoreMode } from './candidate-score.js';
 
 /**
- * Longest candidate the clause parser sees. Its cost grows superlinearly on hostile input (a
- * 20,000-character `a+a+...` took ~750 ms on the event loop); longer candidates keep the same clause
+ * Longest candidate the clause parser sees. Its cost grows superlinearly on hostile input (long
+ * `a+a+...` chains stall the event loop); longer candidates keep the same clause
  * units (those come from the lexer either way), so their scores are unchanged, but parsed=false.
  */
 export const MAX_PARSE_CHARS = 2_000;

@@ -408,7 +408,7 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
       const single = e.rows === 1 && e.cols === 1;
       base.push(cue.count ? (single ? 1 : -1) : 0, cue.superlative ? (e.rows === 1 ? 1 : -1) : 0, Math.max(0, e.cols - cue.asked));
       // Share of members comparing a column with a value it never holds (checked by the caller
-      // against the database: src/annotate/suspects.ts missingLiterals).
+      // against the database: src/rootcause/suspects.ts missingLiterals).
       base.push(mean(members.map((i) => ((cands[i]!.missingLiterals ?? 0) > 0 ? 1 : 0))));
       info.shape = { rows: e.rows, cols: e.cols, empty: e.rows === 0, all_null: e.allNull };
     } else {

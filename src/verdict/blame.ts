@@ -132,7 +132,7 @@ export function isEvidenceFeature(name: string): boolean {
 /**
  * Unit indexes, most suspect first, by a fitted linear combiner; null when it names an unknown
  * feature (or an evidence feature and no evidence is given: its weights were fitted with it).
- * @param evidence per unit, the sparse features of src/annotate/suspects.ts
+ * @param evidence per unit, the sparse features of src/rootcause/suspects.ts
  */
 export function linearBlameOrder(lin: LinearBlame, raw: number[], baseRaw: number, labels: string[], consensus: readonly string[] | null,
   evidence: readonly Map<string, number>[] | null = null): number[] | null {
