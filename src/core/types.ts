@@ -131,7 +131,7 @@ export interface LocalizeResult {
   consensus?: ConsensusOutcome;
   /** 'fused' when blame combines the model's clause verdicts with the consensus root cause
    * (src/verdict/blame.ts), 'execution' when the query's own error names the clause, else 'model'. */
-  blameSource: 'model' | 'evidence' | 'fused' | 'execution';
+  blameSource: BlameSource;
   timing: Timing;
   usage: ScoreUsage;
 }

@@ -342,9 +342,10 @@ export class Verifier {
       const index = ctx.dbPath ? this.schemaOf(req.db_id!).index : null;
       const decide = (consensus: RootCause | null) =>
         verdictOf(this.manifest, req.question, scoredCandidate, found, { exec: predResult, index, evidence, withDatabase: canRun, consensus });
+      const candidate = decide(null);
       const out: LocalizeResult = {
-        candidate: decide(null),
-        blameSource: 'model',
+        candidate,
+        blameSource: candidate.blameSource,
         warnings: contextWarnings(req),
         ...(predResult ? { execution: outcome(predResult) } : {}),
         model: this.modelName,
@@ -358,9 +359,11 @@ export class Verifier {
         });
         out.timing.execution_ms += candExec ? candExec.ms : 0;
         out.timing.execution_ms += performance.now() - t1;
-        if (out.consensus?.rootCause) out.candidate = decide(out.consensus.rootCause);
+        if (out.consensus?.rootCause) {
+          out.candidate = decide(out.consensus.rootCause);
+          out.blameSource = out.candidate.blameSource;
+        }
       }
-      out.blameSource = out.candidate.blameSource;
       if (exec && withGold) {
         const t1 = performance.now();
         out.gold = await goldVerdict(found, gold!, exec.results[0]!, predResult!, split, dl, {
