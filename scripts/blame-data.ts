@@ -20,7 +20,7 @@ import { conjoinedValuesPerRow, consensusRootCause, rootCause, unitLabel } from 
 import { loadModel } from '../src/scoring/onnx.js';
 import { Scorer } from '../src/scoring/scorer.js';
 import { loadLabels } from '../src/eval/localize-labels.js';
-import { loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
+import { loadPredictions, loadQuestions, otherCandidates, resolvePool } from '../src/eval/spider.js';
 import { queryEvidence, splitSchemas } from '../src/eval/query-evidence.js';
 import { parseArgs, flagString } from '../src/commands/args.js';
 
@@ -70,8 +70,7 @@ for (const [index, q] of questions.entries()) {
     // The other candidates: pool8's, less the systems that wrote this SQL (the labels file names
     // them for labelled items) and any identical text: what /localize would be given.
     const producers = lab?.systems ?? pool8.filter((sys) => preds.get(sys)?.[index] === sql);
-    const others = pool8.filter((sys) => !producers.includes(sys)).map((sys) => preds.get(sys)![index])
-      .filter((x): x is string => typeof x === 'string' && x !== sql);
+    const others = otherCandidates(preds, pool8, index, sql, producers);
     const cons = await consensusRootCause(sql, others, db, exec, { question: q.question });
     const { db: dbEv, text: evText } = await queryEvidence(q.question, sql, split, s, exec);
     const ev = dbEv!;

@@ -23,7 +23,7 @@ import { blameOf, blameOrder, blameRanking, DEFAULT_BLAME, type Blame, type Blam
 import { executionBlame, blameSchemaOf } from '../rootcause/suspects.js';
 import { queryEvidence, splitSchemas } from './query-evidence.js';
 import { ROOT_CAUSE_MAX_CHARS } from '../core/verifier.js';
-import { dbPath, loadPredictions, loadQuestions } from './spider.js';
+import { dbPath, loadPredictions, loadQuestions, otherCandidates } from './spider.js';
 
 export const LABEL_SOURCES = ['prm', 'text', 'solo', 'gold', 'consensus', 'consensus+prm', 'fused'] as const;
 export type LabelSource = (typeof LABEL_SOURCES)[number];
@@ -157,12 +157,8 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
         const rc = await rootCause(it.sql, it.gold, db, exec, { question: it.question });
         out.push(rc ? rc.ranking ?? [rc.clause] : null);
       } else {
-        // The other candidates: the pool's predictions for the question, less the systems that
-        // produced this SQL (when the file names them) and any identical text.
-        const others = opts.systems
-          .filter((s) => !(it.systems ?? []).includes(s))
-          .map((s) => preds.get(s)![it.index])
-          .filter((s): s is string => typeof s === 'string' && s !== it.sql);
+        // The systems that produced this SQL, when the file names them, are not its references.
+        const others = otherCandidates(preds, opts.systems, it.index, it.sql, it.systems ?? []);
         const c = await consensusRootCause(it.sql, others, db, exec, { question: it.question });
         out.push(c.rootCause ? c.rootCause.ranking ?? [c.rootCause.clause] : null);
       }
