@@ -1,4 +1,5 @@
 import { test } from 'node:test';
+import { getEventListeners } from 'node:events';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -290,4 +291,41 @@ test('rowOrderMatters ignores subqueries, windows, strings and comments', () => 
   assert.equal(rowOrderMatters("SELECT 'order by' FROM t -- order by\n"), false);
   assert.equal(rowOrderMatters('SELECT rank() OVER (ORDER BY a) FROM t'), false);
   assert.equal(rowOrderMatters('SELECT a FROM t UNION SELECT b FROM u ORDER BY 1'), true);
+});
+
+test('one abort listener per signal however many of its queries wait, removed when they are done', async () => {
+  const { dir, db } = fixture();
+  const ex = new SqlExecutor({ workers: 2, timeoutMs: 3000, cacheEntries: 0 });
+  const warnings: string[] = [];
+  const onWarning = (w: Error) => warnings.push(w.name);
+  process.on('warning', onWarning);
+  try {
+    const ac = new AbortController();
+    const runs = Array.from({ length: 40 }, (_, i) => ex.run(db, `SELECT name FROM singer WHERE age > ${i}`, { signal: ac.signal }));
+    assert.equal(getEventListeners(ac.signal, 'abort').length, 1, '40 waiting queries, one listener');
+    assert.equal(ex.abortListeners, 1);
+    const rs = await Promise.all(runs);
+    assert.ok(rs.every((r) => r.ok));
+    assert.equal(getEventListeners(ac.signal, 'abort').length, 0, 'removed once the last query answered');
+    assert.equal(ex.abortListeners, 0);
+
+    // Withdrawn: every waiting query answers skipped and the listener is gone as well.
+    const ab = new AbortController();
+    const slow = Array.from({ length: 20 }, (_, i) =>
+      ex.run(db, `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c WHERE x = ${i}`, { signal: ab.signal }));
+    assert.equal(getEventListeners(ab.signal, 'abort').length, 1);
+    ab.abort();
+    const skipped = await Promise.all(slow);
+    assert.ok(skipped.every((r) => !r.ok && r.code === 'skipped'));
+    assert.equal(getEventListeners(ab.signal, 'abort').length, 0);
+    assert.equal(ex.abortListeners, 0);
+    // The pool still answers after the kills.
+    assert.equal((await ex.run(db, 'SELECT 1')).ok, true);
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(warnings.filter((w) => w === 'MaxListenersExceededWarning'), []);
+  } finally {
+    process.off('warning', onWarning);
+    await ex.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
