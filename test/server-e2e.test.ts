@@ -211,8 +211,18 @@ test('/rerank selector (the default) with db_id: groups by result, a reason per 
   assert.ok(reason.clause_agreement > 0, 'its clauses are shared by other candidates');
   assert.match(reason.summary, /^chosen: group of 3\/6/);
   assert.ok(['caper.json', 'vote'].includes(reason.weights));
-  // Members of one group share their reason; failed executions trail and say so.
-  assert.deepEqual(byIndex.get(1).reason, byIndex.get(2).reason);
+  // Members of one group share their reason but for the rank their summary names; failed
+  // executions trail and say so.
+  const { summary: s1, ...r1 } = byIndex.get(1).reason;
+  const { summary: s2, ...r2 } = byIndex.get(2).reason;
+  assert.deepEqual(r1, r2);
+  assert.equal(s1.replace(/^[^:]*: /, ''), s2.replace(/^[^:]*: /, ''));
+  // Every summary names the rank its result has (the group rank differs from it after the first group).
+  for (const r of body.results) {
+    if (r.rank === 1) assert.match(r.reason.summary, /^chosen: /);
+    else assert.match(r.reason.summary, new RegExp(`^ranked ${r.rank}[ :]`), `rank ${r.rank}: ${r.reason.summary}`);
+  }
+  assert.match(byIndex.get(3).reason.summary, /execution failed/);
   for (const i of [3, 5]) {
     assert.equal(byIndex.get(i).execution.ok, false);
     assert.equal(byIndex.get(i).reason.execution_failed, true);
@@ -337,7 +347,16 @@ test('bad inputs: JSON errors with the right status and field, never a 500', asy
     ['/rerank', { question: 5, candidates: [GOOD] }, 400, 'question'],
     ['/rerank', { question: Q, candidates: [GOOD], strategy: 'best' }, 400, 'strategy'],
     ['/rerank', { question: Q, candidates: [GOOD], extra: 1 }, 400, 'extra'],
-    ['/rerank', { question: Q, candidates: [GOOD], top_n: 0 }, 400, 'top_n'],
+    ['/rerank', { question: Q, candidates: [GOOD], top_n: 0 }, 422, 'top_n'],
+    ['/rerank', { question: Q, candidates: [GOOD], top_n: 1.5 }, 400, 'top_n'],
+    ['/v1/rerank', { query: Q, documents: [GOOD], top_n: 0 }, 422, 'top_n'],
+    // Numbers out of range are 422 on either side of it; the wrong type stays 400.
+    ['/reward', { question: Q, samples: [GOOD], gamma: 2 }, 422, 'gamma'],
+    ['/reward', { question: Q, samples: [GOOD], gamma: -1 }, 422, 'gamma'],
+    ['/reward', { question: Q, samples: [GOOD], gamma: 'high' }, 400, 'gamma'],
+    ['/reward', { question: Q, samples: [GOOD], clause_weight: 1001 }, 422, 'clause_weight'],
+    ['/reward', { question: Q, samples: [GOOD], clause_weight: -1001 }, 422, 'clause_weight'],
+    ['/reward', { question: Q, samples: [GOOD], execution_weight: -1e6 }, 422, 'execution_weight'],
     ['/rerank', { question: Q, candidates: [GOOD], db_id: '../shop' }, 400, 'db_id'],
     ['/rerank', { question: Q, candidates: Array(65).fill(GOOD) }, 422, 'candidates'],
     ['/rerank', { question: Q, candidates: ['SELECT ' + 'x,'.repeat(20_000) + 'y'] }, 422, 'candidates[0]'],
@@ -361,6 +380,13 @@ test('bad inputs: JSON errors with the right status and field, never a 500', asy
   const big = await srv.post('/rerank', { question: Q, candidates: ['x'.repeat(3 * 1024 * 1024)] });
   assert.equal(big.status, 413);
   assert.equal(big.body.error, 'payload_too_large');
+  // A JSON body labelled text/plain gets the 415 that says what to send, like any other type.
+  for (const ct of ['text/plain', 'text/plain; charset=utf-8']) {
+    const plain = await srv.post('/rerank', JSON.stringify({ question: Q, candidates: [GOOD] }), { 'content-type': ct });
+    assert.equal(plain.status, 415, JSON.stringify(plain.body));
+    assert.equal(plain.body.error, 'unsupported_media_type');
+    assert.match(plain.body.message, /"text\/plain.*" is not supported: send the body as JSON with Content-Type: application\/json/);
+  }
   const nf = await srv.get('/nope');
   assert.equal(nf.status, 404);
   assert.equal(JSON.parse(nf.text).error, 'not_found');

@@ -10,6 +10,7 @@ import type { PackedRow } from '../scoring/packing.js';
 import { Scorer } from '../scoring/scorer.js';
 import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
 import { DbRegistry } from '../core/databases.js';
+import { extractSql } from '../core/candidates.js';
 
 export const USAGE = `usage: caper localize --batch IN.jsonl --out OUT.jsonl [--model DIR] [--db-dir DIR]
                       [--device auto|cuda|cpu] [--concurrency N]
@@ -22,8 +23,10 @@ IN.jsonl, one JSON object a line:
    "db_path": string (optional, a .sqlite file)}
   The schema text comes from "schema", else from db_id's database, else from db_path, else none.
 OUT.jsonl, one line per input line, in input order:
-  {"id", "units": [{"kind", "text", "start", "end", "score"}], "blame": [unit indexes, most suspect first], "parsed"}
-  or {"id", "error": "why this line was not scored"}`;
+  {"id", "units": [{"kind", "text", "start", "end", "score"}], "blame": [unit indexes, most suspect first], "parsed",
+   "warning" (when a markdown code fence or prose before the query was stripped, as the server does)}
+  or {"id", "error": "why this line was not scored"}
+  start/end are UTF-16 code-unit offsets into the line's "sql" (JavaScript string indexes).`;
 
 interface InLine {
   id?: unknown;
@@ -35,7 +38,7 @@ interface InLine {
 }
 
 type OutLine =
-  | { id: unknown; units: { kind: string; text: string; start: number; end: number; score: number }[]; blame: number[]; parsed: boolean }
+  | { id: unknown; units: { kind: string; text: string; start: number; end: number; score: number }[]; blame: number[]; parsed: boolean; warning?: string }
   | { id: unknown; error: string };
 
 export async function run(argv: string[]): Promise<number> {
@@ -94,11 +97,21 @@ export async function run(argv: string[]): Promise<number> {
         return;
       }
     }
-    const { candidates } = await scorer.score(rec.question, schema, [rec.sql]);
+    // The same cleaning as the service's: an LLM reply with a code fence or a sentence before the
+    // query is scored on its SQL, with spans still into the line's "sql".
+    const found = extractSql(rec.sql);
+    const { candidates } = await scorer.score(rec.question, schema, [found.sql]);
     const c = candidates[0]!;
+    const at = found.start;
     results[i] = c.error
       ? { id, error: c.error }
-      : { id, units: c.units.map((u) => ({ kind: u.kind, text: u.text, start: u.start, end: u.end, score: u.score })), blame: c.blame, parsed: c.parsed };
+      : {
+          id,
+          units: c.units.map((u) => ({ kind: u.kind, text: u.text, start: u.start + at, end: u.end + at, score: u.score })),
+          blame: c.blame,
+          parsed: c.parsed,
+          ...(found.note ? { warning: found.note } : {}),
+        };
   };
 
   const concurrency = Math.max(1, flagNumber(a, 'concurrency', 64));
