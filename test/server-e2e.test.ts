@@ -338,6 +338,37 @@ test('/localize with candidates: consensus root cause from the other candidates,
   assert.equal(bad.body.field, 'candidates');
 });
 
+test('an empty LLM reply among the candidates scores 0 with a warning, like blank, prose or DROP TABLE ones', async () => {
+  // Nine replies, the last one empty: the request succeeds on every route and strategy.
+  const cands = [GOOD, GOOD2, WRONG, GOOD3, BROKEN, '   ', 'I cannot answer that.', 'DROP TABLE singer', ''];
+  for (const extra of [{ db_id: 'shop' }, { db_id: 'shop', strategy: 'hybrid' }, { db_id: 'shop', strategy: 'vote' }, { strategy: 'prm' }, {}]) {
+    const r = await srv.post('/rerank', { question: Q, candidates: cands, ...extra });
+    assert.equal(r.status, 200, `${JSON.stringify(extra)}: ${JSON.stringify(r.body)}`);
+    const empty = r.body.results.find((x: any) => x.index === 8);
+    const blank = r.body.results.find((x: any) => x.index === 5);
+    assert.equal(empty.prm_score, 0);
+    assert.equal(empty.score, 0, JSON.stringify(extra));
+    assert.equal(typeof empty.warning, 'string');
+    assert.equal(empty.warning, blank.warning, 'the same warning as a blank reply');
+    assert.ok(r.body.results[0].index !== 8 && r.body.results[0].score > 0);
+    if (extra.db_id) assert.equal(empty.execution.ok, false);
+  }
+  const asObject = await srv.post('/rerank', { question: Q, candidates: [{ sql: GOOD, id: 'a' }, { sql: '', id: 'b' }] });
+  assert.equal(asObject.status, 200, JSON.stringify(asObject.body));
+  assert.equal(asObject.body.results[1].id, 'b');
+  for (const path of ['/v1/rerank', '/v2/rerank']) {
+    const r = await srv.post(path, { model: 'caper', query: Q, documents: [GOOD, '', { text: '' }] });
+    assert.equal(r.status, 200, `${path}: ${JSON.stringify(r.body)}`);
+    assert.deepEqual(r.body.results.map((x: any) => x.index).slice(1).sort(), [1, 2]);
+    assert.ok(r.body.results.slice(1).every((x: any) => x.relevance_score === 0));
+    assert.ok(r.body.meta.warnings.some((w: string) => w.startsWith('document 1: ')), path);
+  }
+  const loc = await srv.post('/localize', { question: Q, sql: WRONG, db_id: 'shop', candidates: ['', GOOD] });
+  assert.equal(loc.status, 200, JSON.stringify(loc.body));
+  // The query under study itself still has to be there.
+  assert.equal((await srv.post('/localize', { question: Q, sql: '' })).status, 400);
+});
+
 test('bad inputs: JSON errors with the right status and field, never a 500', async () => {
   const cases: [string, unknown, number, string | undefined][] = [
     ['/rerank', { question: Q }, 400, 'candidates'],

@@ -25,7 +25,7 @@ export const compatBody = {
       maxItems: L.maxCandidates,
       description: 'candidate SQL queries',
       items: {
-        oneOf: [S.sqlString, { type: 'object', required: ['text'], properties: { text: S.sqlString } }],
+        oneOf: [S.candidateSql, { type: 'object', required: ['text'], properties: { text: S.candidateSql } }],
       },
     },
     top_n: { type: 'integer', minimum: 1 },

@@ -27,7 +27,7 @@ const body = {
     candidates: {
       type: 'array',
       maxItems: 64,
-      items: S.sqlString,
+      items: S.candidateSql,
       description: 'other samples for the same question (needs db_id): the best-ranked one whose result differs stands in for gold (consensus_root_cause)',
     },
   },

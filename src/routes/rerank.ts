@@ -30,12 +30,12 @@ const body = {
       maxItems: L.maxCandidates,
       items: {
         oneOf: [
-          S.sqlString,
+          S.candidateSql,
           {
             type: 'object',
             required: ['sql'],
             additionalProperties: false,
-            properties: { sql: S.sqlString, id: S.candidateId },
+            properties: { sql: S.candidateSql, id: S.candidateId },
           },
         ],
       },

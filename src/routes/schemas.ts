@@ -4,6 +4,11 @@ import { DEFAULT_LIMITS as L } from './context.js';
 
 export const question = { type: 'string', minLength: 1, maxLength: L.maxQuestionChars, description: 'the natural-language question' } as const;
 export const sqlString = { type: 'string', minLength: 1, maxLength: L.maxSqlChars } as const;
+/**
+ * A candidate: an LLM reply as it came, so an empty one is allowed and, like a blank or prose
+ * reply, scores 0 with a warning instead of failing the whole request.
+ */
+export const candidateSql = { type: 'string', maxLength: L.maxSqlChars, description: 'candidate SQL or an LLM reply holding it; an empty or blank one scores 0 with a warning' } as const;
 export const schemaText = {
   type: 'string',
   maxLength: L.maxSchemaChars,
