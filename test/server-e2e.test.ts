@@ -6,6 +6,7 @@ import { readFileSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeDbDir, start, TINY, serveTinyDuringTests, type Running } from './server-fixture.js';
+import { spanOffsets } from '../src/routes/shape.js';
 
 let srv: Running;
 let db: ReturnType<typeof makeDbDir>;
@@ -367,6 +368,62 @@ test('an empty LLM reply among the candidates scores 0 with a warning, like blan
   assert.equal(loc.status, 200, JSON.stringify(loc.body));
   // The query under study itself still has to be there.
   assert.equal((await srv.post('/localize', { question: Q, sql: '' })).status, 400);
+});
+
+test('span_unit: with emoji in the SQL, codepoint and byte offsets slice the clause text as Python and byte readers do', async () => {
+  const sql = "SELECT name FROM singer WHERE name = '😀🎤 Ann' OR country = 'Fr😀nce' ORDER BY age";
+  const cp = (t: string, a: number, b: number) => Array.from(t).slice(a, b).join(''); // Python's str[a:b]
+  const bytes = (t: string, a: number, b: number) => Buffer.from(t, 'utf8').subarray(a, b).toString('utf8'); // s.encode()[a:b].decode()
+  const slicers = { utf16: (t: string, a: number, b: number) => t.slice(a, b), codepoint: cp, byte: bytes } as const;
+  const seen: Record<string, number[]> = {};
+  for (const unit of ['utf16', 'codepoint', 'byte'] as const) {
+    const slice = slicers[unit];
+    const rr = await srv.post('/rerank', { question: Q, db_id: 'shop', candidates: [sql, GOOD], span_unit: unit });
+    assert.equal(rr.status, 200, JSON.stringify(rr.body));
+    assert.equal(rr.body.span_unit, unit);
+    const res = rr.body.results.find((x: any) => x.index === 0);
+    assert.ok(res.clauses.length >= 4);
+    for (const c of res.clauses) assert.equal(slice(sql, c.start, c.end), c.text, `${unit} /rerank ${c.kind}`);
+    assert.equal(slice(sql, res.blame.start, res.blame.end), res.blame.text);
+    seen[unit] = res.clauses.map((c: any) => c.end);
+
+    const loc = await srv.post('/localize', { question: Q, sql, db_id: 'shop', gold: GOOD, span_unit: unit });
+    assert.equal(loc.status, 200, JSON.stringify(loc.body));
+    assert.equal(loc.body.span_unit, unit);
+    for (const u of [...loc.body.units, ...loc.body.blame]) assert.equal(slice(sql, u.start, u.end), u.text, `${unit} /localize ${u.kind}`);
+    const rc = loc.body.root_cause;
+    assert.ok(rc, JSON.stringify(loc.body.root_cause_error));
+    assert.equal(slice(sql, rc.start, rc.end), rc.text, `${unit} root cause`);
+    if (rc.node?.span) assert.ok(rc.node.span[0] >= rc.start && rc.node.span[1] <= rc.end, `${unit} node within its unit`);
+
+    const fenced = '```sql\n' + sql + '\n```';
+    const rw = await srv.post('/reward', { question: Q, samples: [sql, fenced], span_unit: unit });
+    assert.equal(rw.status, 200, JSON.stringify(rw.body));
+    assert.equal(rw.body.span_unit, unit);
+    for (const [i, t] of [sql, fenced].entries()) {
+      for (const c of rw.body.samples[i].clauses) assert.equal(slice(t, c.start, c.end), c.text, `${unit} /reward ${i} ${c.kind}`);
+    }
+  }
+  // Units differ where the emoji are: each is 2 UTF-16 units, 1 code point, 4 bytes.
+  const last = (u: string) => seen[u]![seen[u]!.length - 1]!;
+  assert.equal(last('utf16'), sql.length);
+  assert.equal(last('codepoint'), sql.length - 3, 'three emoji');
+  assert.equal(last('codepoint'), Array.from(sql).length);
+  assert.equal(last('byte'), Buffer.byteLength(sql));
+  assert.equal((await srv.post('/rerank', { question: Q, candidates: [sql] })).body.span_unit, 'utf16', 'the default');
+  assert.equal((await srv.post('/rerank', { question: Q, candidates: [sql], span_unit: 'char' })).status, 400);
+});
+
+test('spanOffsets: code points and UTF-8 bytes, surrogate pairs and lone surrogates', () => {
+  const t = 'a😀é\ud800b€';
+  const cp = spanOffsets(t, 'codepoint');
+  const by = spanOffsets(t, 'byte');
+  // utf16 index:            a=0 😀=1,2 é=3 lone=4 b=5 €=6 end=7
+  assert.deepEqual([0, 1, 3, 4, 5, 6, 7].map(cp), [0, 1, 2, 3, 4, 5, 6]);
+  assert.deepEqual([0, 1, 3, 4, 5, 6, 7].map(by), [0, 1, 5, 7, 10, 11, 14]);
+  assert.equal(by(7), Buffer.byteLength(t));
+  assert.equal(spanOffsets('SELECT 1', 'byte')(5), 5);
+  assert.equal(spanOffsets(t, 'utf16')(4), 4);
 });
 
 test('bad inputs: JSON errors with the right status and field, never a 500', async () => {

@@ -2,7 +2,7 @@
 // counterfactual root cause (which clause, which node, the edit that repairs it).
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { num, timingBody, usageBody, rootCauseBody, blameSourceOf } from './shape.js';
+import { num, timingBody, usageBody, rootCauseBody, blameSourceOf, spanOffsets, type SpanUnit } from './shape.js';
 import { warningOf } from '../core/verifier.js';
 
 interface LocalizeBody {
@@ -12,6 +12,7 @@ interface LocalizeBody {
   db_id?: string;
   gold?: string;
   candidates?: string[];
+  span_unit?: SpanUnit;
 }
 
 const body = {
@@ -30,6 +31,7 @@ const body = {
       items: S.candidateSql,
       description: 'other samples for the same question (needs db_id): the best-ranked one whose result differs stands in for gold (consensus_root_cause)',
     },
+    span_unit: S.spanUnit,
   },
   examples: [
     {
@@ -101,6 +103,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
               model: { type: 'string' },
               timing: S.timingOut,
               usage: S.usageOut,
+              span_unit: S.spanUnitOut,
             },
           },
           ...S.errorResponses,
@@ -118,12 +121,14 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         ...(b.candidates !== undefined ? { candidates: b.candidates } : {}),
       });
       const c = r.candidate;
-      const units = c.units.map((u, index) => ({ index, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), raw: num(u.raw) }));
+      const unit = b.span_unit ?? 'utf16';
+      const off = spanOffsets(b.sql, unit);
+      const units = c.units.map((u, index) => ({ index, kind: u.kind, text: u.text, start: off(u.start), end: off(u.end), score: num(u.score), raw: num(u.raw) }));
       const blame = c.blame.map((k, i) => {
         const u = c.units[k]!;
         const before = k === 0 ? c.base : c.units[k - 1]!.score;
         const source = i === 0 && c.blameFromExecution ? { source: 'execution', reason: c.blameFromExecution } : { source: c.blameFromExecution ? 'model' : blameSourceOf(c) };
-        return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), drop: num(before - u.score), ...source };
+        return { unit: k, kind: u.kind, text: u.text, start: off(u.start), end: off(u.end), score: num(u.score), drop: num(before - u.score), ...source };
       });
       const out: Record<string, unknown> = { sql: b.sql, parsed: c.parsed, units, base_score: num(c.base), blame, blame_source: r.blameSource, model: r.model };
       if (c.missingClause) out.missing_clause = c.missingClause;
@@ -134,15 +139,16 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
       if (r.gold) {
         out.gold_match = r.gold.match;
         const rc = r.gold.rootCause;
-        out.root_cause = rc ? rootCauseBody(rc, c) : null;
+        out.root_cause = rc ? rootCauseBody(rc, c, off) : null;
         if (r.gold.rootCauseError !== undefined) out.root_cause_error = r.gold.rootCauseError;
       }
       if (r.consensus) {
-        out.consensus_root_cause = r.consensus.rootCause ? rootCauseBody(r.consensus.rootCause, c) : null;
+        out.consensus_root_cause = r.consensus.rootCause ? rootCauseBody(r.consensus.rootCause, c, off) : null;
         if (r.consensus.reason !== undefined) out.consensus_root_cause_reason = r.consensus.reason;
       }
       out.timing = timingBody(r.timing);
       out.usage = usageBody(r.usage);
+      out.span_unit = unit;
       return out;
     },
   );
