@@ -189,6 +189,36 @@ test('/v1/rerank: the Cohere/Jina shape', async () => {
   assert.equal(plain.body.meta.reason.mode, 'sql');
 });
 
+test('/v1 and /v2: a database named by model "caper:<db_id>" or the X-Caper-Db-Id header, as by db_id', async () => {
+  const docs = [WRONG, GOOD, GOOD2, BROKEN];
+  const byField = await srv.post('/v2/rerank', { model: 'caper', query: Q, documents: docs, db_id: 'shop', strategy: 'vote' });
+  assert.equal(byField.status, 200, JSON.stringify(byField.body));
+  for (const path of ['/v1/rerank', '/v2/rerank']) {
+    const viaModel = await srv.post(path, { model: 'caper:shop', query: Q, documents: docs, strategy: 'vote' });
+    assert.equal(viaModel.status, 200, `${path}: ${JSON.stringify(viaModel.body)}`);
+    assert.ok(!(viaModel.body.meta.warnings ?? []).some((w: string) => /neither schema nor db_id/.test(w)));
+    assert.deepEqual(viaModel.body.results.map((r: any) => [r.index, r.relevance_score]), byField.body.results.map((r: any) => [r.index, r.relevance_score]));
+    const viaHeader = await srv.post(path, { model: 'rerank-v3.5', query: Q, documents: docs, strategy: 'vote' }, { 'x-caper-db-id': 'shop' });
+    assert.equal(viaHeader.status, 200, JSON.stringify(viaHeader.body));
+    assert.deepEqual(viaHeader.body.results, viaModel.body.results);
+    // Agreeing sources are fine; disagreeing or unknown ones are 422 on the field that said it.
+    assert.equal((await srv.post(path, { model: 'caper:shop', db_id: 'shop', query: Q, documents: docs }, { 'x-caper-db-id': 'shop' })).status, 200);
+    const clash = await srv.post(path, { model: 'caper:other', db_id: 'shop', query: Q, documents: docs });
+    assert.equal(clash.status, 422);
+    assert.equal(clash.body.field, 'model');
+    assert.match(clash.body.message, /db_id names database "shop" but model names "other"/);
+    const unknown = await srv.post(path, { model: 'caper:nope', query: Q, documents: docs });
+    assert.equal(unknown.status, 422);
+    assert.equal(unknown.body.field, 'model');
+    assert.match(unknown.body.message, /unknown db_id "nope" \(from model\)/);
+    const badHeader = await srv.post(path, { model: 'caper', query: Q, documents: docs }, { 'x-caper-db-id': '../etc' });
+    assert.equal(badHeader.status, 422);
+    assert.equal(badHeader.body.field, 'x-caper-db-id');
+    // Without any, vote has no database: the model name alone (no "caper:" prefix) names none.
+    assert.equal((await srv.post(path, { model: 'caper', query: Q, documents: docs, strategy: 'vote' })).status, 422);
+  }
+});
+
 test('/rerank selector (the default) with db_id: groups by result, a reason per result', async () => {
   const cands = [WRONG, GOOD, GOOD2, BROKEN, GOOD3, 'DROP TABLE singer'];
   const { status, body } = await srv.post('/rerank', { question: Q, db_id: 'shop', candidates: cands });
