@@ -86,7 +86,6 @@ test('a never-ending query is stopped by the timeout and the pool keeps working'
   const ex = new SqlExecutor({ workers: 2, timeoutMs: 400 });
   try {
     const forever = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c';
-    const t0 = Date.now();
     // Two at once so that both workers are killed, plus ordinary queries queued behind them.
     const jobs = [
       ex.run(db, forever),
@@ -99,7 +98,7 @@ test('a never-ending query is stopped by the timeout and the pool keeps working'
     if (!a!.ok) assert.equal(a!.code, 'timeout');
     assert.equal(b!.ok, false);
     if (!b!.ok) assert.equal(b!.code, 'timeout');
-    assert.ok(Date.now() - t0 < 5000);
+    // How soon they are stopped is bench/responsiveness.ts's to measure; here, that they are.
     assert.deepEqual(c!.ok && c!.rows, [[4]]);
     assert.deepEqual(d!.ok && d!.rows, [['Ann'], ['Cid']]);
     const e = await ex.run(db, 'SELECT max(age) FROM singer');
@@ -185,11 +184,14 @@ test('cacheTimeouts: a query that ran out of time answers from the cache instead
     try {
       const first = await ex.run(db, forever);
       assert.equal(!first.ok && first.code, 'timeout');
-      const t0 = performance.now();
+      const executed = ex.stats.executed;
       const again = await ex.run(db, forever);
       assert.equal(!again.ok && again.code, 'timeout');
       assert.equal(ex.stats.timeouts, cacheTimeouts ? 1 : 2, `cacheTimeouts=${cacheTimeouts}`);
-      if (cacheTimeouts) assert.ok(performance.now() - t0 < 100, 'answered from the cache');
+      // Answered from the cache: no worker ran it again.
+      assert.equal(ex.stats.cacheHits, cacheTimeouts ? 1 : 0);
+      assert.equal(ex.running, 0);
+      assert.equal(ex.stats.executed, executed);
     } finally {
       await ex.close();
     }
