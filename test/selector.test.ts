@@ -169,9 +169,8 @@ test('a candidate the PRM could not score joins no group and ranks last, with a 
 
 test('very long SQL gets a cheap canonical form', () => {
   const long = `SELECT ${'a+'.repeat(5_000)}1 FROM t`;
-  const t0 = performance.now();
+  // Cheap means no parse: the expression is one opaque clause (timed in bench/responsiveness.ts).
   const c = canonicalize(long);
-  assert.ok(performance.now() - t0 < 200);
   assert.equal(c.clauses.length, 1);
   assert.ok(c.clauses[0]!.startsWith('?: '));
 });

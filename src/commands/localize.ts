@@ -23,7 +23,8 @@ IN.jsonl, one JSON object a line: the body of POST /localize plus an id and a sc
   The schema text comes from "schema", else from db_id's database, else from db_path, else none.
 OUT.jsonl, one line per input line, in input order:
   {"id", ...what POST /localize answers for the line (units, blame, blame_source, ...)}
-  or {"id", "error": "why this line was not scored"}`;
+  or {"id", "error": "why this line was not scored"}
+  start/end are UTF-16 code-unit offsets into the line's "sql" (JavaScript string indexes).`;
 
 interface InLine {
   id?: unknown;

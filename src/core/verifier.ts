@@ -108,6 +108,7 @@ export class Verifier {
       scoringQueueTokens: () => this.batcher?.queueTokens ?? 0,
       executionQueue: () => this.executor?.queued ?? 0,
       executionsRunning: () => this.executor?.running ?? 0,
+      executionAbortListeners: () => this.executor?.abortListeners ?? 0,
     });
     this.metrics.ready.set(0);
     this.notReadyReason = opts.modelDir ? 'loading model' : 'no model configured (start with --model DIR)';

@@ -2,7 +2,7 @@
 // counterfactual root cause (which clause, which node, the edit that repairs it).
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { localizeBody } from './shape.js';
+import { localizeBody, type SpanUnit } from './shape.js';
 
 interface LocalizeBody {
   question: string;
@@ -11,6 +11,7 @@ interface LocalizeBody {
   db_id?: string;
   gold?: string;
   candidates?: string[];
+  span_unit?: SpanUnit;
 }
 
 const body = {
@@ -26,9 +27,10 @@ const body = {
     candidates: {
       type: 'array',
       maxItems: 64,
-      items: S.sqlString,
+      items: S.candidateSql,
       description: 'other samples for the same question (needs db_id): the best-ranked one whose result differs stands in for gold (consensus_root_cause)',
     },
+    span_unit: S.spanUnit,
   },
   examples: [
     {
@@ -100,6 +102,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
               model: { type: 'string' },
               timing: S.timingOut,
               usage: S.usageOut,
+              span_unit: S.spanUnitOut,
             },
           },
           ...S.errorResponses,
@@ -116,7 +119,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         ...(b.gold !== undefined ? { gold: b.gold } : {}),
         ...(b.candidates !== undefined ? { candidates: b.candidates } : {}),
       });
-      return localizeBody(b.sql, r);
+      return localizeBody(b.sql, r, b.span_unit ?? 'utf16');
     },
   );
 }

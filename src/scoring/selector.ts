@@ -549,7 +549,7 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
     const overrules = vote !== null && g !== vote && gi < gs.indexOf(vote);
     const size = g.members.length;
     const summary =
-      `${gi === 0 ? 'chosen' : `ranked ${gi + 1}`}: group of ${size}/${n}` +
+      `group of ${size}/${n}` +
       (overrules ? ` over the vote's group of ${vote!.members.length}` : '') +
       `, PRM ${g.info.prm.toFixed(2)}, clause agreement ${g.info.agreement.toFixed(2)}` +
       (g.info.shape ? `, ${g.info.shape.rows} row(s) x ${g.info.shape.cols} col(s)` : '') +
@@ -592,11 +592,20 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
     ...(failed ? { execution_failed: true } : {}),
     weights: source,
   });
-  return choice.cluster.map((c, i) =>
-    c >= 0
-      ? perGroup[c]!
-      : cands?.[i] && isUnscored(cands[i]!)
-        ? outside(1, 'not scored (see its warning): joins no group, ranked last', !!(cands[i]!.exec && !cands[i]!.exec!.ok))
-        : outside(failedCount, gs.length ? 'execution failed: ranked after every group, by PRM' : 'every execution failed: ranked by PRM', true),
-  );
+  // Members of a group share its evidence but not their rank: the summary names the candidate's
+  // own place in the ranking, and its group's when that differs.
+  const rankOf = new Array<number>(choice.cluster.length).fill(0);
+  choice.order.forEach((index, k) => (rankOf[index] = k + 1));
+  const head = (i: number, gi: number): string => {
+    const r = rankOf[i]!;
+    if (r === 1) return 'chosen';
+    return gi === 0 ? `ranked ${r} (in the chosen group)` : r === gi + 1 ? `ranked ${r}` : `ranked ${r} (group ranked ${gi + 1} of ${gs.length})`;
+  };
+  return choice.cluster.map((c, i) => {
+    if (c >= 0) return { ...perGroup[c]!, summary: `${head(i, c)}: ${perGroup[c]!.summary}` };
+    const r = rankOf[i]!;
+    return cands?.[i] && isUnscored(cands[i]!)
+      ? outside(1, `ranked ${r}: not scored (see its warning), joins no group`, !!(cands[i]!.exec && !cands[i]!.exec!.ok))
+      : outside(failedCount, gs.length ? `ranked ${r}: execution failed, after every group, by PRM` : `ranked ${r}: every execution failed, by PRM`, true);
+  });
 }
