@@ -1,6 +1,6 @@
 // `caper eval localize`: the command-line front of src/eval/localize.ts (flags in, table out).
 import { writeFileSync } from 'node:fs';
-import { parseStrict, flagString, flagNumber, type ParsedArgs } from './args.js';
+import { onlyIn, parseStrict, flagString, flagNumber, type ParsedArgs } from './args.js';
 import { confusionTable, LABEL_SOURCES, loadLabels, rankingsFor, scoreRankings, type LabelSource } from '../eval/localize-labels.js';
 import type { ClauseKind } from '../clauses/types.js';
 import { loadModel } from '../scoring/onnx.js';
@@ -19,14 +19,21 @@ export const USAGE = `usage: caper eval localize [--data DIR] [--pool NAME] [--m
        [--blame first|drop|min] [--timeout-ms MS]
   --labels expert root-cause labels (the format of dev-open/labels/root_cause.jsonl); --source what is ranked (see src/eval/localize-labels.ts)`;
 
+const POOL_FLAGS = ['data', 'model', 'pool', 'device', 'prior', 'blame', 'limit', 'out'];
+const LABEL_FLAGS = ['labels', 'source', 'data', 'pool', 'model', 'device', 'blame', 'timeout-ms'];
+
 export async function run(argv: string[]): Promise<number> {
-  const a = parseStrict(argv, { values: ['data', 'model', 'pool', 'device', 'prior', 'blame', 'limit', 'out', 'labels', 'source', 'timeout-ms'] });
-  if (a.flags.has('help')) {
+  if (argv.includes('--help') || argv.includes('-h')) {
     console.log(USAGE);
     return 0;
   }
+  const a = parseStrict(argv, { values: [...POOL_FLAGS, ...LABEL_FLAGS] });
   // Against expert labels (any file in the format of dev-open/labels/root_cause.jsonl).
-  if (flagString(a, 'labels')) return runLabels(a);
+  if (a.flags.has('labels')) {
+    onlyIn(a, 'eval localize --labels', LABEL_FLAGS);
+    return runLabels(a);
+  }
+  onlyIn(a, 'eval localize without --labels', POOL_FLAGS);
   const data = flagString(a, 'data', '../shared/data/spider/dev-open')!;
   const modelDir = flagString(a, 'model', 'models/default')!;
   const systems = resolvePool(data, flagString(a, 'pool', 'pool8')!);
@@ -78,7 +85,6 @@ async function runLabels(a: ParsedArgs): Promise<number> {
   const rankings = await rankingsFor(items, source, {
     data, systems: resolvePool(data, flagString(a, 'pool', 'pool8')!), modelDir: flagString(a, 'model', 'models/default'),
     device: flagString(a, 'device', 'auto'), blame, timeoutMs: flagNumber(a, 'timeout-ms', 5000),
-    ...(a.flags.has('beta') ? { beta: flagNumber(a, 'beta', 0) } : {}),
     onProgress: (d, t) => { if (process.stderr.isTTY || d === t || d % 100 === 0) process.stderr.write(`\rlocalize labels: ${d}/${t}`); },
   });
   process.stderr.write('\n');
