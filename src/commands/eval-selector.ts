@@ -4,7 +4,7 @@
 // (or --plot/--json), and with --fit-out fits the shipped weights into that model's caper.json.
 // With --weights shipped it fits nothing: the weights in the model's caper.json (what the service's
 // selector strategy uses) are scored on the split as they are.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { onlyIn, parseStrict, flagString, flagNumber, UsageError, type ParsedArgs } from './args.js';
 import { resolvePool } from '../eval/spider.js';
@@ -13,6 +13,7 @@ import { crossValidate, chooseL2, fitQuestion, selectorPick, votePick, METHODS, 
 import { fitSelector } from '../scoring/selector-fit.js';
 import { selectorSvg } from '../eval/plot.js';
 import { FEATURES, SELECTED, selectorModelFrom, type SelectorMode } from '../scoring/selector.js';
+import { readManifestFile, readStep, writeStep } from '../scoring/manifest.js';
 
 export const USAGE = `usage: caper eval rerank --strategy selector --data DIR [--pools pool8+pool16] [--model DIR]
        [--facts FILE] [--folds K] [--modes exec,sql] [--l2 X] [--all-features] [--plot FILE.svg] [--json FILE] [--no-plot]
@@ -144,7 +145,7 @@ export async function run(argv: string[]): Promise<number> {
 /** The shipped weights on every question: EX beside the vote, the hybrid and the oracle; no fit. */
 function runShipped(a: ParsedArgs, all: SelectorFacts, modelDir: string, pools: string[], poolSystems: Record<string, string[]>, modes: SelectorMode[]): number {
   const path = join(modelDir, 'caper.json');
-  const shipped = selectorModelFrom((JSON.parse(readFileSync(path, 'utf8')) as { selector?: unknown }).selector);
+  const shipped = selectorModelFrom(readManifestFile(modelDir).selector);
   console.log(`selector evaluation: ${all.questions.length} questions, model ${all.model}, weights shipped in ${path} (no fit)`);
   const figures: Record<string, unknown>[] = [];
   let firstPicks: { facts: SelectorFacts; picks: number[] } | undefined;
@@ -184,12 +185,12 @@ function round1(o: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Math.round(v * 10) / 10]));
 }
 
-/** Fits on every question of the pool (l2 by CV over all of them) and records it in caper.json. */
+/** Fits on every question of the pool (l2 by CV over all of them): the selector step's output (MODEL_DIR/steps/selector.json), then caper.json. */
 function writeWeights(modelDir: string, all: SelectorFacts, systems: string[], pool: string, modes: SelectorMode[], k: number, fixedL2: number | undefined, cvs: { mode: SelectorMode; cv: CvResult }[], allFeatures: boolean): void {
   const path = join(resolve(modelDir), 'caper.json');
-  const manifest = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
   const facts = subsetFacts(all, systems);
-  const section: Record<string, unknown> = { ...((manifest.selector as Record<string, unknown> | undefined) ?? {}) };
+  // The modes not fitted now keep their earlier fit (this step's recorded output).
+  const section: Record<string, unknown> = { ...((readStep(modelDir, 'selector').selector as Record<string, unknown> | undefined) ?? {}) };
   for (const mode of modes) {
     const fitQs = facts.questions.map((q) => fitQuestion(q, mode));
     const only = allFeatures ? undefined : SELECTED[mode];
@@ -206,6 +207,5 @@ function writeWeights(modelDir: string, all: SelectorFacts, systems: string[], p
     };
     console.log(`fitted ${mode} selector on ${pool} (${facts.questions.length} questions, l2 ${l2}) -> ${path}`);
   }
-  manifest.selector = section;
-  writeFileSync(path, JSON.stringify(manifest, null, 2) + '\n');
+  writeStep(modelDir, 'selector', { selector: section });
 }

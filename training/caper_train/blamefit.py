@@ -3,7 +3,6 @@
     node dist/scripts/blame-data.js --model models/default --out runs/blame-data.jsonl
     python -m caper_train.blamefit cv --data runs/blame-data.jsonl [--mode solo|fused]
         [--l2 L | --l2-grid 0.001,0.01,0.1,1] [--train truth|expert|both] [--export FILE.json]
-        [--manifest models/default/caper.json]
 
 Input: scripts/blame-data.ts output, one distinct failing candidate a line with its top-level
 units' clause labels, the Clause-PRM's raw output per unit, the evidence features of
@@ -20,7 +19,8 @@ clause labels, ties in written order, labels the query lacks appended in fundame
 Modes: `solo` uses what /localize has with a database and no other candidates (PRM z +
 evidence); `text` the same without a database (evidence from the question, the SQL and the schema
 text: `feats_text`); `fused` adds the consensus features (rr, top). The exported {features, weights} is what src/scoring/blame.ts
-applies (caper.json blame.solo_linear / blame.text_linear / blame.fused_linear).
+applies (caper.json blame.solo_linear / blame.text_linear / blame.fused_linear): `caper train`'s blame
+step records the three exports as its output (MODEL_DIR/steps/blame.json), the manifest's one source.
 """
 from __future__ import annotations
 
@@ -190,7 +190,7 @@ def cv(a) -> int:
     mean1 = sum(p[0] for p in per) / len(per)
     meanr = sum(p[1] for p in per) / len(per)
     print(f"mode={a.mode} train={a.train} l2={'/'.join(f'{x:g}' for x in chosen)} prm={not a.no_prm}: {folds_s} | mean {mean1:.3f}/{meanr:.3f} | overall top1={t1:.3f} mrr={mrr:.3f} (n={len(all_rows)})")
-    if a.export or a.manifest:
+    if a.export:
         l2 = pick_l2(rows, folds, grid, a) if len(grid) > 1 else grid[0]
         names, w = fit_rows(rows, a.mode, l2, a.train, not a.no_prm)
         inv = sorted(names, key=names.get)
@@ -199,18 +199,8 @@ def cv(a) -> int:
                "fit": {"mode": a.mode, "train": a.train, "l2": l2, "n": len(rows),
                        "cv_top1": round(t1, 4), "cv_mrr": round(mrr, 4), "cv_folds_top1": [round(p[0], 4) for p in per]}}
         lin["fit"]["folds"] = "|".join(",".join(sorted(f)) for f in folds)
-        if a.export:
-            with open(a.export, "w") as fh:
-                json.dump(lin, fh, indent=1)
-        if a.manifest:
-            # caper.json blame.solo_linear (mode solo) or blame.fused_linear (mode fused): what
-            # src/scoring/blame.ts applies; everything else in the manifest is kept.
-            with open(a.manifest) as fh:
-                m = json.load(fh)
-            m.setdefault("blame", {})[{"solo": "solo_linear", "text": "text_linear", "fused": "fused_linear"}[a.mode]] = lin
-            with open(a.manifest, "w") as fh:
-                json.dump(m, fh, indent=2)
-                fh.write("\n")
+        with open(a.export, "w") as fh:
+            json.dump(lin, fh, indent=1)
     return 0
 
 
@@ -226,7 +216,6 @@ def main(argv=None) -> int:
     c.add_argument("--l2-grid", help="comma-separated l2 values chosen by inner cross-validation in every fold (and for --export)")
     c.add_argument("--no-prm", action="store_true")
     c.add_argument("--export", help="also fit on every database and write {features, weights, fit} here")
-    c.add_argument("--manifest", help="also fit on every database and write it into this caper.json (blame.solo_linear or blame.fused_linear)")
     a = ap.parse_args(argv)
     return cv(a)
 

@@ -310,11 +310,13 @@ def manifest_inputs(info: dict | None) -> dict:
 
 
 def update_manifest(out: Path, info: dict) -> None:
-    """A re-export into a model directory keeps caper.json in step with the new graph."""
-    path = out / "caper.json"
-    if not path.exists():
+    """A re-export into a model directory keeps caper.json in step with the new graph (the same
+    weights, so the other steps' outputs stay)."""
+    from .manifest import read_step, section_writers, write_step
+    if not (out / "caper.json").exists():
         return
-    m = json.loads(path.read_text())
+    m = read_step(out, "train") or {k: v for k, v in json.loads((out / "caper.json").read_text()).items()
+                                    if section_writers().get(k) == "train"}
     m.update(manifest_inputs(info))
     m["export"] = info
     files = m.setdefault("files", {})
@@ -323,7 +325,7 @@ def update_manifest(out: Path, info: dict) -> None:
         files["model_int4"] = "model.int4.onnx"
     else:
         files.pop("model_int4", None)
-    path.write_text(json.dumps(m, indent=2) + "\n")
+    write_step(out, "train", m)
 
 
 def load_from_onnx(model_dir: str | Path) -> RewardModel:
@@ -414,7 +416,8 @@ def write_manifest(out: Path, name: str, model: RewardModel, tokenizer_path: str
          "output_name": OUTPUT_NAME, **manifest_inputs(info), "parameters": model.parameter_count(),
          "vocab_size": tok.vocab_size, "data_hash": "none", "metrics": {}, "files": files,
          "training": origin, "export": info}
-    (out / "caper.json").write_text(json.dumps(m, indent=2) + "\n")
+    from .manifest import write_step
+    write_step(out, "train", m, fresh=True)
 
 
 def main(argv=None) -> int:
