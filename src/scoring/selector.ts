@@ -131,7 +131,7 @@ export const FEATURES: Record<SelectorMode, readonly string[]> = {
 
 /**
  * The features the shipped weights use: chosen by backward elimination over database-grouped
- * cross-validation on dev-open pool8 (scripts/selector-ablate.ts; docs/SELECTOR.md has the
+ * cross-validation on dev-open pool8 (research/scripts/selector-ablate.ts; docs/SELECTOR.md has the
  * figures): starting from all of FEATURES, a feature was dropped while pooled EX did not fall;
  * removing any one kept feature lowers it and raises no fold. The other features are computed
  * (and explain nothing) so that experiments can bring them back.

@@ -1,20 +1,20 @@
 // Experiment: without the real database, group candidates by their results on databases
-// synthesized from the schema text alone (scripts/synthdb.ts), then run the selector, cross-
+// synthesized from the schema text alone (research/scripts/synthdb.ts), then run the selector, cross-
 // validated by database like `caper eval rerank`: in sql mode on canonical-text groups merged where
 // the synthetic results agree, and in execution mode on the synthetic results themselves.
-// node dist/scripts/selector-synthdb.js [SEEDS] [ROWS] [NULLRATE] [--all]
+// node dist/research/scripts/selector-synthdb.js [SEEDS] [ROWS] [NULLRATE] [--all]
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
-import { POOLS, resolvePool, dbPath } from '../src/eval/spider.js';
-import { loadOrComputeFacts, subsetFacts, type SelectorFacts } from '../src/eval/selector-data.js';
-import { crossValidate, largestGroupPick, textVotePick, votePick } from '../src/eval/selector.js';
-import { FEATURES, execShape, type ExecShape } from '../src/scoring/selector.js';
-import { canonicalize } from '../src/scoring/selector-canon.js';
-import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../src/clauses/schema.js';
-import { SqlExecutor } from '../src/execution/executor.js';
-import { groupKey, resultKey } from '../src/execution/equivalence.js';
+import { POOLS, resolvePool, dbPath } from '../../src/eval/spider.js';
+import { loadOrComputeFacts, subsetFacts, type SelectorFacts } from '../../src/eval/selector-data.js';
+import { crossValidate, largestGroupPick, textVotePick, votePick } from '../../src/eval/selector.js';
+import { FEATURES, execShape, type ExecShape } from '../../src/scoring/selector.js';
+import { canonicalize } from '../../src/scoring/selector-canon.js';
+import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../../src/clauses/schema.js';
+import { SqlExecutor } from '../../src/execution/executor.js';
+import { groupKey, resultKey } from '../../src/execution/equivalence.js';
 import { columnHints, synthesizeDatabase } from './synthdb.js';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));

@@ -1,13 +1,13 @@
 """Cross-validation of the Clause-PRM on real candidates, grouped by database.
 
-    python -m caper_train.cv --init runs/base/checkpoint --real runs/devopen-real.jsonl \
+    python -m caper_research.cv --init runs/base/checkpoint --real runs/devopen-real.jsonl \
         --replay runs/train-shard0of8.jsonl --items runs/prm-items.jsonl --out runs/cv-NAME \
         [--folds "world_1|dog_kennels,museum_visit,...|..."] [--epochs 2] [--listwise 0] ...
 
 For each fold: start from the same base model (trained on Spider train only, fold-independent),
 fine-tune on the real-candidate records (docs/FORMATS.md, `caper annotate --candidates`) of the
 OTHER folds' databases plus a replay sample of injected-fault records from Spider train, then score
-every pool candidate of the fold's databases (items from scripts/prm-items.ts). The fold's
+every pool candidate of the fold's databases (items from research/scripts/prm-items.ts). The fold's
 databases contribute nothing to its model. Writes per fold and overall Top-1/MRR on the expert
 labels (blame = lowest clause score first, the service's "min"), held-out injected-fault pair
 accuracy (Spider-train questions in the validation hash, never trained on), and scores.jsonl: the
@@ -26,16 +26,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .data import PairExample, build_dataset, in_validation, group_key
-from .export import pad_batch
-from .model import RewardModel
-from .prompt import PromptError
-from .data import Encoder
-from .tok import CaperTokenizer
-from .train import collate_rows, compute_loss, evaluate, load_init, log, make_row_batches, seed_everything
-
-DEFAULT_FOLDS = "world_1|dog_kennels,museum_visit,real_estate_properties|flight_2,course_teach|tvshow,orchestra|concert_singer,pets_1,voter_1"
-FUNDAMENTAL = ["FROM", "SETOP", "WHERE", "GROUP BY", "HAVING", "SELECT", "ORDER BY", "LIMIT"]
+from caper_train.blamefit import DEFAULT_FOLDS
+from caper_train.clogit import FUNDAMENTAL
+from caper_train.data import PairExample, build_dataset, in_validation, group_key
+from caper_train.export import pad_batch
+from caper_train.model import RewardModel
+from caper_train.prompt import PromptError
+from caper_train.data import Encoder
+from caper_train.tok import CaperTokenizer
+from caper_train.train import collate_rows, compute_loss, evaluate, load_init, log, make_row_batches, seed_everything
 
 
 def read_jsonl(path: str) -> list[dict]:
@@ -196,7 +195,7 @@ def parse_args(argv=None):
     ap.add_argument("--real", required=True, help="real-candidate records of dev-open (JSON Lines)")
     ap.add_argument("--replay", help="injected-fault records of Spider train: a training sample + held-out pair accuracy")
     ap.add_argument("--replay-records", type=int, default=1500, help="replay records per fold's training set")
-    ap.add_argument("--items", required=True, help="scripts/prm-items.ts output")
+    ap.add_argument("--items", required=True, help="research/scripts/prm-items.ts output")
     ap.add_argument("--out", required=True)
     ap.add_argument("--folds", default=DEFAULT_FOLDS, help="folds separated by |, databases by ,")
     ap.add_argument("--only-folds", help="comma list of fold numbers to run (default all)")

@@ -1,12 +1,12 @@
 // Input of training/caper_train/encoder_blame.py: blame-data's failing candidates with what an
 // encoder reads, the question, the schema text and the SQL cut into its top-level units (the text
 // between two units goes with the later one, so the pieces concatenate to the SQL).
-// Usage: node dist/scripts/encoder-items.js [--data DIR] [--blame runs/blame-data.jsonl] [--out runs/encoder-items.jsonl]
+// Usage: node dist/research/scripts/encoder-items.js [--data DIR] [--blame runs/blame-data.jsonl] [--out runs/encoder-items.jsonl]
 import { readFileSync, writeFileSync } from 'node:fs';
-import { splitSql, topUnits } from '../src/clauses/index.js';
-import { loadQuestions } from '../src/eval/spider.js';
-import { splitSchemas } from '../src/eval/query-evidence.js';
-import { parseArgs, flagString } from '../src/commands/args.js';
+import { splitSql, topUnits } from '../../src/clauses/index.js';
+import { loadQuestions } from '../../src/eval/spider.js';
+import { splitSchemas } from '../../src/eval/query-evidence.js';
+import { parseArgs, flagString } from '../../src/commands/args.js';
 
 const a = parseArgs(process.argv.slice(2));
 const flag = (n: string, d: string): string => flagString(a, n, d)!;

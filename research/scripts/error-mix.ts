@@ -4,17 +4,17 @@
 //    split, root cause by rootcause.ts (the expert definition);
 //  - injected faults: makeMutants on a sample of training questions, with the current kind weights.
 // Prints markdown tables (share per clause and per node kind) and writes JSON with --json FILE.
-// Usage: node dist/scripts/error-mix.js [--real DIR] [--pool pool16] [--train DIR] [--every 10] [--json FILE]
+// Usage: node dist/research/scripts/error-mix.js [--real DIR] [--pool pool16] [--train DIR] [--every 10] [--json FILE]
 import { writeFileSync } from 'node:fs';
-import { splitSql, walk } from '../src/clauses/index.js';
-import { SqlExecutor } from '../src/execution/executor.js';
-import { sameResult } from '../src/execution/equivalence.js';
-import { rootCauseDetail } from '../src/annotate/rootcause.js';
-import { makeMutants, fetchValues, literalColumns, type MutateStats, type ValueTable } from '../src/annotate/mutations.js';
-import { SchemaIndex } from '../src/annotate/scope.js';
-import { schemaFromSqlite } from '../src/clauses/schema.js';
-import { seededFor } from '../src/annotate/rng.js';
-import { dbPath, loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
+import { splitSql, walk } from '../../src/clauses/index.js';
+import { SqlExecutor } from '../../src/execution/executor.js';
+import { sameResult } from '../../src/execution/equivalence.js';
+import { rootCauseDetail } from '../../src/annotate/rootcause.js';
+import { makeMutants, fetchValues, literalColumns, type MutateStats, type ValueTable } from '../../src/annotate/mutations.js';
+import { SchemaIndex } from '../../src/annotate/scope.js';
+import { schemaFromSqlite } from '../../src/clauses/schema.js';
+import { seededFor } from '../../src/annotate/rng.js';
+import { dbPath, loadPredictions, loadQuestions, resolvePool } from '../../src/eval/spider.js';
 
 const args = process.argv.slice(2);
 const flag = (n: string, d: string): string => {

@@ -1,7 +1,7 @@
 """Blame from a pretrained encoder fine-tuned on real failures, cross-validated by database.
 
-    node dist/scripts/encoder-items.js            # runs/blame-data.jsonl -> runs/encoder-items.jsonl
-    python -m caper_train.encoder_blame cv --items runs/encoder-items.jsonl --base DIR
+    node dist/research/scripts/encoder-items.js            # runs/blame-data.jsonl -> runs/encoder-items.jsonl
+    python -m caper_research.encoder_blame cv --items runs/encoder-items.jsonl --base DIR
         [--max-len 192] [--epochs 2] [--batch-size 16] [--lr 5e-5] [--device cpu|cuda] [--out FILE]
 
 An experiment for the Clause-PRM issue (model alone on expert labels): does a pretrained encoder
@@ -29,9 +29,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .blamefit import folds_of, metrics
-from .cv import DEFAULT_FOLDS
-from .readout import ranking
+from caper_train.blamefit import DEFAULT_FOLDS, folds_of, metrics
+from caper_train.clogit import ranking
 
 HIDDEN_BLOCK = 10**6  # block index of padding: after every real block, visible to nobody
 

@@ -1,4 +1,4 @@
-"""The pretrained-encoder blame experiment (caper_train.encoder_blame) on a tiny BERT built here:
+"""The pretrained-encoder blame experiment (caper_research.encoder_blame) on a tiny BERT built here:
 a unit's score never depends on later units (block-causal mask), and a fine-tune under
 cross-validation by database learns a planted rule."""
 import argparse
@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from caper_train import encoder_blame
+from caper_research import encoder_blame
 
 WORDS = ["select", "name", "from", "singer", "where", "age", "country", "count", "group", "by", "order",
          "what", "is", "the", "of", "each", "how", "many", ">", "=", "1", "2", "'", "*", "(", ")", ",", "|", ":"]

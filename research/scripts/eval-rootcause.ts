@@ -1,13 +1,13 @@
 // Research harness for issue 11: root-cause definitions against the expert labels.
-// Usage: node dist/scripts/eval-rootcause.js [--labels FILE] [--data DIR] [--cache FILE]
+// Usage: node dist/research/scripts/eval-rootcause.js [--labels FILE] [--data DIR] [--cache FILE]
 // Gathers execution evidence once per labelled item (cached as JSON), then scores several
 // ranking policies offline: top1, mrr, n and a confusion table per policy.
 import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { SqlExecutor } from '../src/execution/executor.js';
-import { rootCause } from '../src/annotate/rootcause.js';
-import { gatherEvidence, rankLabels, ROOT_LABELS, FUNDAMENTAL_ORDER, type RootLabel, type RootCauseEvidence, type RankPolicy } from '../src/annotate/rootcause.js';
-import { splitSql, topUnits } from '../src/clauses/index.js';
+import { SqlExecutor } from '../../src/execution/executor.js';
+import { rootCause } from '../../src/annotate/rootcause.js';
+import { gatherEvidence, rankLabels, ROOT_LABELS, FUNDAMENTAL_ORDER, type RootLabel, type RootCauseEvidence, type RankPolicy } from '../../src/annotate/rootcause.js';
+import { splitSql, topUnits } from '../../src/clauses/index.js';
 
 interface Item { id: number; index: number; db_id: string; question: string; gold: string; sql: string; label: string }
 
@@ -98,9 +98,9 @@ if (args.includes('--dump')) {
 }
 
 // ---- table-set features (research) ----
-import { walk as walkTree } from '../src/clauses/index.js';
-import { resolveColumn, SchemaIndex } from '../src/annotate/scope.js';
-import { schemaFromSqlite } from '../src/clauses/schema.js';
+import { walk as walkTree } from '../../src/clauses/index.js';
+import { resolveColumn, SchemaIndex } from '../../src/annotate/scope.js';
+import { schemaFromSqlite } from '../../src/clauses/schema.js';
 if (args.includes('--tables')) {
   const tablesAll = (sql: string) => { const s = splitSql(sql); return new Set(s.tree ? walkTree(s.tree).filter((n) => n.kind === 'table').map((n) => n.label) : []); };
   const topFrom = (sql: string) => { const s = splitSql(sql); const sel = s.tree?.children[0]; const sel0 = sel?.kind === 'select' ? sel : sel?.children[0]; const f = sel0?.children.find((c) => c.kind === 'clause' && c.label === 'FROM'); return new Set(f ? walkTree(f).filter((n) => n.kind === 'table' && n.unit === f.unit).map((n) => n.label) : []); };
@@ -130,7 +130,7 @@ if (args.includes('--tables')) {
 }
 
 // ---- consensus (no gold): references from the other pool8 candidates ----
-import { referenceGroups } from '../src/annotate/rootcause.js';
+import { referenceGroups } from '../../src/annotate/rootcause.js';
 const POOL8 = ['dail-sql-gpt4', 'din-sql-gpt4', 'gpt4-few-shot', 'gpt4-zero-shot', 'chatgpt-zero-shot', 'c3sql-chatgpt', 'din-sql-codex', 'codex-few-shot'];
 const CPOL: RankPolicy[] = [
   { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true },
@@ -166,7 +166,7 @@ if (args.includes('--consensus')) {
   }
   const cById = new Map(cst.map((c) => [c.id, c]));
   {
-    const { consensusRootCause } = await import('../src/annotate/rootcause.js');
+    const { consensusRootCause } = await import('../../src/annotate/rootcause.js');
     const exec = new SqlExecutor({ workers: 2, timeoutMs: 5000 });
     const ranked: (RootLabel[] | null)[] = [];
     const reasons = new Map<string, number>();
@@ -253,7 +253,7 @@ if (args.includes('--consensus')) {
 }
 if (args.includes('--refstats')) {
   const preds = new Map(POOL8.map((s) => [s, readFileSync(join(data, 'predictions', `${s}.sql`), 'utf8').split('\n')]));
-  const { sameResult } = await import('../src/execution/equivalence.js');
+  const { sameResult } = await import('../../src/execution/equivalence.js');
   const exec = new SqlExecutor({ workers: 2, timeoutMs: 5000 });
   const cst = JSON.parse(readFileSync(cacheFile.replace(/\.json$/, '.consensus.json'), 'utf8')) as { id: number; refs: { size: number; ev: Omit<RootCauseEvidence, 'predResult' | 'goldResult'> | null }[] }[];
   const tab = new Map<string, [number, number]>();

@@ -5,7 +5,7 @@
 //   2. of the statements SQLite executes (within --timeout-ms), how many parse to a tree,
 //   3. of those, how many render to SQL that executes to the same result (multiset of rows,
 //      ordered when the statement has a top-level ORDER BY).
-// Usage: node dist/scripts/validate-clauses.js --data ../shared/data/spider
+// Usage: node dist/research/scripts/validate-clauses.js --data ../shared/data/spider
 //        [--timeout-ms 2000] [--no-exec] [--no-python] [--failures FILE.jsonl] [--out bench/results/clauses-validation.md]
 // Engines: the project's SqlExecutor (better-sqlite3 in child processes, which emulates SQLite's
 // double-quoted-string fallback that better-sqlite3's build lacks) and, unless --no-python, an
@@ -16,10 +16,10 @@ import { dirname, join } from 'node:path';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
-import { renderSql, splitSql, topUnits, walk } from '../src/clauses/index.js';
-import type { SplitResult } from '../src/clauses/types.js';
-import { SqlExecutor, type ExecResult } from '../src/execution/executor.js';
+import { parseArgs, flagNumber, flagString } from '../../src/commands/args.js';
+import { renderSql, splitSql, topUnits, walk } from '../../src/clauses/index.js';
+import type { SplitResult } from '../../src/clauses/types.js';
+import { SqlExecutor, type ExecResult } from '../../src/execution/executor.js';
 
 interface Item {
   source: string;
@@ -57,7 +57,7 @@ class PyEngine {
   private pending = new Map<number, (r: PyResult) => void>();
   private nextId = 0;
   constructor(private timeoutMs: number) {
-    const script = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'scripts', 'validate-clauses-sqlite.py');
+    const script = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'research', 'scripts', 'validate-clauses-sqlite.py');
     this.child = spawn('python3', [script], { stdio: ['pipe', 'pipe', 'pipe'] });
     this.child.stderr.on('data', (d: Buffer) => process.stderr.write(`[python] ${d.toString()}`));
     const rl = createInterface({ input: this.child.stdout });
@@ -299,7 +299,7 @@ async function main(): Promise<number> {
   const sample = failures.slice(0, 40).map((f) => `- [${String(f.stage)}] ${String(f.source)}:${String(f.line)} \`${String(f.sql)}\` - ${String(f.error ?? '').slice(0, 160)}`);
   const md = `# Clause engine validation on Spider
 
-Command: \`node dist/scripts/validate-clauses.js --data ${data}${noExec ? ' --no-exec' : ''} --timeout-ms ${timeoutMs}\`
+Command: \`node dist/research/scripts/validate-clauses.js --data ${data}${noExec ? ' --no-exec' : ''} --timeout-ms ${timeoutMs}\`
 (run ${new Date().toISOString()}, ${secs.toFixed(0)} s).
 
 - *spans exact*: every unit's text equals sql.slice(start, end), depth-0 units are ordered with only

@@ -1,10 +1,10 @@
 """Blame readouts over the Clause-PRM's clause features, fitted with cross-validation by database.
 
-    python -m caper_train.readout dump --init MODEL_OR_CKPT --items runs/prm-items.jsonl \
+    python -m caper_research.readout dump --init MODEL_OR_CKPT --items runs/prm-items.jsonl \
         --real runs/devopen-real.jsonl --out runs/feat-NAME.pt
-    python -m caper_train.readout cv --features runs/feat-NAME.pt [--hidden] [--l2 L] [--out FILE.json]
+    python -m caper_research.readout cv --features runs/feat-NAME.pt [--hidden] [--l2 L] [--out FILE.json]
 
-`dump` runs the model once over every pool candidate (items from scripts/prm-items.ts) and keeps,
+`dump` runs the model once over every pool candidate (items from research/scripts/prm-items.ts) and keeps,
 per clause unit, the raw output at its marker and the final hidden state there, plus the unit's
 clause label; each candidate that failed gets its root-cause unit from the real-candidate
 annotation (`caper annotate --candidates`, rootcause.ts's definition).
@@ -26,10 +26,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .cv import DEFAULT_FOLDS, FUNDAMENTAL, rank_metrics, read_jsonl, score_items
-from .data import group_key
-from .tok import CaperTokenizer
-from .train import load_init, log
+from caper_train.blamefit import DEFAULT_FOLDS
+from caper_train.clogit import FUNDAMENTAL, fit, pad_lists, ranking
+from caper_train.data import group_key
+from caper_train.tok import CaperTokenizer
+from caper_train.train import load_init, log
+
+from caper_research.cv import rank_metrics, read_jsonl, score_items
 
 LABELS = ["SELECT", "FROM", "WHERE", "GROUP BY", "HAVING", "ORDER BY", "LIMIT", "SETOP"]
 
@@ -98,39 +101,6 @@ def unit_features(r: dict, hidden: bool, fuse: bool = False) -> torch.Tensor:
     return torch.cat(cols, 1)
 
 
-def pad_lists(lists: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    n = max(x.shape[0] for x, _ in lists)
-    d = lists[0][0].shape[1]
-    X = torch.zeros(len(lists), n, d)
-    M = torch.zeros(len(lists), n, dtype=torch.bool)
-    for i, (x, _) in enumerate(lists):
-        X[i, :x.shape[0]] = x
-        M[i, :x.shape[0]] = True
-    return X, M, torch.tensor([t for _, t in lists])
-
-
-def fit(lists: list[tuple[torch.Tensor, int]], l2: float, iters: int = 200, standardize: bool = True) -> torch.Tensor:
-    """Listwise softmax regression: L-BFGS on mean cross-entropy + l2 |w|^2 (padded units masked).
-    standardize=False penalizes the weights of the features as they are (blamefit: sparse 0/1 facts)."""
-    X, M, y = pad_lists(lists)
-    # Features on one scale, so one l2 fits all; folded back into w at the end.
-    flat = X[M]
-    mu, sd = (flat.mean(0), flat.std(0) + 1e-6) if standardize else (torch.zeros(X.shape[2]), torch.ones(X.shape[2]))
-    Xs = torch.where(M[..., None], (X - mu) / sd, torch.zeros(()))
-    w = torch.zeros(X.shape[2], requires_grad=True)
-    opt = torch.optim.LBFGS([w], lr=1.0, max_iter=iters, line_search_fn="strong_wolfe")
-
-    def closure():
-        opt.zero_grad()
-        logits = (Xs @ w).masked_fill(~M, -1e9)
-        loss = F.cross_entropy(logits, y) + l2 * (w * w).sum()
-        loss.backward()
-        return loss
-    opt.step(closure)
-    # score = ((x - mu) / sd) . w = x . (w / sd) + const; the constant does not change a ranking.
-    return (w.detach() / sd)
-
-
 class MLPReadout(torch.nn.Module):
     def __init__(self, d: int, h: int):
         super().__init__()
@@ -164,15 +134,6 @@ def fit_mlp(lists: list[tuple[torch.Tensor, int]], l2: float, hidden: int, epoch
     return lambda x: net((x - mu) / sd).detach()
 
 
-def ranking(labels: list[str], scores: torch.Tensor) -> list[str]:
-    order = sorted(range(len(labels)), key=lambda i: (-float(scores[i]), i))
-    out: list[str] = []
-    for i in order:
-        if labels[i] not in out:
-            out.append(labels[i])
-    return out + [l for l in FUNDAMENTAL if l not in out]
-
-
 def consensus_scores(r: dict) -> torch.Tensor:
     """Per unit: reciprocal rank of its label in the consensus ranking (0 when there is none)."""
     c = r.get("consensus") or []
@@ -200,13 +161,13 @@ def label_fused_ranking(r: dict, s: torch.Tensor, beta: float, missing: float) -
 def cv(a) -> int:
     rows = torch.load(a.features, weights_only=False)
     if a.scores:
-        # Clause scores from caper_train.cv (each candidate scored by the model of its own fold):
+        # Clause scores from caper_research.cv (each candidate scored by the model of its own fold):
         # fused figures for fine-tuned models. Only the scored candidates remain.
         sc = {(x["index"], x["sql"]): x for x in read_jsonl(a.scores) if x.get("raw") is not None}
         rows = [dict(r, raw=sc[(r["index"], r["sql"])]["raw"], base=sc[(r["index"], r["sql"])]["base"])
                 for r in rows if (r["index"], r["sql"]) in sc]
     if a.items_consensus:
-        # Consensus rankings of every failing candidate (scripts/prm-items.ts --consensus-all): the
+        # Consensus rankings of every failing candidate (research/scripts/prm-items.ts --consensus-all): the
         # training lists of the fitted combiner need them, not only the labelled items.
         cons = {}
         for it in read_jsonl(a.items_consensus):
@@ -310,7 +271,7 @@ def main(argv=None) -> int:
     c.add_argument("--hidden", action="store_true")
     c.add_argument("--l2", type=float, default=1e-3)
     c.add_argument("--export", help="also fit on all databases and write {features, weights} here (caper.json blame.fused_linear)")
-    c.add_argument("--scores", help="caper_train.cv scores.jsonl: use these held-out clause scores (with --min-readout)")
+    c.add_argument("--scores", help="caper_research.cv scores.jsonl: use these held-out clause scores (with --min-readout)")
     c.add_argument("--items-consensus", help="prm-items.ts --consensus-all output: consensus of every failing candidate")
     c.add_argument("--fuse", action="store_true", help="fit the combiner with consensus features on the training failures")
     c.add_argument("--mlp", type=int, default=0, help="hidden width of an MLP readout (0: linear)")

@@ -1,11 +1,11 @@
 // Backward elimination over the selector's features by database-grouped CV (exploration aid):
 // repeatedly drop the feature whose removal gives the highest pooled EX, while EX does not fall.
-// node dist/scripts/selector-ablate.js POOL MODE L2
-import { POOLS, resolvePool } from '../src/eval/spider.js';
-import { subsetFacts, loadOrComputeFacts } from '../src/eval/selector-data.js';
-import { candidatesFor, foldsByDatabase } from '../src/eval/selector.js';
-import { buildGroups, FEATURES, groupScore, type SelectorMode } from '../src/scoring/selector.js';
-import { fitSelector } from '../src/scoring/selector-fit.js';
+// node dist/research/scripts/selector-ablate.js POOL MODE L2
+import { POOLS, resolvePool } from '../../src/eval/spider.js';
+import { subsetFacts, loadOrComputeFacts } from '../../src/eval/selector-data.js';
+import { candidatesFor, foldsByDatabase } from '../../src/eval/selector.js';
+import { buildGroups, FEATURES, groupScore, type SelectorMode } from '../../src/scoring/selector.js';
+import { fitSelector } from '../../src/scoring/selector-fit.js';
 
 const [pool = 'pool8', modeArg = 'exec', l2Arg = '30'] = process.argv.slice(2);
 const mode = modeArg as SelectorMode;

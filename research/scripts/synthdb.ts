@@ -10,8 +10,8 @@
 // (without them every WHERE would select nothing and every candidate would return the empty
 // result).
 import Database from 'better-sqlite3';
-import { tokenize, significant, identName, type Token } from '../src/clauses/lexer.js';
-import type { SchemaInfo } from '../src/clauses/schema.js';
+import { tokenize, significant, identName, type Token } from '../../src/clauses/lexer.js';
+import type { SchemaInfo } from '../../src/clauses/schema.js';
 
 export interface SynthOptions {
   /** Rows per table (default 25). */

@@ -1,13 +1,13 @@
 // Real failures of the dev-open pool8 systems through the counterfactual procedure: where do
 // systems go wrong, clause by clause? Writes bench/results/dev-failures.md and .json.
-// Usage: node dist/scripts/dev-failures.js [--data ../shared/data/spider/dev-open] [--pool a,b,...] [--workers 2]
+// Usage: node dist/research/scripts/dev-failures.js [--data ../shared/data/spider/dev-open] [--pool a,b,...] [--workers 2]
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
-import { SqlExecutor } from '../src/execution/executor.js';
-import { sameResult, rowOrderMatters } from '../src/execution/equivalence.js';
-import { rootCauseDetail } from '../src/annotate/rootcause.js';
-import { loadQuestions, loadPredictions, resolvePool, dbPath } from '../src/eval/spider.js';
-import { CLAUSE_KINDS, type ClauseKind } from '../src/clauses/types.js';
+import { parseArgs, flagNumber, flagString } from '../../src/commands/args.js';
+import { SqlExecutor } from '../../src/execution/executor.js';
+import { sameResult, rowOrderMatters } from '../../src/execution/equivalence.js';
+import { rootCauseDetail } from '../../src/annotate/rootcause.js';
+import { loadQuestions, loadPredictions, resolvePool, dbPath } from '../../src/eval/spider.js';
+import { CLAUSE_KINDS, type ClauseKind } from '../../src/clauses/types.js';
 
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
@@ -69,7 +69,7 @@ async function main(): Promise<number> {
   const kinds = CLAUSE_KINDS.filter((k) => byClause[k]);
   const md = `# Root-cause clauses of real dev-open failures (${pool.length} systems)
 
-Command: \`node dist/scripts/dev-failures.js --data ${data}\` (${new Date().toISOString()}, ${secs.toFixed(1)} s).
+Command: \`node dist/research/scripts/dev-failures.js --data ${data}\` (${new Date().toISOString()}, ${secs.toFixed(1)} s).
 Systems: ${pool.join(', ')}. A failure is a prediction whose result does not match gold under the
 test-suite rule (multiset of rows, any column order, order only when gold has a top-level ORDER BY).
 Each failure goes through \`rootCause\` (src/annotate/rootcause.ts): the clause an expert would

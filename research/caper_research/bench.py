@@ -1,6 +1,6 @@
 """Training throughput on Spider-shaped data, to size the default preset for a CPU budget.
 
-    python -m caper_train.bench [--spider ../shared/data/spider] [--steps 25] [--out bench/results/train-throughput]
+    python -m caper_research.bench [--spider ../shared/data/spider] [--steps 25] [--out bench/results/train-throughput]
 
 The records are synthesized from Spider train (schema text from tables.json, a keyword split of
 the gold SQL into clause units, one crude mutation per pair) only so that sequence lengths and
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 
-from .data import build_dataset, corpus_texts
-from .model import PRESETS, RewardModel, qwen2_config
-from .tok import CaperTokenizer, train_tokenizer
-from .train import ROW_TOKENS, collate, collate_rows, compute_loss, make_batches, make_row_batches
+from caper_train.data import build_dataset, corpus_texts
+from caper_train.model import PRESETS, RewardModel, qwen2_config
+from caper_train.tok import CaperTokenizer, train_tokenizer
+from caper_train.train import ROW_TOKENS, collate, collate_rows, compute_loss, make_batches, make_row_batches
 
 CLAUSE_RE = re.compile(r"\b(FROM|WHERE|GROUP BY|HAVING|ORDER BY|LIMIT|UNION|INTERSECT|EXCEPT)\b", re.I)
 
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     torch.manual_seed(a.seed)
     if a.data:
-        from .data import read_records
+        from caper_train.data import read_records
         records, _ = read_records(a.data)
     else:
         records = synthesize(Path(a.spider), a.pairs_per_question, a.seed)
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
           f"Data: {stats['source']}: {stats['pairs']} pairs + {stats['trajectories']} trajectories = "
           f"{n_seq} sequences/epoch, {stats['tokens_per_epoch']} tokens, length mean {stats['mean_len']:.0f} / p50 "
           f"{stats['p50_len']} / p90 {stats['p90_len']} / max {stats['max_len']} (max_length {a.max_length}).", "",
-          f"Measured over {a.steps} steps of {a.batch_size} records (after 2 warm-up steps); `python -m caper_train.bench`.", "",
+          f"Measured over {a.steps} steps of {a.batch_size} records (after 2 warm-up steps); `python -m caper_research.bench`.", "",
           "seq/s counts a pair as 2 sequences; tok/s counts tokens computed (packing shares a pair's prefix). "
           "CPU share = process CPU time / wall / threads (the machine is shared); the full-CPU epoch estimate "
           "scales the per-CPU-second rate to all threads (an upper bound on speed: 2 threads do not scale perfectly).", "",

@@ -1,4 +1,4 @@
-"""Second SQL engine for scripts/validate-clauses.ts: Python's sqlite3, which (unlike
+"""Second SQL engine for research/scripts/validate-clauses.ts: Python's sqlite3, which (unlike
 better-sqlite3) keeps SQLite's double-quoted-string fallback, as Spider's official evaluation
 does. Reads JSON lines {"id", "db", "sql", "timeout_ms"} on stdin and answers each with
 {"id", "ok", "error"?, "ncols", "nrows", "ordered", "unordered"} (hashes of the rows)."""

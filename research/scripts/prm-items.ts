@@ -3,16 +3,16 @@
 // clause label each unit stands for), the expert label where the labels file has the item, and,
 // with --consensus, the gold-free consensus ranking from the other pool8 candidates (the input of
 // fused blame). Python scores these with the torch model of each fold, so no ONNX export per fold.
-// Usage: node dist/scripts/prm-items.js [--data DIR] [--labels FILE] [--pool pool16] [--out FILE] [--consensus]
+// Usage: node dist/research/scripts/prm-items.js [--data DIR] [--labels FILE] [--pool pool16] [--out FILE] [--consensus]
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { splitSql, topUnits } from '../src/clauses/index.js';
-import { schemaFromSqlite, schemaText } from '../src/clauses/schema.js';
-import { SqlExecutor } from '../src/execution/executor.js';
-import { consensusRootCause } from '../src/annotate/rootcause.js';
-import { sameResult } from '../src/execution/equivalence.js';
-import { loadLabels, unitLabel } from '../src/eval/localize-labels.js';
-import { dbPath, loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
+import { splitSql, topUnits } from '../../src/clauses/index.js';
+import { schemaFromSqlite, schemaText } from '../../src/clauses/schema.js';
+import { SqlExecutor } from '../../src/execution/executor.js';
+import { consensusRootCause } from '../../src/annotate/rootcause.js';
+import { sameResult } from '../../src/execution/equivalence.js';
+import { loadLabels, unitLabel } from '../../src/eval/localize-labels.js';
+import { dbPath, loadPredictions, loadQuestions, resolvePool } from '../../src/eval/spider.js';
 
 const args = process.argv.slice(2);
 const flag = (n: string, d: string): string => {

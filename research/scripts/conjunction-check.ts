@@ -3,11 +3,11 @@
 //  - false alarms: gold queries (right by definition) on which the rule fires;
 //  - recall: gold INTERSECTs whose two arms differ in one literal, collapsed into the per-row
 //    mistake real systems make (`... WHERE c IN (x, y)`), on which the rule should fire.
-// Usage: node dist/scripts/conjunction-check.js [--train ../shared/data/spider/train/train.json]
+// Usage: node dist/research/scripts/conjunction-check.js [--train ../shared/data/spider/train/train.json]
 import { readFileSync } from 'node:fs';
-import { conjoinedValuesPerRow } from '../src/annotate/rootcause.js';
-import { splitSql } from '../src/clauses/index.js';
-import { parseArgs, flagString } from '../src/commands/args.js';
+import { conjoinedValuesPerRow } from '../../src/annotate/rootcause.js';
+import { splitSql } from '../../src/clauses/index.js';
+import { parseArgs, flagString } from '../../src/commands/args.js';
 
 const a = parseArgs(process.argv.slice(2));
 const file = flagString(a, 'train', '../shared/data/spider/train/train.json')!;
