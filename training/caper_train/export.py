@@ -312,11 +312,10 @@ def manifest_inputs(info: dict | None) -> dict:
 def update_manifest(out: Path, info: dict) -> None:
     """A re-export into a model directory keeps caper.json in step with the new graph (the same
     weights, so the other steps' outputs stay)."""
-    from .manifest import read_step, section_writers, write_step
+    from .manifest import read_manifest, read_step, section_writers, write_step
     if not (out / "caper.json").exists():
         return
-    m = read_step(out, "train") or {k: v for k, v in json.loads((out / "caper.json").read_text()).items()
-                                    if section_writers().get(k) == "train"}
+    m = read_step(out, "train") or {k: v for k, v in read_manifest(out).items() if section_writers().get(k) == "train"}
     m.update(manifest_inputs(info))
     m["export"] = info
     files = m.setdefault("files", {})
@@ -337,8 +336,9 @@ def load_from_onnx(model_dir: str | Path) -> RewardModel:
     import onnx
     from onnx import numpy_helper
     from .model import build_from_preset
+    from .manifest import read_manifest
     d = Path(model_dir)
-    man = json.loads((d / "caper.json").read_text())
+    man = read_manifest(d)
     preset = (man.get("training") or {}).get("preset")
     if not preset:
         raise ValueError(f"{d}/caper.json names no preset: only preset models can be rebuilt from ONNX")

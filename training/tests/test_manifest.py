@@ -54,3 +54,14 @@ def test_a_step_writes_only_its_own_sections(tmp_path):
     train = read_step(d, "train")
     m = write_step(d, "train", train, fresh=True)
     assert "blame" not in m and not (d / "steps" / "blame.json").exists()
+
+
+def test_loading_a_model_directory_refuses_an_invalid_manifest(tmp_path):
+    from caper_train.from_onnx import recover
+    d = tmp_path / "m"
+    shutil.copytree(REPO / "models" / "tiny", d)
+    m = json.loads((d / "caper.json").read_text())
+    m["max_length"] = "512"
+    (d / "caper.json").write_text(json.dumps(m))
+    with pytest.raises(ManifestError, match="/max_length: expected integer, got string"):
+        recover(d)
