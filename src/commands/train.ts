@@ -133,11 +133,11 @@ export async function run(argv: string[]): Promise<number> {
   const step = (id: Step, what: string) => console.log(`\n[caper train ${STEPS.indexOf(id) + 1}/${STEPS.length} ${id} +${stamp(t0)}] ${what}`);
   const pyEnv = { ...process.env, PYTHONPATH: join(ROOT, 'training') };
 
-  let tuples = flagString(a, 'tuples');
+  let tuples = flagString(a, 'tuples') !== undefined ? resolve(flagString(a, 'tuples')!) : undefined;
   const candidates = flagString(a, 'candidates');
   if (todo.has('annotate') || todo.has('train')) {
-    if (tuples && !existsSync(resolve(tuples))) {
-      console.error(`caper train: --tuples ${resolve(tuples)} does not exist`);
+    if (tuples && !existsSync(tuples)) {
+      console.error(`caper train: --tuples ${tuples} does not exist`);
       return 2;
     }
     if (!tuples && !existsSync(data)) {
@@ -168,7 +168,6 @@ export async function run(argv: string[]): Promise<number> {
   // annotate -> runs/NAME/tuples.jsonl (or --tuples as given), plus the real candidates' records
   if (todo.has('annotate')) {
     if (tuples) {
-      tuples = resolve(tuples);
       step('annotate', `annotation skipped: using ${tuples}`);
     } else {
       tuples = join(runDir, 'tuples.jsonl');
