@@ -118,7 +118,7 @@ def test_text_mode_fits_the_database_free_features_into_text_linear(tmp_path, ca
 
 def test_a_split_with_one_database_still_exports_weights(tmp_path, capsys):
     # Cross-validation by database has nothing to train on in the only fold; the export still
-    # fits on every failure (what `caper train` step 6 needs on a small split).
+    # fits on every failure (what `caper train`'s blame step needs on a small split).
     rows = make_rows(dbs=("solo",))
     data = tmp_path / "d.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in rows))
