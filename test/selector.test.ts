@@ -281,3 +281,33 @@ test('a group resting on a value the column never holds is passed over while ano
   const allBad = [cands[0]!, cands[1]!, await withLookups("SELECT name FROM singer WHERE country = 'ESP'")];
   assert.equal(selectGroups(allBad, w).order[0], 0);
 });
+
+test('a request computes only the features its weights name; its ranking and reasons are those of the full vectors', async () => {
+  const cands = await Promise.all([
+    cand('SELECT country FROM singer', 0.4),
+    cand('SELECT country FROM singer AS s', 0.45),
+    cand('SELECT DISTINCT country FROM singer', 0.9),
+    cand("SELECT country FROM singer WHERE country = 'France'", 0.7),
+    cand('SELECT name FROM singer', 0.6),
+  ]);
+  const f = (x: number[], name: string) => x[FEATURES.exec.indexOf(name)]!;
+  const full = buildGroups(cands, 'exec', 'Which countries?').groups;
+  const some = buildGroups(cands, 'exec', 'Which countries?', new Set(['share', 'prm_max'])).groups;
+  assert.ok(full.some((g) => f(g.x, 'soft_support') > 0), 'the row-overlap feature has something to compute here');
+  assert.ok(some.every((g) => f(g.x, 'soft_support') === 0 && f(g.x, 'dup_twin') === 0), 'and is skipped when unused');
+  some.forEach((g, i) => {
+    assert.equal(f(g.x, 'share'), f(full[i]!.x, 'share'));
+    assert.equal(f(g.x, 'prm_max'), f(full[i]!.x, 'prm_max'));
+  });
+  for (const w of [
+    { mode: 'exec' as const, features: ['share', 'soft_support', 'dup_twin', 'prm_max'], weights: [1, 3, -2, 1.5] },
+    { mode: 'exec' as const, features: ['share', 'prm_max'], weights: [-1, 2] },
+  ]) {
+    const sel = selectGroups(cands, w, 'Which countries?');
+    // The same choice from the full vectors, scored by hand.
+    const score = (x: number[]) => w.features.reduce((a, name, k) => a + w.weights[k]! * f(x, name), 0);
+    const best = full.reduce((b, g) => (score(g.x) > score(b.x) ? g : b));
+    assert.equal(sel.order[0], best.members[0], JSON.stringify(w));
+    for (const g of sel.groups) assert.ok(Math.abs(g.score - score(full.find((h) => h.members[0] === g.members[0])!.x)) < 1e-12);
+  }
+});

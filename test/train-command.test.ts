@@ -2,7 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { assembleFromSteps } from '../src/scoring/manifest.js';
 import { SINGERS_SQL, writeSpiderSplit } from './spider-split.js';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -102,17 +103,26 @@ test('caper train --candidates DIR adds the real candidates\' failures and succe
     assert.ok(real.every((x) => x.source === 'counterfactual' || x.source === 'gold'), JSON.stringify(real.map((x) => x.source)));
     const m = JSON.parse(readFileSync(join(out, 'caper.json'), 'utf8')) as { training: { records: number } };
     assert.equal(m.training.records, merged.length, 'the model was trained on the merged file');
-    // With the split as the evaluation split too, steps 4-6 run on it: the selector's weights and
-    // the three blame combiners land in caper.json (one database: nothing to cross-validate, the
+    // With the split as the evaluation split too, the evaluate, selector and blame steps run on it:
+    // the localization figures, the selector's weights and the three blame combiners land in caper.json (one database: nothing to cross-validate, the
     // fit on all of it still ships).
     const evalOut = join(dir, `${name}-eval`);
     const e = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples', fixture, '--out', evalOut, '--steps', '4',
       '--eval-data', join(dir, 'split'), '--pool', 'a,b'], { cwd: ROOT, encoding: 'utf8', timeout: 110_000 });
     assert.equal(e.status, 0, e.stdout + e.stderr);
-    assert.match(e.stdout, /\[caper train 6\/6/);
-    const em = JSON.parse(readFileSync(join(evalOut, 'caper.json'), 'utf8')) as { selector?: unknown; blame?: Record<string, { features: string[] }> };
+    assert.match(e.stdout, /\[caper train 7\/7 manifest/);
+    const em = JSON.parse(readFileSync(join(evalOut, 'caper.json'), 'utf8')) as { selector?: unknown; blame?: Record<string, { features: string[] }>; evaluation?: { localize: { n: number; pool: string } } };
     assert.ok(em.selector);
     for (const key of ['solo_linear', 'text_linear', 'fused_linear']) assert.ok(em.blame?.[key]?.features.length, key);
+    assert.equal(em.evaluation?.localize.pool, 'a,b');
+    assert.ok((em.evaluation?.localize.n ?? 0) > 0, 'the failures were localized');
+    // Every section came from a step's output file, and those files alone rebuild the manifest.
+    assert.deepEqual(readdirSync(join(evalOut, 'steps')).sort(), ['blame.json', 'evaluate.json', 'selector.json', 'train.json']);
+    assert.deepEqual(assembleFromSteps(evalOut), em);
+    writeFileSync(join(evalOut, 'caper.json'), '{}');
+    const again = spawnSync(process.execPath, [CLI, 'train', '--only', 'manifest', '--out', evalOut], { cwd: ROOT, encoding: 'utf8' });
+    assert.equal(again.status, 0, again.stderr);
+    assert.deepEqual(JSON.parse(readFileSync(join(evalOut, 'caper.json'), 'utf8')), em);
     const bad = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples', fixture, '--candidates', join(dir, 'nowhere')], { cwd: ROOT, encoding: 'utf8' });
     assert.equal(bad.status, 2);
     assert.match(bad.stderr, /no predictions\/ directory/);
@@ -130,4 +140,7 @@ test('caper train rejects bad flags without starting anything', () => {
   const t = spawnSync(process.execPath, [CLI, 'train', '--tuples', '/nonexistent/x.jsonl', '--preset', 'tiny'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(t.status, 2);
   assert.match(t.stderr, /does not exist/);
+  const o = spawnSync(process.execPath, [CLI, 'train', '--only', 'manifest,tuning'], { cwd: ROOT, encoding: 'utf8' });
+  assert.equal(o.status, 2);
+  assert.match(o.stderr, /--only takes steps among annotate, train, evaluate, selector, blame-data, blame, manifest, got "tuning"/);
 });

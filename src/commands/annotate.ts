@@ -4,7 +4,7 @@
 // caper annotate ... --shard K/N --out PART.jsonl;  caper annotate --merge PART... --out FILE.jsonl
 import { createWriteStream, existsSync, readdirSync, rmSync, statSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
-import { parseStrict, flagNumber, flagString } from './args.js';
+import { onlyIn, parseStrict, flagNumber, flagString } from './args.js';
 import { annotate, formatSummary, loadQuestionsFile, type AnnotateSummary } from '../annotate/tuples.js';
 import { MUTATION_KINDS } from '../annotate/mutations.js';
 import { mergeParts, metaPath, parseShard, questionsFileSha256, writePartMeta, type Shard } from '../annotate/shards.js';
@@ -59,7 +59,12 @@ export async function run(argv: string[]): Promise<number> {
   }
   const data = flagString(a, 'data');
   const out = flagString(a, 'out');
-  if (a.flags.has('merge')) return merge(a.positional, out);
+  if (a.flags.has('merge')) {
+    onlyIn(a, 'annotate --merge', ['merge', 'out']);
+    return merge(a.positional, out);
+  }
+  // The self-check writes nothing and runs every question once.
+  if (a.flags.has('self-check')) onlyIn(a, 'annotate --self-check', ['self-check', 'data', 'mutants-per-query', 'workers', 'seed', 'alpha', 'sigma', 'timeout-ms', 'limit', 'dbs', 'failures', 'candidates', 'quiet']);
   let shard: Shard | undefined;
   if (a.flags.has('shard')) {
     try {

@@ -108,3 +108,13 @@ export function parseStrict(argv: string[], spec: FlagSpec): ParsedArgs {
   if (a.positional.length > (spec.positional ?? 0)) throw new UsageError(`unexpected argument "${a.positional[spec.positional ?? 0]}"`);
   return a;
 }
+
+/**
+ * A command with modes parses the union of its flags, then refuses those its mode does not use:
+ * a flag that would be silently ignored (`--fit-out` with shipped weights) is a usage error too.
+ */
+export function onlyIn(a: ParsedArgs, mode: string, allowed: readonly string[]): void {
+  for (const k of a.flags.keys()) {
+    if (k !== 'help' && !allowed.includes(k)) throw new UsageError(`--${k} does not apply to ${mode}`);
+  }
+}

@@ -1,6 +1,6 @@
 // `caper eval localize`: the command-line front of src/eval/localize.ts (flags in, table out).
 import { writeFileSync } from 'node:fs';
-import { parseStrict, flagString, flagNumber, type ParsedArgs } from './args.js';
+import { onlyIn, parseStrict, flagString, flagNumber, type ParsedArgs } from './args.js';
 import { confusionTable, LABEL_SOURCES, loadLabels, rankingsFor, scoreRankings, verdictsFor, type ItemVerdict, type LabelSource } from '../eval/localize-labels.js';
 import type { ClauseKind } from '../clauses/types.js';
 import { loadModel } from '../scoring/onnx.js';
@@ -21,14 +21,21 @@ export const USAGE = `usage: caper eval localize [--data DIR] [--pool NAME] [--m
   --out    with --labels: one line per scored item, {index, db_id, sql, ranking} and, for text|solo|fused,
            the verdict /localize answers: blame (unit indexes), blame_source, missing_clause`;
 
+const POOL_FLAGS = ['data', 'model', 'pool', 'device', 'prior', 'blame', 'limit', 'out'];
+const LABEL_FLAGS = ['labels', 'source', 'data', 'pool', 'model', 'device', 'blame', 'timeout-ms', 'out'];
+
 export async function run(argv: string[]): Promise<number> {
-  const a = parseStrict(argv, { values: ['data', 'model', 'pool', 'device', 'prior', 'blame', 'limit', 'out', 'labels', 'source', 'timeout-ms'] });
-  if (a.flags.has('help')) {
+  if (argv.includes('--help') || argv.includes('-h')) {
     console.log(USAGE);
     return 0;
   }
+  const a = parseStrict(argv, { values: [...POOL_FLAGS, ...LABEL_FLAGS] });
   // Against expert labels (any file in the format of dev-open/labels/root_cause.jsonl).
-  if (flagString(a, 'labels')) return runLabels(a);
+  if (a.flags.has('labels')) {
+    onlyIn(a, 'eval localize --labels', LABEL_FLAGS);
+    return runLabels(a);
+  }
+  onlyIn(a, 'eval localize without --labels', POOL_FLAGS);
   const data = flagString(a, 'data', '../shared/data/spider/dev-open')!;
   const modelDir = flagString(a, 'model', 'models/default')!;
   const systems = resolvePool(data, flagString(a, 'pool', 'pool8')!);

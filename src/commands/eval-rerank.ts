@@ -9,18 +9,20 @@ import type { CandidateScoreMode } from '../scoring/candidate-score.js';
 export const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid|selector
        [--model DIR] [--device auto|cuda|cpu] [--out PICKS.jsonl] [--facts FILE] [--lambda X]
        [--score min|last|mean] [--limit N] [--timeout-ms MS]
-  --strategy selector: cross-validated per-fold figures and the EX plot (caper eval rerank --strategy selector --help)`;
+  --strategy selector: cross-validated per-fold figures and the EX plot, or with --weights shipped the
+  model's own selector weights scored without a refit (caper eval rerank --strategy selector --help)`;
 
 const fmt = (x: number) => x.toFixed(1);
 
 export async function run(argv: string[]): Promise<number> {
-  // The selector evaluation takes its own flags (src/commands/eval-selector.ts).
+  // The selector evaluation takes its own flags and usage (src/commands/eval-selector.ts).
   if (flagString(parseArgs(argv, ['help']), 'strategy') === 'selector') return (await import('./eval-selector.js')).run(argv);
-  const a = parseStrict(argv, { values: ['data', 'pool', 'strategy', 'model', 'device', 'out', 'facts', 'lambda', 'score', 'limit', 'timeout-ms'] });
-  if (a.flags.has('help')) {
+  // --help wins over everything else on the line, as for every other command (src/cli.ts).
+  if (argv.includes('--help') || argv.includes('-h')) {
     console.log(USAGE);
     return 0;
   }
+  const a = parseStrict(argv, { values: ['data', 'pool', 'strategy', 'model', 'device', 'out', 'facts', 'lambda', 'score', 'limit', 'timeout-ms'] });
   const data = flagString(a, 'data');
   const pool = flagString(a, 'pool');
   const strategy = flagString(a, 'strategy', 'hybrid') as PoolStrategy;

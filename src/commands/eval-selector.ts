@@ -2,40 +2,60 @@
 // beside Majority Vote, the hybrid and the oracle, per fold and pooled, for each pool and for both
 // modes (with execution; without a database). Writes the EX plot and the figures to bench/results
 // (or --plot/--json), and with --fit-out fits the shipped weights into that model's caper.json.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+// With --weights shipped it fits nothing: the weights in the model's caper.json (what the service's
+// selector strategy uses) are scored on the split as they are.
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { parseArgs, flagString, flagNumber } from './args.js';
+import { onlyIn, parseStrict, flagString, flagNumber, UsageError, type ParsedArgs } from './args.js';
 import { resolvePool } from '../eval/spider.js';
 import { loadOrComputeFacts, subsetFacts, type SelectorFacts } from '../eval/selector-data.js';
-import { crossValidate, chooseL2, fitQuestion, METHODS, type CvResult } from '../eval/selector.js';
+import { crossValidate, chooseL2, fitQuestion, selectorPick, votePick, METHODS, type CvResult } from '../eval/selector.js';
 import { fitSelector } from '../scoring/selector-fit.js';
 import { selectorSvg } from '../eval/plot.js';
-import { FEATURES, SELECTED, type SelectorMode } from '../scoring/selector.js';
+import { FEATURES, SELECTED, selectorModelFrom, type SelectorMode } from '../scoring/selector.js';
+import { readManifestFile, readStep, writeStep } from '../scoring/manifest.js';
 
-const USAGE = `usage: caper eval rerank --strategy selector --data DIR [--pools pool8+pool16] [--model DIR]
+export const USAGE = `usage: caper eval rerank --strategy selector --data DIR [--pools pool8+pool16] [--model DIR]
        [--facts FILE] [--folds K] [--modes exec,sql] [--l2 X] [--all-features] [--plot FILE.svg] [--json FILE] [--no-plot]
-       [--fit-out MODEL_DIR [--fit-pool pool8]] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
+       [--fit-out MODEL_DIR [--fit-pool pool8]] [--out PICKS.jsonl] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
+       caper eval rerank --strategy selector --weights shipped --data DIR [--pools pool8] [--model DIR]
+       [--facts FILE] [--modes exec,sql] [--json FILE] [--out PICKS.jsonl] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
   --pools: pools separated by '+' (each as --pool takes it: a name or a comma list of systems).
-  The shipped feature set (SELECTED in src/scoring/selector.ts) is used unless --all-features.
-  Folds group whole databases; l2 is chosen inside each training fold by inner cross-validation
-  unless --l2 fixes it. --fit-out writes the weights fitted on all questions of --fit-pool into
-  MODEL_DIR/caper.json ("selector"), which the service's selector strategy uses.`;
+  --weights cv (default): cross-validated fits. The shipped feature set (SELECTED in src/scoring/selector.ts)
+  is used unless --all-features. Folds group whole databases; l2 is chosen inside each training fold by
+  inner cross-validation unless --l2 fixes it. --fit-out writes the weights fitted on all questions of
+  --fit-pool into MODEL_DIR/caper.json ("selector"), which the service's selector strategy uses.
+  --weights shipped: no fit; the model's caper.json "selector" weights (the vote where it has none, as
+  the service) score every question, i.e. the service's picks on this split.
+  --out: one line per question of the first pool, {"index", "sql"}, the selector's pick in the first
+  of --modes (with --weights cv: the pick of the fold that held the question out).`;
+
+const COMMON = ['strategy', 'weights', 'data', 'pools', 'pool', 'model', 'facts', 'modes', 'json', 'out', 'device', 'timeout-ms', 'limit'];
+const CV_ONLY = ['folds', 'l2', 'all-features', 'plot', 'no-plot', 'fit-out', 'fit-pool'];
 
 const fmt = (x: number) => x.toFixed(1);
 const MODE_NAME: Record<SelectorMode, string> = { exec: 'with execution', sql: 'without a database' };
 
+/** Writes the picks file: one {"index", "sql"} line per question, as every strategy's --out. */
+function writePicks(path: string, facts: SelectorFacts, picks: readonly number[]): void {
+  writeFileSync(path, picks.map((p, qi) => JSON.stringify({ index: qi, sql: facts.questions[qi]!.candidates[p]!.sql })).join('\n') + '\n');
+}
+
 export async function run(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, ['help', 'no-plot', 'all-features']);
-  if (a.flags.has('help')) {
+  if (argv.includes('--help') || argv.includes('-h')) {
     console.log(USAGE);
     return 0;
   }
+  const a = parseStrict(argv, { values: [...COMMON, 'folds', 'l2', 'plot', 'fit-out', 'fit-pool'], booleans: ['no-plot', 'all-features'] });
+  const weights = flagString(a, 'weights', 'cv')!;
+  if (weights !== 'cv' && weights !== 'shipped') throw new UsageError(`--weights must be cv or shipped, got "${weights}"`);
+  if (weights === 'shipped') onlyIn(a, '--weights shipped (nothing is fitted)', COMMON);
   const data = flagString(a, 'data');
   if (!data) {
     console.error(`caper eval rerank: --data is required\n${USAGE}`);
     return 2;
   }
-  const pools = (flagString(a, 'pools') ?? flagString(a, 'pool') ?? 'pool8+pool16').split('+').map((s) => s.trim()).filter(Boolean);
+  const pools = (flagString(a, 'pools') ?? flagString(a, 'pool') ?? (weights === 'shipped' ? 'pool8' : 'pool8+pool16')).split('+').map((s) => s.trim()).filter(Boolean);
   const modes = (flagString(a, 'modes', 'exec,sql')!).split(',').map((s) => s.trim()) as SelectorMode[];
   if (!modes.every((m) => m === 'exec' || m === 'sql')) {
     console.error('caper eval rerank: --modes takes exec and/or sql');
@@ -70,6 +90,7 @@ export async function run(argv: string[]): Promise<number> {
     timeoutMs: flagNumber(a, 'timeout-ms', 5000),
     device: flagString(a, 'device', 'auto') as 'auto' | 'cuda' | 'cpu',
   });
+  if (weights === 'shipped') return runShipped(a, all, modelDir, pools, poolSystems, modes);
   console.log(`selector evaluation: ${all.questions.length} questions, model ${all.model}, ${k} folds by database, l2 ${fixedL2 ?? 'by inner CV'}`);
 
   const results: { pool: string; mode: SelectorMode; cv: CvResult & { l2s: number[] } }[] = [];
@@ -115,7 +136,48 @@ export async function run(argv: string[]): Promise<number> {
     console.log(`\nwrote ${plot} and ${json}`);
   }
 
+  const out = flagString(a, 'out');
+  if (out) writePicks(out, subsetFacts(all, poolSystems[pools[0]!]!), results.find((r) => r.pool === pools[0] && r.mode === modes[0])!.cv.picks);
   if (fitOut) writeWeights(fitOut, all, poolSystems[fitPool]!, fitPool, modes, k, fixedL2, results.filter((r) => r.pool === fitPool), allFeatures);
+  return 0;
+}
+
+/** The shipped weights on every question: EX beside the vote, the hybrid and the oracle; no fit. */
+function runShipped(a: ParsedArgs, all: SelectorFacts, modelDir: string, pools: string[], poolSystems: Record<string, string[]>, modes: SelectorMode[]): number {
+  const path = join(modelDir, 'caper.json');
+  const shipped = selectorModelFrom(readManifestFile(modelDir).selector);
+  console.log(`selector evaluation: ${all.questions.length} questions, model ${all.model}, weights shipped in ${path} (no fit)`);
+  const figures: Record<string, unknown>[] = [];
+  let firstPicks: { facts: SelectorFacts; picks: number[] } | undefined;
+  for (const pool of pools) {
+    const facts = subsetFacts(all, poolSystems[pool]!);
+    for (const mode of modes) {
+      const w = shipped[mode];
+      const picks = facts.questions.map((q) => selectorPick(q, w));
+      firstPicks ??= { facts, picks };
+      const n = facts.questions.length;
+      const pct = (right: number) => (100 * right) / Math.max(1, n);
+      const count = (pick: (qi: number) => boolean) => pct(facts.questions.filter((_, qi) => pick(qi)).length);
+      const ex: Record<string, number> = {
+        vote: count((qi) => facts.questions[qi]!.correct[votePick(facts.questions[qi]!, 'vote')]!),
+        ...(mode === 'exec' ? { hybrid: count((qi) => facts.questions[qi]!.correct[votePick(facts.questions[qi]!, 'hybrid')]!) } : {}),
+        selector: count((qi) => facts.questions[qi]!.correct[picks[qi]!]!),
+        oracle: count((qi) => facts.questions[qi]!.correct.some(Boolean)),
+      };
+      const source = shipped.source[mode] === 'vote' ? 'the vote (caper.json has no selector weights for this mode)' : `${w.features.length} features`;
+      console.log(`\n${pool} (${facts.systems.length} systems), ${MODE_NAME[mode]}, shipped weights: ${source}`);
+      console.log(`| ${Object.keys(ex).join(' | ')} |\n|${Object.keys(ex).map(() => '---|').join('')}\n| ${Object.values(ex).map(fmt).join(' | ')} |`);
+      console.log(`selector: pool=${pool} mode=${mode} weights=shipped ex=${fmt(ex.selector!)} mv=${fmt(ex.vote!)} oracle=${fmt(ex.oracle!)} (n=${n})`);
+      figures.push({ pool, mode, weights: shipped.source[mode], ex: round1(ex) });
+    }
+  }
+  const out = flagString(a, 'out');
+  if (out && firstPicks) writePicks(out, firstPicks.facts, firstPicks.picks);
+  const json = flagString(a, 'json');
+  if (json) {
+    mkdirSync(dirname(resolve(json)), { recursive: true });
+    writeFileSync(json, JSON.stringify({ data: basename(resolve(all.data)), model: all.model, weights: 'shipped', results: figures }, null, 2) + '\n');
+  }
   return 0;
 }
 
@@ -123,12 +185,12 @@ function round1(o: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Math.round(v * 10) / 10]));
 }
 
-/** Fits on every question of the pool (l2 by CV over all of them) and records it in caper.json. */
+/** Fits on every question of the pool (l2 by CV over all of them): the selector step's output (MODEL_DIR/steps/selector.json), then caper.json. */
 function writeWeights(modelDir: string, all: SelectorFacts, systems: string[], pool: string, modes: SelectorMode[], k: number, fixedL2: number | undefined, cvs: { mode: SelectorMode; cv: CvResult }[], allFeatures: boolean): void {
   const path = join(resolve(modelDir), 'caper.json');
-  const manifest = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
   const facts = subsetFacts(all, systems);
-  const section: Record<string, unknown> = { ...((manifest.selector as Record<string, unknown> | undefined) ?? {}) };
+  // The modes not fitted now keep their earlier fit (this step's recorded output).
+  const section: Record<string, unknown> = { ...((readStep(modelDir, 'selector').selector as Record<string, unknown> | undefined) ?? {}) };
   for (const mode of modes) {
     const fitQs = facts.questions.map((q) => fitQuestion(q, mode));
     const only = allFeatures ? undefined : SELECTED[mode];
@@ -145,6 +207,5 @@ function writeWeights(modelDir: string, all: SelectorFacts, systems: string[], p
     };
     console.log(`fitted ${mode} selector on ${pool} (${facts.questions.length} questions, l2 ${l2}) -> ${path}`);
   }
-  manifest.selector = section;
-  writeFileSync(path, JSON.stringify(manifest, null, 2) + '\n');
+  writeStep(modelDir, 'selector', { selector: section });
 }

@@ -1,10 +1,14 @@
-// `caper train`: annotation -> Python training -> ONNX export -> evaluation, one command.
+// `caper train`: a sequence of named steps (STEPS), annotation -> Python training and ONNX export
+// -> evaluation -> selector and blame fits -> the manifest. Each step's output is a file: its data
+// under runs/NAME/, and the caper.json sections it owns (models/caper.schema.json x-writer) in
+// MODEL_DIR/steps/<step>.json, from which caper.json is assembled (src/scoring/manifest.ts).
 // The Python environment (training/.venv) is created on first use by training/setup.sh, which
 // returns at once when it is already up to date.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
-import { flagString, parseStrict, type ParsedArgs } from './args.js';
+import { flagString, parseStrict, UsageError, type ParsedArgs } from './args.js';
+import { assembleManifest, writeStep } from '../scoring/manifest.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 const CLI = resolve(import.meta.dirname, '..', 'cli.js');
@@ -12,7 +16,8 @@ const CLI = resolve(import.meta.dirname, '..', 'cli.js');
 export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--candidates DIR] [--out models/NAME]
                    [--steps N | --epochs E] [--seed S] [--loss pref|pref+reg] [--max-minutes M]
                    [--eval-data DIR] [--pool NAMES] [--no-eval] [--no-selector] [--no-blame]
-                   [--nproc N [--nnodes M --node-rank R --master ADDR:PORT]]
+                   [--nproc N [--nnodes M --node-rank R --master ADDR:PORT]] [--only STEP,...]
+  steps: annotate, train, evaluate, selector, blame-data, blame, manifest (in this order)
   --data DIR      Spider-layout training split to annotate (default ../shared/data/spider/train)
   --tuples FILE   an existing training JSONL (docs/FORMATS.md): skips annotation
   --candidates DIR  also learn from real candidates: a Spider-layout split with predictions/<system>.sql
@@ -25,10 +30,14 @@ export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [
                   processes with gloo); --batch-size stays the global batch, split across processes
   --nnodes M      machines in the job (default 1); each runs the same command with its --node-rank
                   (0..M-1) and --master ADDR:PORT of node 0; only node 0 writes the model and evaluates
-  step 5 fits the selector strategy's weights on that split (folds by database, written into caper.json);
-  --no-selector (or --no-eval) skips it, and the service's selector then falls back to the vote;
-  step 6 fits the blame combiners (caper.json blame.solo_linear, text_linear, fused_linear) on that split's
-  real failures (caper_train.blamefit, folds by database); --no-blame skips it`;
+  --only STEPS    run only these steps, e.g. --only manifest rebuilds MODEL_DIR/caper.json from its recorded
+                  step outputs (MODEL_DIR/steps/*.json), and --only evaluate,selector,blame-data,blame,manifest
+                  refits everything but the weights of a trained model
+  evaluate runs caper eval localize on that split (caper.json evaluation); selector fits the selector
+  strategy's weights on it (folds by database, caper.json selector); --no-selector (or --no-eval) skips it,
+  and the service's selector then falls back to the vote; blame-data and blame fit the blame combiners
+  (caper.json blame.solo_linear, text_linear, fused_linear) on that split's real failures
+  (caper_train.blamefit, folds by database); --no-blame skips them`;
 
 /** torchrun's launcher arguments, or null for the plain one-process run; a string is a usage error. */
 export function launcherArgs(a: ParsedArgs): string[] | null | string {
@@ -55,6 +64,10 @@ export function launcherArgs(a: ParsedArgs): string[] | null | string {
   return ['-m', 'torch.distributed.run', `--nproc-per-node=${nproc}`, `--nnodes=${nnodes}`, `--node-rank=${rank}`,
     `--master-addr=${m[1]}`, `--master-port=${m[2]}`];
 }
+
+/** The steps, in order; each writes files (runs/NAME/..., MODEL_DIR/steps/<step>.json), never parsed stdout. */
+export const STEPS = ['annotate', 'train', 'evaluate', 'selector', 'blame-data', 'blame', 'manifest'] as const;
+type Step = (typeof STEPS)[number];
 
 function stamp(t0: number): string {
   const s = Math.round((Date.now() - t0) / 1000);
@@ -84,7 +97,8 @@ function runChild(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; 
 export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, {
     values: ['preset', 'base', 'data', 'tuples', 'candidates', 'out', 'steps', 'epochs', 'seed', 'loss', 'max-minutes', 'max-length',
-      'batch-size', 'lr', 'pref-form', 'reg-weight', 'threads', 'eval-data', 'pool', 'nproc', 'nnodes', 'node-rank', 'master'],
+      'batch-size', 'lr', 'pref-form', 'reg-weight', 'threads', 'eval-data', 'pool', 'nproc', 'nnodes', 'node-rank', 'master',
+      'only'],
     booleans: ['no-eval', 'no-selector', 'no-blame'],
   });
   if (a.flags.has('help')) {
@@ -112,28 +126,37 @@ export async function run(argv: string[]): Promise<number> {
   const mainNode = flagString(a, 'node-rank', '0') === '0';
   const name = basename(out);
   const runDir = join(ROOT, 'runs', name);
+  const only = flagString(a, 'only');
+  const todo = new Set<Step>(only === undefined ? STEPS : (only.split(',').map((x) => x.trim()) as Step[]));
+  for (const t of todo) if (!STEPS.includes(t)) throw new UsageError(`--only takes steps among ${STEPS.join(', ')}, got "${t}"`);
   const t0 = Date.now();
-  const step = (n: number, what: string) => console.log(`\n[caper train ${n}/6 +${stamp(t0)}] ${what}`);
+  const step = (id: Step, what: string) => console.log(`\n[caper train ${STEPS.indexOf(id) + 1}/${STEPS.length} ${id} +${stamp(t0)}] ${what}`);
+  const pyEnv = { ...process.env, PYTHONPATH: join(ROOT, 'training') };
 
-  let tuples = flagString(a, 'tuples');
-  if (tuples && !existsSync(resolve(tuples))) {
-    console.error(`caper train: --tuples ${resolve(tuples)} does not exist`);
-    return 2;
-  }
-  if (!tuples && !existsSync(data)) {
-    console.error(`caper train: --data ${data} does not exist`);
-    return 2;
-  }
+  let tuples = flagString(a, 'tuples') !== undefined ? resolve(flagString(a, 'tuples')!) : undefined;
   const candidates = flagString(a, 'candidates');
-  if (candidates !== undefined && !existsSync(join(resolve(candidates), 'predictions'))) {
-    console.error(`caper train: --candidates ${resolve(candidates)} has no predictions/ directory`);
+  if (todo.has('annotate') || todo.has('train')) {
+    if (tuples && !existsSync(tuples)) {
+      console.error(`caper train: --tuples ${tuples} does not exist`);
+      return 2;
+    }
+    if (!tuples && !existsSync(data)) {
+      console.error(`caper train: --data ${data} does not exist`);
+      return 2;
+    }
+    if (candidates !== undefined && !existsSync(join(resolve(candidates), 'predictions'))) {
+      console.error(`caper train: --candidates ${resolve(candidates)} has no predictions/ directory`);
+      return 2;
+    }
+  } else if (!existsSync(join(out, 'caper.json'))) {
+    console.error(`caper train: --out ${out} has no caper.json: --only ${only} runs on a trained model directory`);
     return 2;
   }
   mkdirSync(runDir, { recursive: true });
 
-  // 0. Python environment
+  // 0. Python environment (training and the blame fit)
   const py = process.env.CAPER_PYTHON ?? join(ROOT, 'training', '.venv', 'bin', 'python');
-  if (!process.env.CAPER_PYTHON) {
+  if (!process.env.CAPER_PYTHON && (todo.has('train') || todo.has('blame'))) {
     if (!existsSync(py)) console.log('[caper train] creating the Python training environment (first use, several minutes)...');
     const env = await runChild('bash', [join(ROOT, 'training', 'setup.sh')]);
     if (env.code !== 0) {
@@ -142,143 +165,185 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
 
-  // 1. annotation
-  if (tuples) {
-    tuples = resolve(tuples);
-    step(1, `annotation skipped: using ${tuples}`);
-  } else {
-    tuples = join(runDir, 'tuples.jsonl');
-    step(1, `annotation of ${data} -> ${tuples}`);
-    const r = await runChild(process.execPath, [CLI, 'annotate', '--data', data, '--out', tuples, '--seed', seed]);
-    if (r.code !== 0 || !existsSync(tuples)) {
-      console.error(`caper train: annotation failed (exit ${r.code})`);
-      return r.code || 1;
+  // annotate -> runs/NAME/tuples.jsonl (or --tuples as given), plus the real candidates' records
+  if (todo.has('annotate')) {
+    if (tuples) {
+      step('annotate', `annotation skipped: using ${tuples}`);
+    } else {
+      tuples = join(runDir, 'tuples.jsonl');
+      step('annotate', `annotation of ${data} -> ${tuples}`);
+      const r = await runChild(process.execPath, [CLI, 'annotate', '--data', data, '--out', tuples, '--seed', seed]);
+      if (r.code !== 0 || !existsSync(tuples)) {
+        console.error(`caper train: annotation failed (exit ${r.code})`);
+        return r.code || 1;
+      }
+    }
+    // Real candidates: no mutants of their gold (the split's gold queries are not the point), only
+    // what real systems got wrong and right. Appended, so one file holds everything the model saw.
+    if (candidates !== undefined) {
+      const real = join(runDir, 'candidates.jsonl');
+      console.log(`[caper train] real candidates of ${resolve(candidates)} -> ${real}`);
+      const r = await runChild(process.execPath, [CLI, 'annotate', '--data', resolve(candidates), '--candidates', '--mutants-per-query', '0', '--out', real, '--seed', seed]);
+      if (r.code !== 0 || !existsSync(real)) {
+        console.error(`caper train: annotation of --candidates failed (exit ${r.code})`);
+        return r.code || 1;
+      }
+      const merged = join(runDir, 'tuples+candidates.jsonl');
+      const head = readFileSync(tuples, 'utf8');
+      writeFileSync(merged, (head === '' || head.endsWith('\n') ? head : head + '\n') + readFileSync(real, 'utf8'));
+      tuples = merged;
     }
   }
 
-  // 1b. real candidates: no mutants of their gold (the split's gold queries are not the point), only
-  // what real systems got wrong and right. Appended, so one file holds everything the model saw.
-  if (candidates !== undefined) {
-    const real = join(runDir, 'candidates.jsonl');
-    console.log(`[caper train] real candidates of ${resolve(candidates)} -> ${real}`);
-    const r = await runChild(process.execPath, [CLI, 'annotate', '--data', resolve(candidates), '--candidates', '--mutants-per-query', '0', '--out', real, '--seed', seed]);
-    if (r.code !== 0 || !existsSync(real)) {
-      console.error(`caper train: annotation of --candidates failed (exit ${r.code})`);
-      return r.code || 1;
+  // train -> the model files and MODEL_DIR/steps/train.json (training and export in one Python
+  // process: export needs the trained weights in memory)
+  if (todo.has('train')) {
+    if (!tuples) {
+      console.error('caper train: --only train needs --tuples FILE (or the annotate step)');
+      return 2;
     }
-    const merged = join(runDir, 'tuples+candidates.jsonl');
-    const head = readFileSync(tuples, 'utf8');
-    writeFileSync(merged, (head === '' || head.endsWith('\n') ? head : head + '\n') + readFileSync(real, 'utf8'));
-    tuples = merged;
+    step('train', `training (${base ? `base ${base}` : `preset ${preset}`}${launcher ? `, torchrun ${launcher.slice(2).join(' ')}` : ''}) -> ${out}; export follows in the same process`);
+    const pyArgs = [...(launcher ?? []), '-m', 'caper_train.train', '--data', tuples, '--out', out, '--preset', preset, '--seed', seed,
+      '--checkpoint', join(runDir, 'checkpoint')];
+    if (base) pyArgs.push('--base', resolve(base));
+    // The shipped models/default was trained with these; `caper train --preset default` repeats them.
+    const presetDefaults: Record<string, string> = preset === 'default' && !base && !a.flags.has('steps') ? { epochs: '2', 'max-minutes': '50' } : {};
+    for (const f of ['steps', 'epochs', 'loss', 'max-minutes', 'max-length', 'batch-size', 'lr', 'pref-form', 'reg-weight', 'threads']) {
+      const v = flagString(a, f) ?? presetDefaults[f];
+      if (v !== undefined) pyArgs.push(`--${f}`, v);
+    }
+    const tr = await runChild(py, pyArgs, { env: pyEnv });
+    if (tr.code !== 0) {
+      console.error(`caper train: training failed (exit ${tr.code})`);
+      return tr.code;
+    }
+    if (!mainNode) {
+      console.log(`\n[caper train done +${stamp(t0)}] node ${flagString(a, 'node-rank')} finished its share; node 0 writes ${out}`);
+      return 0;
+    }
+    console.log(`[caper train] exported ${join(out, 'model.onnx')}, model.int8.onnx, tokenizer.json, caper.json, MODEL_CARD.md`);
   }
 
-  // 2 + 3. training and export (one Python process: export needs the trained weights in memory)
-  step(2, `training (${base ? `base ${base}` : `preset ${preset}`}${launcher ? `, torchrun ${launcher.slice(2).join(' ')}` : ''}) -> ${out}; export follows in the same process`);
-  const pyArgs = [...(launcher ?? []), '-m', 'caper_train.train', '--data', tuples, '--out', out, '--preset', preset, '--seed', seed,
-    '--checkpoint', join(runDir, 'checkpoint')];
-  if (base) pyArgs.push('--base', resolve(base));
-  // The shipped models/default was trained with these; `caper train --preset default` repeats them.
-  const presetDefaults: Record<string, string> = preset === 'default' && !base && !a.flags.has('steps') ? { epochs: '2', 'max-minutes': '50' } : {};
-  for (const f of ['steps', 'epochs', 'loss', 'max-minutes', 'max-length', 'batch-size', 'lr', 'pref-form', 'reg-weight', 'threads']) {
-    const v = flagString(a, f) ?? presetDefaults[f];
-    if (v !== undefined) pyArgs.push(`--${f}`, v);
-  }
-  const tr = await runChild(py, pyArgs, { env: { ...process.env, PYTHONPATH: join(ROOT, 'training') } });
-  if (tr.code !== 0) {
-    console.error(`caper train: training failed (exit ${tr.code})`);
-    return tr.code;
-  }
-  if (!mainNode) {
-    console.log(`\n[caper train done +${stamp(t0)}] node ${flagString(a, 'node-rank')} finished its share; node 0 writes ${out}`);
-    return 0;
-  }
-  step(3, `exported ${join(out, 'model.onnx')}, model.int8.onnx, tokenizer.json, caper.json, MODEL_CARD.md`);
-
-  // The split steps 4-6 evaluate and fit on.
+  // The split the later steps evaluate and fit on.
   const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
-
-  // 4. evaluation
-  if (a.flags.has('no-eval')) {
-    step(4, 'evaluation skipped (--no-eval)');
-  } else if (!existsSync(resolve(import.meta.dirname, '..', 'eval', 'localize.js'))) {
-    step(4, 'evaluation skipped: "caper eval localize" is not built in this checkout');
-  } else {
-    const pool = flagString(a, 'pool', 'pool8')!; // eval localize expands pool names (src/eval/spider.ts)
-    step(4, `caper eval localize --data ${evalData} --pool ${pool} --model ${out} --prior ${tuples}`);
-    const ev = await runChild(process.execPath, [CLI, 'eval', 'localize', '--data', evalData, '--pool', pool, '--model', out, '--prior', tuples], { capture: true });
-    if (ev.code !== 0) {
-      console.error(`caper train: evaluation failed (exit ${ev.code}); the model is written, its card lacks the evaluation`);
-      return ev.code;
-    }
-    recordEvaluation(out, evalData, pool, ev.out);
-  }
-
-  // 5. selector weights: the new PRM's scores are features, so they are refit with every model.
-  if (a.flags.has('no-eval') || a.flags.has('no-selector')) {
-    step(5, `selector fit skipped (${a.flags.has('no-eval') ? '--no-eval' : '--no-selector'}): the selector strategy falls back to the vote`);
-  } else {
-    const pool = flagString(a, 'pool', 'pool8')!;
-    const args = ['eval', 'rerank', '--strategy', 'selector', '--data', evalData, '--pools', pool, '--model', out,
-      '--facts', join(runDir, 'selector.facts.json'), '--fit-out', out, '--fit-pool', pool, '--no-plot'];
-    step(5, `caper ${args.join(' ')}`);
-    const sel = await runChild(process.execPath, [CLI, ...args], { capture: true });
-    if (sel.code !== 0) {
-      console.error(`caper train: selector fit failed (exit ${sel.code}); the model is written, the selector falls back to the vote`);
-      return sel.code;
-    }
+  const pool = flagString(a, 'pool', 'pool8')!; // expanded by src/eval/spider.ts
+  const noEval = a.flags.has('no-eval');
+  const card = (title: string, text: string) => {
     try {
-      appendFileSync(join(out, 'MODEL_CARD.md'),
-        `\n## Selector (${basename(evalData)}, pool ${pool}, cross-validated by database)\n\nOutput of \`caper ${args.join(' ')}\`:\n\n\`\`\`\n${sel.out.trim()}\n\`\`\`\n`);
+      appendFileSync(join(out, 'MODEL_CARD.md'), `\n## ${title}\n\n\`\`\`\n${text.trim()}\n\`\`\`\n`);
     } catch (e) {
-      console.error(`caper train: could not record the selector figures in ${out}: ${(e as Error).message}`);
+      console.error(`caper train: could not add "${title}" to ${join(out, 'MODEL_CARD.md')}: ${(e as Error).message}`);
+    }
+  };
+
+  // evaluate -> runs/NAME/localize.json (caper eval localize --out), recorded as the evaluation section
+  if (todo.has('evaluate')) {
+    if (noEval) step('evaluate', 'evaluation skipped (--no-eval)');
+    else {
+      const report = join(runDir, 'localize.json');
+      const args = ['eval', 'localize', '--data', evalData, '--pool', pool, '--model', out, ...(tuples ? ['--prior', tuples] : []), '--out', report];
+      step('evaluate', `caper ${args.join(' ')}`);
+      const ev = await runChild(process.execPath, [CLI, ...args], { capture: true });
+      if (ev.code !== 0 || !existsSync(report)) {
+        console.error(`caper train: evaluation failed (exit ${ev.code}); the model is written, its manifest lacks the evaluation`);
+        return ev.code || 1;
+      }
+      writeStep(out, 'evaluate', { evaluation: { localize: localizeSection(JSON.parse(readFileSync(report, 'utf8')) as LocalizeReport, evalData, pool) } });
+      card(`Clause localization (${basename(evalData)}, pool ${pool})`, `Output of \`caper eval localize\`:\n\n${ev.out}`);
     }
   }
-  // 6. blame combiners: the model's clause verdicts are one of their inputs, so, like the selector,
-  // they are refit with every model (caper_train.blamefit on the eval split's real failures).
-  // Blame data are the split's real failures: it must be a candidate pool (predictions/ beside its questions).
-  if (a.flags.has('no-eval') || a.flags.has('no-blame') || !existsSync(join(evalData, 'predictions'))) {
-    step(6, 'blame combiners skipped (--no-eval, --no-blame, or no candidate pool to fit on): blame uses the built-in rules');
-  } else {
-    const data6 = join(runDir, 'blame-data.jsonl');
-    const script = resolve(import.meta.dirname, '..', '..', 'scripts', 'blame-data.js');
-    step(6, `blame combiners: ${basename(script)} --data ${evalData} --model ${out}, then caper_train.blamefit (solo, text, fused) -> ${join(out, 'caper.json')}`);
-    const d = await runChild(process.execPath, [script, '--data', evalData, '--model', out, '--out', data6]);
-    if (d.code !== 0) {
-      console.error(`caper train: blame data failed (exit ${d.code}); the model is written, blame uses the built-in rules`);
-      return d.code;
+
+  // selector -> MODEL_DIR/steps/selector.json: the new PRM's scores are features, so the weights
+  // are refit with every model.
+  if (todo.has('selector')) {
+    if (noEval || a.flags.has('no-selector')) {
+      step('selector', `selector fit skipped (${noEval ? '--no-eval' : '--no-selector'}): the selector strategy falls back to the vote`);
+    } else {
+      const args = ['eval', 'rerank', '--strategy', 'selector', '--data', evalData, '--pools', pool, '--model', out,
+        '--facts', join(runDir, 'selector.facts.json'), '--fit-out', out, '--fit-pool', pool, '--no-plot'];
+      step('selector', `caper ${args.join(' ')}`);
+      const sel = await runChild(process.execPath, [CLI, ...args], { capture: true });
+      if (sel.code !== 0) {
+        console.error(`caper train: selector fit failed (exit ${sel.code}); the model is written, the selector falls back to the vote`);
+        return sel.code;
+      }
+      card(`Selector (${basename(evalData)}, pool ${pool}, cross-validated by database)`, `Output of \`caper ${args.join(' ')}\`:\n\n${sel.out}`);
     }
-    for (const mode of ['solo', 'text', 'fused']) {
-      const f = await runChild(py, ['-m', 'caper_train.blamefit', 'cv', '--data', data6, '--mode', mode, '--train', 'both',
-        '--l2-grid', '0.001,0.01,0.1,1', '--manifest', join(out, 'caper.json')], { env: { ...process.env, PYTHONPATH: join(ROOT, 'training') }, capture: true });
-      if (f.code !== 0) {
-        console.error(`caper train: blame combiner fit (${mode}) failed (exit ${f.code})`);
-        return f.code;
+  }
+
+  // blame-data -> runs/NAME/blame-data.jsonl; blame -> runs/NAME/blame-<mode>.json, recorded as the
+  // blame section. The model's clause verdicts are one of the combiners' inputs, so, like the
+  // selector, they are refit with every model, on the split's real failures: it must be a candidate
+  // pool (predictions/ beside its questions).
+  const blameData = join(runDir, 'blame-data.jsonl');
+  const noBlame = noEval || a.flags.has('no-blame') || !existsSync(join(evalData, 'predictions'));
+  const noBlameWhy = 'blame combiners skipped (--no-eval, --no-blame, or no candidate pool to fit on): blame uses the built-in rules';
+  if (todo.has('blame-data')) {
+    if (noBlame) step('blame-data', noBlameWhy);
+    else {
+      const script = resolve(import.meta.dirname, '..', '..', 'scripts', 'blame-data.js');
+      step('blame-data', `${basename(script)} --data ${evalData} --model ${out} --out ${blameData}`);
+      const d = await runChild(process.execPath, [script, '--data', evalData, '--model', out, '--out', blameData]);
+      if (d.code !== 0) {
+        console.error(`caper train: blame data failed (exit ${d.code}); the model is written, blame uses the built-in rules`);
+        return d.code;
       }
-      try {
-        appendFileSync(join(out, 'MODEL_CARD.md'), `\n## Blame combiner (${mode}, ${basename(evalData)}, cross-validated by database)\n\n\`\`\`\n${f.out.trim()}\n\`\`\`\n`);
-      } catch (e) {
-        console.error(`caper train: could not record the blame figures in ${out}: ${(e as Error).message}`);
+    }
+  }
+  if (todo.has('blame')) {
+    if (noBlame) step('blame', noBlameWhy);
+    else if (!existsSync(blameData)) {
+      console.error(`caper train: ${blameData} is missing: run the blame-data step first`);
+      return 1;
+    } else {
+      step('blame', `caper_train.blamefit (solo, text, fused) on ${blameData} -> ${join(out, 'steps', 'blame.json')}`);
+      const blame: Record<string, unknown> = {};
+      for (const mode of ['solo', 'text', 'fused'] as const) {
+        const file = join(runDir, `blame-${mode}.json`);
+        const f = await runChild(py, ['-m', 'caper_train.blamefit', 'cv', '--data', blameData, '--mode', mode, '--train', 'both',
+          '--l2-grid', '0.001,0.01,0.1,1', '--export', file], { env: pyEnv, capture: true });
+        if (f.code !== 0 || !existsSync(file)) {
+          console.error(`caper train: blame combiner fit (${mode}) failed (exit ${f.code})`);
+          return f.code || 1;
+        }
+        blame[`${mode}_linear`] = JSON.parse(readFileSync(file, 'utf8'));
+        card(`Blame combiner (${mode}, ${basename(evalData)}, cross-validated by database)`, f.out);
       }
+      writeStep(out, 'blame', { blame });
+    }
+  }
+
+  // manifest -> MODEL_DIR/caper.json assembled from the recorded step outputs (MODEL_DIR/steps)
+  // alone, and validated: `--only manifest` rebuilds a model's manifest without rerunning anything.
+  if (todo.has('manifest')) {
+    step('manifest', `caper.json <- ${join(out, 'steps')}/*.json`);
+    try {
+      assembleManifest(out);
+    } catch (e) {
+      console.error(`caper train: ${(e as Error).message}`);
+      return 1;
     }
   }
   console.log(`\n[caper train done +${stamp(t0)}] ${out}`);
   return 0;
 }
 
-/** Adds the localization table to MODEL_CARD.md and its summary line to caper.json metrics. */
-function recordEvaluation(out: string, evalData: string, pool: string, text: string): void {
-  const lines = text.trim().split('\n');
-  const last = lines[lines.length - 1] ?? '';
-  const m = /localize: top1=([\d.]+) mrr=([\d.]+) \(n=(\d+)\)/.exec(last);
-  try {
-    const path = join(out, 'caper.json');
-    const manifest = JSON.parse(readFileSync(path, 'utf8')) as { metrics?: Record<string, unknown> };
-    manifest.metrics = { ...(manifest.metrics ?? {}) };
-    if (m) manifest.metrics.localize = { data: basename(evalData), pool, top1: Number(m[1]), mrr: Number(m[2]), n: Number(m[3]) };
-    writeFileSync(path, JSON.stringify(manifest, null, 2) + '\n');
-    appendFileSync(join(out, 'MODEL_CARD.md'),
-      `\n## Clause localization (${basename(evalData)}, pool ${pool})\n\nOutput of \`caper eval localize\`:\n\n\`\`\`\n${text.trim()}\n\`\`\`\n`);
-  } catch (e) {
-    console.error(`caper train: could not record the evaluation in ${out}: ${(e as Error).message}`);
-  }
+/** The report `caper eval localize --out` writes (the parts the manifest keeps). */
+interface LocalizeReport {
+  blame: string;
+  model: { top1: number; mrr: number; n: number };
+  prior: { top1: number; mrr: number };
+  consensus: { top1: number; mrr: number };
+  random: { top1: number; mrr: number };
+}
+
+const r3 = (x: number) => Math.round(x * 1000) / 1000;
+const tally = (t: { top1: number; mrr: number }) => ({ top1: r3(t.top1), mrr: r3(t.mrr) });
+
+/** The evaluation step's section: the headline and its baselines, as `caper eval localize` prints them. */
+export function localizeSection(r: LocalizeReport, evalData: string, pool: string): Record<string, unknown> {
+  return {
+    data: basename(evalData), pool, blame: r.blame, top1: r3(r.model.top1), mrr: r3(r.model.mrr), n: r.model.n,
+    baselines: { prior: tally(r.prior), consensus: tally(r.consensus), random: tally(r.random) },
+  };
 }

@@ -6,7 +6,7 @@
 // clause holding it; SETOP covers a missing/wrong set operation and any error in an arm after the
 // first; FROM covers tables, joins and join conditions.
 //
-// Steps (each measured against the dev expert labels: scripts/eval-rootcause.ts, bench/results/localize-labels.md):
+// Steps (each measured against the dev expert labels: research/scripts/eval-rootcause.ts, bench/results/localize-labels.md):
 // 1. Align the clauses of prediction and reference (counterfactual.ts alignSlots) and keep the
 //    slots whose canonical forms differ (canon() on trees normalised first: count(x) = count(*)).
 // 2. Execution evidence per differing slot: does the reference's clause, substituted into the

@@ -1,11 +1,12 @@
 // Loads a CAPER model directory (caper.json + ONNX + tokenizer.json) into an onnxruntime-node
 // session. Device 'auto' asks for CUDA alone first and falls back to CPU on any failure: passing
 // ['cuda', 'cpu'] together throws in onnxruntime-node when the CUDA provider is unavailable.
-import { readFile, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { CaperTokenizer } from './tokenizer.js';
 import { plainRow, type PackedRow } from './packing.js';
+import { ManifestError, readManifestFile } from './manifest.js';
 
 /** The packed-row interface of training/caper_train/export.py (caper.json `packing`). */
 export const PACKING = 'prefix-tree-v1';
@@ -56,31 +57,20 @@ export interface LoadOptions {
 
 const PAD_ID = 0;
 
+/**
+ * caper.json, validated against models/caper.schema.json (src/scoring/manifest.ts): a manifest
+ * that does not conform is refused with every problem named, before any model file is opened.
+ */
 export async function readManifest(dir: string): Promise<Manifest> {
-  const path = join(dir, 'caper.json');
-  let raw: string;
-  try {
-    raw = await readFile(path, 'utf8');
-  } catch {
-    throw new Error(`model directory ${dir} has no caper.json (train one with "caper train")`);
-  }
   let m: Manifest;
   try {
-    m = JSON.parse(raw) as Manifest;
+    m = readManifestFile(dir) as unknown as Manifest;
   } catch (e) {
-    throw new Error(`${path} is not valid JSON: ${(e as Error).message}`);
+    throw e instanceof ManifestError ? new Error(e.message) : e;
   }
-  const problems: string[] = [];
-  if (!m || typeof m !== 'object') throw new Error(`${path} is not a JSON object`);
-  if (m.template !== 'caper-prompt-v1') problems.push(`unsupported template ${JSON.stringify(m.template)}`);
-  if (typeof m.marker !== 'string') problems.push('marker missing');
-  if (!Number.isInteger(m.marker_id)) problems.push('marker_id missing');
-  if (!Number.isInteger(m.max_length) || m.max_length < 4) problems.push('max_length missing');
-  if (typeof m.output_name !== 'string') problems.push('output_name missing');
-  if (!m.files || typeof m.files.model !== 'string' || typeof m.files.tokenizer !== 'string') problems.push('files.model/files.tokenizer missing');
-  if (problems.length) throw new Error(`${path}: ${problems.join('; ')}`);
+  // What the schema leaves optional but a loadable model needs.
+  if (typeof m.files.model !== 'string') throw new Error(`${join(dir, 'caper.json')}: files.model missing (exported with --no-export?)`);
   if (!Array.isArray(m.input_names)) m.input_names = ['input_ids', 'attention_mask'];
-  if (typeof m.name !== 'string') m.name = dir.split(/[\\/]/).filter(Boolean).pop() ?? 'model';
   return m;
 }
 

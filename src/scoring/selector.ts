@@ -131,10 +131,10 @@ export const FEATURES: Record<SelectorMode, readonly string[]> = {
 
 /**
  * The features the shipped weights use: chosen by backward elimination over database-grouped
- * cross-validation on dev-open pool8 (scripts/selector-ablate.ts; docs/SELECTOR.md has the
+ * cross-validation on dev-open pool8 (research/scripts/selector-ablate.ts; docs/SELECTOR.md has the
  * figures): starting from all of FEATURES, a feature was dropped while pooled EX did not fall;
- * removing any one kept feature lowers it and raises no fold. The other features are computed
- * (and explain nothing) so that experiments can bring them back.
+ * removing any one kept feature lowers it and raises no fold. The others stay in FEATURES for
+ * fitting and experiments; a request computes only those its weights name (buildGroups `use`).
  */
 export const SELECTED: Record<SelectorMode, readonly string[]> = {
   exec: ['share', 'top', 'margin', 'prm_min', 'prm_gap', 'last_mean', 'clause_mean', 'prm_delta', 'like', 'joins', 'sql_agree', 'log_rows', 'dup_twin', 'cols_excess'],
@@ -285,7 +285,13 @@ export function questionCues(question: string | undefined): { count: number; sup
   return { count, superlative, asked };
 }
 
-export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorMode, question?: string): { groups: SelectorGroup[]; failed: number[] } {
+/**
+ * `use`: the features the caller's weights name (selectGroups passes them). The others are left
+ * at 0 rather than computed: they weigh nothing in the score or the explanation, and the pairwise
+ * row-overlap scan is the costly part of a request. Without it (fitting, evaluation) all are computed.
+ */
+export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorMode, question?: string, use?: ReadonlySet<string>): { groups: SelectorGroup[]; failed: number[] } {
+  const want = (f: string) => !use || use.has(f);
   const cue = questionCues(question);
   const n = cands.length;
   const d = derive(cands);
@@ -393,16 +399,18 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
       // DISTINCT contested: another group returns the same set of rows without (or with other)
       // duplicates.
       const dup = e.distinct < e.rows;
-      const twin = lists.some((m, j) => {
+      const twin = dup && want('dup_twin') && lists.some((m, j) => {
         if (j === gi) return false;
         const o = cands[m[0]!]!.exec as OkShape;
         return o.distinct === e.distinct && o.cols === e.cols && sketchJaccard(o.sketch, e.sketch) === 1;
       });
       // Partial agreement: overlap of rows with the executed candidates outside the group.
       let soft = 0;
-      cands.forEach((c, i) => {
-        if (c.exec?.ok && !members.includes(i)) soft += c.exec.cols === e.cols ? sketchJaccard(c.exec.sketch, e.sketch) : 0;
-      });
+      if (want('soft_support')) {
+        cands.forEach((c, i) => {
+          if (c.exec?.ok && !members.includes(i)) soft += c.exec.cols === e.cols ? sketchJaccard(c.exec.sketch, e.sketch) : 0;
+        });
+      }
       base.push(dup ? 1 : 0, dup && twin ? 1 : 0, soft / n);
       // Answer type against the question's wording.
       const single = e.rows === 1 && e.cols === 1;
@@ -454,7 +462,7 @@ export interface SelectorChoice {
 export function scoreGroups(cands: readonly SelectorCandidate[], w: SelectorWeights, question?: string): {
   groups: (SelectorGroup & { score: number })[]; failed: number[]; prm: number[];
 } {
-  const { groups, failed } = buildGroups(cands, w.mode, question);
+  const { groups, failed } = buildGroups(cands, w.mode, question, new Set(w.features));
   return { groups: groups.map((g) => ({ ...g, score: groupScore(w, g.x) })), failed, prm: cands.map(prmOf) };
 }
 

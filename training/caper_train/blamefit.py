@@ -3,11 +3,10 @@
     node dist/scripts/blame-data.js --model models/default --out runs/blame-data.jsonl
     python -m caper_train.blamefit cv --data runs/blame-data.jsonl [--mode solo|fused]
         [--l2 L | --l2-grid 0.001,0.01,0.1,1] [--train truth|expert|both] [--export FILE.json]
-        [--manifest models/default/caper.json]
 
 Input: scripts/blame-data.ts output, one distinct failing candidate a line with its top-level
 units' clause labels, the Clause-PRM's raw output per unit, the evidence features of
-src/annotate/suspects.ts (question cues, result shape, literal lookups, crossed with the unit's
+src/rootcause/suspects.ts (question cues, result shape, literal lookups, crossed with the unit's
 clause label), the rootcause.ts root cause (`truth`, every failure), the expert label where the
 labels file has one, and the consensus ranking of the other pool8 candidates.
 
@@ -19,8 +18,9 @@ OTHER folds' databases only and scored on the fold's expert-labelled items (Top-
 clause labels, ties in written order, labels the query lacks appended in fundamental order).
 Modes: `solo` uses what /localize has with a database and no other candidates (PRM z +
 evidence); `text` the same without a database (evidence from the question, the SQL and the schema
-text: `feats_text`); `fused` adds the consensus features (rr, top). The exported {features, weights} is what src/scoring/blame.ts
-applies (caper.json blame.solo_linear / blame.text_linear / blame.fused_linear).
+text: `feats_text`); `fused` adds the consensus features (rr, top). The exported {features, weights} is what src/verdict/blame.ts
+applies (caper.json blame.solo_linear / blame.text_linear / blame.fused_linear): `caper train`'s blame
+step records the three exports as its output (MODEL_DIR/steps/blame.json), the manifest's one source.
 """
 from __future__ import annotations
 
@@ -31,8 +31,10 @@ from collections import defaultdict
 
 import torch
 
-from .cv import DEFAULT_FOLDS
-from .readout import fit as readout_fit, ranking
+from .clogit import fit as clogit_fit, ranking
+
+# dev-open's five folds of whole databases (balanced question counts); other splits get their own.
+DEFAULT_FOLDS = "world_1|dog_kennels,museum_visit,real_estate_properties|flight_2,course_teach|tvshow,orchestra|concert_singer,pets_1,voter_1"
 
 
 def unit_features(r: dict, mode: str, use_prm: bool = True) -> list[dict]:
@@ -49,7 +51,7 @@ def unit_features(r: dict, mode: str, use_prm: bool = True) -> list[dict]:
         if use_prm:
             g["z"] = -(raw[i] - mean) / (sd + 1e-6)
         if mode == "fused":
-            # Same names and definitions as src/scoring/blame.ts blameFeatures (a feature that is
+            # Same names and definitions as src/verdict/blame.ts blameFeatures (a feature that is
             # the same for every unit of a query cancels in the softmax, so none is kept).
             k = c.index(lab) if lab in c else -1
             g["rr"] = 1.0 / (k + 1) if k >= 0 else 0.0
@@ -96,7 +98,7 @@ def fit_rows(rows: list[dict], mode: str, l2: float, train: str, use_prm: bool) 
         # zeros rank by written order, so that fold's figure is the fallback's.
         return names, torch.zeros(len(names))
     # The features stay as they are (sparse 0/1 facts): the shipped weights apply to them unscaled.
-    return names, readout_fit(lists, l2, iters=300, standardize=False)
+    return names, clogit_fit(lists, l2, iters=300, standardize=False)
 
 
 def score_rows(rows: list[dict], names: dict[str, int], w: torch.Tensor, mode: str, use_prm: bool) -> list[list[str]]:
@@ -109,7 +111,7 @@ def score_rows(rows: list[dict], names: dict[str, int], w: torch.Tensor, mode: s
         k = ranking(r["labels"], s)
         c = (r.get("consensus") or []) if mode == "fused" else []
         feats = r["feats_text"] if mode == "text" else r["feats"]
-        # missing_clause (src/scoring/blame.ts missingClauseOf): a set operation the query lacks
+        # missing_clause (src/verdict/blame.ts missingClauseOf): a set operation the query lacks
         # comes before every unit it wrote, when the consensus ranks it first or, without a
         # consensus, when the question asks for an intersection the query tests on one row.
         missing = (c[0] == "SETOP") if c else bool(r.get("conj"))
@@ -190,7 +192,7 @@ def cv(a) -> int:
     mean1 = sum(p[0] for p in per) / len(per)
     meanr = sum(p[1] for p in per) / len(per)
     print(f"mode={a.mode} train={a.train} l2={'/'.join(f'{x:g}' for x in chosen)} prm={not a.no_prm}: {folds_s} | mean {mean1:.3f}/{meanr:.3f} | overall top1={t1:.3f} mrr={mrr:.3f} (n={len(all_rows)})")
-    if a.export or a.manifest:
+    if a.export:
         l2 = pick_l2(rows, folds, grid, a) if len(grid) > 1 else grid[0]
         names, w = fit_rows(rows, a.mode, l2, a.train, not a.no_prm)
         inv = sorted(names, key=names.get)
@@ -199,18 +201,8 @@ def cv(a) -> int:
                "fit": {"mode": a.mode, "train": a.train, "l2": l2, "n": len(rows),
                        "cv_top1": round(t1, 4), "cv_mrr": round(mrr, 4), "cv_folds_top1": [round(p[0], 4) for p in per]}}
         lin["fit"]["folds"] = "|".join(",".join(sorted(f)) for f in folds)
-        if a.export:
-            with open(a.export, "w") as fh:
-                json.dump(lin, fh, indent=1)
-        if a.manifest:
-            # caper.json blame.solo_linear (mode solo) or blame.fused_linear (mode fused): what
-            # src/scoring/blame.ts applies; everything else in the manifest is kept.
-            with open(a.manifest) as fh:
-                m = json.load(fh)
-            m.setdefault("blame", {})[{"solo": "solo_linear", "text": "text_linear", "fused": "fused_linear"}[a.mode]] = lin
-            with open(a.manifest, "w") as fh:
-                json.dump(m, fh, indent=2)
-                fh.write("\n")
+        with open(a.export, "w") as fh:
+            json.dump(lin, fh, indent=1)
     return 0
 
 
@@ -226,7 +218,6 @@ def main(argv=None) -> int:
     c.add_argument("--l2-grid", help="comma-separated l2 values chosen by inner cross-validation in every fold (and for --export)")
     c.add_argument("--no-prm", action="store_true")
     c.add_argument("--export", help="also fit on every database and write {features, weights, fit} here")
-    c.add_argument("--manifest", help="also fit on every database and write it into this caper.json (blame.solo_linear or blame.fused_linear)")
     a = ap.parse_args(argv)
     return cv(a)
 

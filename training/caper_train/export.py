@@ -310,11 +310,12 @@ def manifest_inputs(info: dict | None) -> dict:
 
 
 def update_manifest(out: Path, info: dict) -> None:
-    """A re-export into a model directory keeps caper.json in step with the new graph."""
-    path = out / "caper.json"
-    if not path.exists():
+    """A re-export into a model directory keeps caper.json in step with the new graph (the same
+    weights, so the other steps' outputs stay)."""
+    from .manifest import read_manifest, read_step, section_writers, write_step
+    if not (out / "caper.json").exists():
         return
-    m = json.loads(path.read_text())
+    m = read_step(out, "train") or {k: v for k, v in read_manifest(out).items() if section_writers().get(k) == "train"}
     m.update(manifest_inputs(info))
     m["export"] = info
     files = m.setdefault("files", {})
@@ -323,7 +324,7 @@ def update_manifest(out: Path, info: dict) -> None:
         files["model_int4"] = "model.int4.onnx"
     else:
         files.pop("model_int4", None)
-    path.write_text(json.dumps(m, indent=2) + "\n")
+    write_step(out, "train", m)
 
 
 def load_from_onnx(model_dir: str | Path) -> RewardModel:
@@ -335,8 +336,9 @@ def load_from_onnx(model_dir: str | Path) -> RewardModel:
     import onnx
     from onnx import numpy_helper
     from .model import build_from_preset
+    from .manifest import read_manifest
     d = Path(model_dir)
-    man = json.loads((d / "caper.json").read_text())
+    man = read_manifest(d)
     preset = (man.get("training") or {}).get("preset")
     if not preset:
         raise ValueError(f"{d}/caper.json names no preset: only preset models can be rebuilt from ONNX")
@@ -414,7 +416,8 @@ def write_manifest(out: Path, name: str, model: RewardModel, tokenizer_path: str
          "output_name": OUTPUT_NAME, **manifest_inputs(info), "parameters": model.parameter_count(),
          "vocab_size": tok.vocab_size, "data_hash": "none", "metrics": {}, "files": files,
          "training": origin, "export": info}
-    (out / "caper.json").write_text(json.dumps(m, indent=2) + "\n")
+    from .manifest import write_step
+    write_step(out, "train", m, fresh=True)
 
 
 def main(argv=None) -> int:

@@ -28,7 +28,8 @@ def recover(model_dir: str | Path) -> tuple[RewardModel, dict]:
     """The model and its manifest; the weight mapping is export.load_from_onnx's (one reader for
     legacy and prefix-tree exports), the parity check below is this module's."""
     from .export import load_from_onnx
-    manifest = json.loads((Path(model_dir) / "caper.json").read_text())
+    from .manifest import read_manifest
+    manifest = read_manifest(model_dir)
     return load_from_onnx(model_dir), manifest
 
 

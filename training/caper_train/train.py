@@ -818,7 +818,9 @@ def write_manifest(s: Setup, model: RewardModel, data: Data, sch: Schedule, run:
     }
     if a.no_export:
         manifest["files"] = {"tokenizer": "tokenizer.json"}
-    (s.out / "caper.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    # New weights: the other steps' outputs (selector, blame, evaluation) were fitted on the old ones.
+    from .manifest import write_step
+    write_step(s.out, "train", manifest, fresh=True)
     (s.out / "MODEL_CARD.md").write_text(model_card(manifest, model))
 
 

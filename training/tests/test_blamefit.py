@@ -6,6 +6,7 @@ import math
 import random
 
 from caper_train import blamefit
+from caper_train.manifest import schema, schema_problems
 
 
 def make_rows(n_per_db=40, dbs=("a", "b", "c", "d", "e"), seed=0):
@@ -37,20 +38,18 @@ def test_features_use_the_service_names():
     assert fused[2]["lit_missing"] == 1
 
 
-def test_cv_recovers_a_planted_rule_and_writes_the_manifest(tmp_path, capsys):
+def test_cv_recovers_a_planted_rule_and_exports_the_combiner(tmp_path, capsys):
     rows = make_rows()
     data = tmp_path / "d.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in rows))
-    manifest = tmp_path / "caper.json"
-    manifest.write_text(json.dumps({"name": "x", "blame": {"fused_beta": 6}}))
+    export = tmp_path / "solo.json"
     folds = "a|b|c|d|e"
-    assert blamefit.main(["cv", "--data", str(data), "--folds", folds, "--l2-grid", "0.01,1", "--manifest", str(manifest)]) == 0
+    assert blamefit.main(["cv", "--data", str(data), "--folds", folds, "--l2-grid", "0.01,1", "--export", str(export)]) == 0
     out = capsys.readouterr().out
     top1 = float(out.split("overall top1=")[1].split()[0])
     assert top1 == 1.0, out
-    m = json.loads(manifest.read_text())
-    assert m["name"] == "x" and m["blame"]["fused_beta"] == 6
-    lin = m["blame"]["solo_linear"]
+    lin = json.loads(export.read_text())
+    assert schema_problems(schema()["$defs"]["linearBlame"], lin, schema()) == [], "what the manifest's blame section takes"
     w = dict(zip(lin["features"], lin["weights"]))
     assert w["lit_missing"] > 0
     assert lin["fit"]["cv_top1"] == 1.0 and len(lin["fit"]["cv_folds_top1"]) == 5
@@ -110,22 +109,20 @@ def test_text_mode_fits_the_database_free_features_into_text_linear(tmp_path, ca
         r["feats"] = [{"is:SELECT": 1}, {"is:FROM": 1}, {"is:WHERE": 1}]  # the database view says nothing here
     data = tmp_path / "d.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in rows))
-    manifest = tmp_path / "caper.json"
-    manifest.write_text("{}")
-    assert blamefit.main(["cv", "--data", str(data), "--folds", "a|b|c|d|e", "--mode", "text", "--manifest", str(manifest)]) == 0
+    export = tmp_path / "text.json"
+    assert blamefit.main(["cv", "--data", str(data), "--folds", "a|b|c|d|e", "--mode", "text", "--export", str(export)]) == 0
     assert float(capsys.readouterr().out.split("overall top1=")[1].split()[0]) == 1.0
-    lin = json.loads(manifest.read_text())["blame"]["text_linear"]
+    lin = json.loads(export.read_text())
     assert dict(zip(lin["features"], lin["weights"]))["q_table_missing&FROM"] > 0
 
 
 def test_a_split_with_one_database_still_exports_weights(tmp_path, capsys):
     # Cross-validation by database has nothing to train on in the only fold; the export still
-    # fits on every failure (what `caper train` step 6 needs on a small split).
+    # fits on every failure (what `caper train`'s blame step needs on a small split).
     rows = make_rows(dbs=("solo",))
     data = tmp_path / "d.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in rows))
-    manifest = tmp_path / "caper.json"
-    manifest.write_text("{}")
-    assert blamefit.main(["cv", "--data", str(data), "--l2-grid", "0.01,1", "--manifest", str(manifest)]) == 0
-    lin = json.loads(manifest.read_text())["blame"]["solo_linear"]
+    export = tmp_path / "solo.json"
+    assert blamefit.main(["cv", "--data", str(data), "--l2-grid", "0.01,1", "--export", str(export)]) == 0
+    lin = json.loads(export.read_text())
     assert dict(zip(lin["features"], lin["weights"]))["lit_missing"] > 0
