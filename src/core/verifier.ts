@@ -13,7 +13,8 @@ import { Scorer, type ScoredCandidate, type ScoreTiming, type ScoreUsage } from 
 import type { PackedRow } from '../scoring/packing.js';
 import { Batcher, QueueFullError, BatcherClosedError } from '../scoring/batcher.js';
 import { rerank as rankCandidates, type Strategy, type RerankOutput } from '../scoring/rerank.js';
-import { execShape, explain, selectGroups, selectorModelFrom, type SelectorCandidate, type SelectorModel, type SelectorReason } from '../scoring/selector.js';
+import { execShape, explain, selectGroups, selectorModelFrom, type SelectorCandidate, type SelectorChoice, type SelectorModel, type SelectorReason } from '../scoring/selector.js';
+import { abstention, confidenceModelsFrom, confidenceOf, type Abstention, type ConfidenceModels } from '../verdict/confidence.js';
 import { groupRewards, EXECUTION_ERROR_REWARD, type SampleRewards } from '../scoring/returns.js';
 import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
@@ -134,6 +135,8 @@ export interface VerifierOptions {
   maxExecQueue?: number;
   /** Per-request deadline (default DEFAULT_REQUEST_TIMEOUT_MS). */
   requestTimeoutMs?: number;
+  /** /rerank abstains when the top pick's confidence is below this, unless the request sets its own. */
+  minConfidence?: number;
 }
 
 export interface Timing {
@@ -183,6 +186,8 @@ export interface RerankRequest extends Context {
   strategy?: Strategy;
   /** Compute a consensus root cause for the candidates outside the winning group (needs execution). */
   consensus?: boolean;
+  /** Abstain when the top pick's confidence is below this (default: the server's). */
+  minConfidence?: number;
 }
 
 export interface RerankResult {
@@ -199,6 +204,10 @@ export interface RerankResult {
   strategy: Strategy;
   /** Per candidate (request order), for the selector: why its group ranks where it does. */
   reasons?: SelectorReason[];
+  /** Per candidate (request order): the probability that it is right; absent when the model ships no confidence map. */
+  confidence?: number[];
+  /** Whether the top pick fell below the threshold in effect (absent without a threshold). */
+  abstention?: Abstention & { minConfidence: number };
   model: string;
   timing: Timing;
   usage: ScoreUsage;
@@ -226,6 +235,8 @@ export interface LocalizeResult {
   };
   /** Present when candidates were given. */
   consensus?: ConsensusOutcome;
+  /** The probability that the query is right, judged with the candidates when given; absent without a confidence map. */
+  confidence?: number;
   /** 'fused' when blame combines the model's clause verdicts with the consensus root cause
    * (src/scoring/blame.ts), 'execution' when the query's own error names the clause, else 'model'. */
   blameSource: 'model' | 'evidence' | 'fused' | 'execution';
@@ -314,6 +325,8 @@ export class Verifier {
   batcher: Batcher<PackedRow> | null = null;
   /** The selector strategy's weights (caper.json `selector`, else the vote fallback). */
   selector: SelectorModel = selectorModelFrom(undefined);
+  /** The confidence maps (caper.json `confidence`); a null mode gives no confidence. */
+  confidence: ConfidenceModels = confidenceModelsFrom(undefined);
   /** Why scoring is not available (loading, missing, corrupt); null once ready. */
   notReadyReason: string | null;
   /** Resolves when loading finished, successfully or not (after start()). */
@@ -414,6 +427,7 @@ export class Verifier {
       this.model = model;
       this.batcher = batcher;
       this.selector = selectorModelFrom(model.manifest.selector);
+      this.confidence = confidenceModelsFrom(model.manifest.confidence);
       const scorer = new Scorer(model, batcher, {
         onCandidate: (parsed) => m.candidates.inc({ parsed: String(parsed) }),
         ...(this.opts.prefixSharing !== undefined ? { prefixSharing: this.opts.prefixSharing } : {}),
@@ -526,12 +540,15 @@ export class Verifier {
     }
     const found = req.sqls.map(extractSql);
     const sqls = found.map((f) => f.sql);
+    const runs = strategy !== 'prm' && ctx.dbPath !== null;
+    const mode = runs ? 'exec' : 'sql';
+    const threshold = this.minConfidenceOf(req.minConfidence, mode);
     const dl = this.deadline();
     try {
       // Scoring and execution are independent: run them side by side.
       const [scored, exec] = await this.both(
         this.score(scorer, req.question, ctx.schema, sqls, dl),
-        strategy !== 'prm' && ctx.dbPath ? this.executeAll(ctx.dbPath, sqls, dl) : null,
+        runs ? this.executeAll(ctx.dbPath!, sqls, dl) : null,
       );
       const keys: (string | null)[] = [];
       if (exec) {
@@ -544,40 +561,13 @@ export class Verifier {
       const candidates = scored.candidates.map((c, i) => verified(c, found[i]!, exec?.results[i], index));
       let ranking: RerankOutput[];
       let reasons: SelectorReason[] | undefined;
+      // The selector's grouping also yields every candidate's confidence, whatever the strategy.
+      const sel = strategy === 'selector' || this.confidence[mode]
+        ? await this.selectorChoice(sqls, candidates, scored.candidates, exec?.results ?? null, req, ctx.dbPath, dl)
+        : null;
       if (strategy === 'selector') {
-        const cands: SelectorCandidate[] = [];
-        for (let i = 0; i < candidates.length; i++) {
-          const c = candidates[i]!;
-          const r = exec?.results[i];
-          await yieldIfLarge(r);
-          cands.push({
-            sql: sqls[i]!,
-            units: c.units.map((u) => ({ kind: u.kind, text: u.text, score: u.score })),
-            ...(r ? { exec: execShape(r) } : {}),
-            ...(c.error ? { unscored: true } : {}),
-          });
-        }
-        const mode = exec ? 'exec' : 'sql';
+        const { cands, choice } = sel!;
         const w = this.selector[mode];
-        // Literals looked up in the columns they are compared with, for the selector's rule on
-        // groups that rest on a value the database does not hold (a few LIMIT 1 lookups per
-        // candidate, cached like every execution).
-        if (exec) {
-          const index = this.schemaOf(req.db_id!).index;
-          const run = this.runner(dl);
-          if (index) {
-            await Promise.all(cands.map(async (c, i) => {
-              if (!exec.results[i]!.ok || c.sql.length > ROOT_CAUSE_MAX_CHARS) return;
-              try {
-                const n = await missingLiterals(c.sql, index, ctx.dbPath!, run, scored.candidates[i]!.split);
-                if (n > 0) c.missingLiterals = n;
-              } catch {
-                // a failed lookup leaves the feature at 0, as for a query without literals
-              }
-            }));
-          }
-        }
-        const choice = selectGroups(cands, w, req.question);
         ranking = choice.order.map((index, k) => ({
           index,
           rank: k + 1,
@@ -634,11 +624,15 @@ export class Verifier {
           if (fused) candidates[i] = fused;
         }));
       }
+      const confidence = sel && this.confidence[mode] ? confidenceOf(this.confidence[mode]!, sel.cands, sel.choice) : undefined;
+      const top = ranking[0] ? confidence?.[ranking[0].index] : undefined;
       return {
         candidates,
-        warnings: contextWarnings(req),
+        warnings: [...contextWarnings(req), ...threshold.warnings],
         consensus,
         ranking,
+        ...(confidence ? { confidence } : {}),
+        ...(threshold.value !== undefined && confidence ? { abstention: { ...abstention(top, threshold.value), minConfidence: threshold.value } } : {}),
         executions: exec ? exec.results.map(outcome) : null,
         strategy,
         ...(reasons ? { reasons } : {}),
@@ -670,9 +664,12 @@ export class Verifier {
     if (canRun) this.checkExecQueue((withGold ? 2 : 1) + (cands?.length ?? 0));
     const dl = this.deadline();
     try {
+      // The confidence of the query is judged in the pool it came from: the other candidates are
+      // scored too when there is a confidence map to read their evidence.
+      const pool = [sql, ...(cands !== undefined && this.confidence[canRun ? 'exec' : 'sql'] ? cands : [])];
       const [scored, exec, candExec] = await Promise.all([
         this.both(
-          this.score(scorer, req.question, ctx.schema, [sql], dl),
+          this.score(scorer, req.question, ctx.schema, pool, dl),
           canRun ? this.executeAll(ctx.dbPath!, withGold ? [gold!, sql] : [sql], dl) : null,
         ),
         cands !== undefined && cands.length > 0 ? this.executeAll(ctx.dbPath!, [sql, ...cands], dl) : null,
@@ -693,6 +690,12 @@ export class Verifier {
         timing: { ...scored.timing, execution_ms: 0, total_ms: 0 },
         usage: scored.usage,
       };
+      const confModel = this.confidence[canRun ? 'exec' : 'sql'];
+      if (confModel) {
+        const results = canRun ? (candExec && pool.length > 1 ? candExec.results : [predResult!]) : null;
+        const sel = await this.selectorChoice(pool, scored.candidates, scored.candidates, results, req, ctx.dbPath, dl);
+        out.confidence = confidenceOf(confModel, sel.cands, sel.choice)[0];
+      }
       if (cands !== undefined) {
         const t1 = performance.now();
         const skip = candExec ? skipAnalysis(sql, candExec.results[0]) : null;
@@ -833,6 +836,61 @@ export class Verifier {
   }
 
   // ---------- shared steps ----------
+
+  /**
+   * The selector's view of the candidates and its choice (the mode follows whether they were
+   * executed). With executions, literals are looked up in the columns they are compared with, for
+   * the selector's rule on groups that rest on a value the database does not hold (a few LIMIT 1
+   * lookups per candidate, cached like every execution).
+   */
+  private async selectorChoice(sqls: readonly string[], candidates: readonly VerifiedCandidate[], scored: readonly ScoredCandidate[],
+    results: readonly ExecResult[] | null, req: Context, dbPath: string | null, dl: Deadline): Promise<{ cands: SelectorCandidate[]; choice: SelectorChoice }> {
+    const cands: SelectorCandidate[] = [];
+    for (let i = 0; i < candidates.length; i++) {
+      const c = candidates[i]!;
+      const r = results?.[i];
+      await yieldIfLarge(r);
+      cands.push({
+        sql: sqls[i]!,
+        units: c.units.map((u) => ({ kind: u.kind, text: u.text, score: u.score })),
+        ...(r ? { exec: execShape(r) } : {}),
+        ...(c.error ? { unscored: true } : {}),
+      });
+    }
+    if (results && dbPath && req.db_id !== undefined) {
+      const index = this.schemaOf(req.db_id).index;
+      const run = this.runner(dl);
+      if (index) {
+        await Promise.all(cands.map(async (c, i) => {
+          if (!results[i]!.ok || c.sql.length > ROOT_CAUSE_MAX_CHARS) return;
+          try {
+            const n = await missingLiterals(c.sql, index, dbPath, run, scored[i]!.split);
+            if (n > 0) c.missingLiterals = n;
+          } catch {
+            // a failed lookup leaves the feature at 0, as for a query without literals
+          }
+        }));
+      }
+    }
+    return { cands, choice: selectGroups(cands, this.selector[results ? 'exec' : 'sql'], req.question) };
+  }
+
+  /**
+   * The abstention threshold in effect: the request's, else the server's. A request that asks for
+   * one from a model without a confidence map is refused; the server's default is then skipped
+   * with a warning.
+   */
+  private minConfidenceOf(requested: number | undefined, mode: 'exec' | 'sql'): { value?: number; warnings: string[] } {
+    const has = this.confidence[mode] !== null;
+    if (requested !== undefined) {
+      if (!(requested >= 0 && requested <= 1)) throw new VerifierError('invalid_value', `min_confidence must be a probability in [0, 1], got ${requested}`, { field: 'min_confidence' });
+      if (!has) throw new VerifierError('invalid_value', `min_confidence needs a confidence map, and model "${this.modelName}" ships none for ${mode === 'exec' ? 'executed' : 'unexecuted'} candidates (caper train fits one)`, { field: 'min_confidence' });
+      return { value: requested, warnings: [] };
+    }
+    const dflt = this.opts.minConfidence;
+    if (dflt === undefined) return { warnings: [] };
+    return has ? { value: dflt, warnings: [] } : { warnings: [`--min-confidence ignored: the model ships no confidence map for ${mode === 'exec' ? 'executed' : 'unexecuted'} candidates`] };
+  }
 
   private requireScorer(): Scorer {
     if (!this.scorer) {

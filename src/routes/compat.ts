@@ -2,6 +2,7 @@
 // meta.warnings strings.
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
+import { abstentionBody } from './shape.js';
 import { warningOf, type Strategy, type RerankResult, type RerankRequest } from '../core/verifier.js';
 
 export interface V1Body {
@@ -12,6 +13,7 @@ export interface V1Body {
   schema?: string;
   db_id?: string;
   strategy?: Strategy;
+  min_confidence?: number;
 }
 
 export const compatBody = {
@@ -33,6 +35,7 @@ export const compatBody = {
     schema: S.schemaText,
     db_id: S.dbId,
     strategy: S.strategy,
+    min_confidence: S.minConfidence,
   },
   examples: [
     {
@@ -52,6 +55,23 @@ export function compatRequest(b: V1Body): RerankRequest {
     ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
     sqls: b.documents.map((d) => (typeof d === 'string' ? d : d.text)),
     ...(b.strategy ? { strategy: b.strategy } : {}),
+    ...(b.min_confidence !== undefined ? { minConfidence: b.min_confidence } : {}),
+  };
+}
+
+/**
+ * meta.confidence (per returned result, in result order: relevance_score stays the ranking's
+ * score) and the selective-answering fields, for either Cohere shape.
+ */
+export const compatConfidenceMeta = {
+  confidence: { type: 'array', items: S.confidenceOut, description: 'per result, in result order: the estimated probability that it is right (relevance_score is unchanged)' },
+  ...S.abstentionOut,
+} as const;
+
+export function compatConfidence(r: RerankResult, shown: readonly { index: number }[]) {
+  return {
+    ...(r.confidence ? { confidence: shown.map((o) => r.confidence![o.index]!) } : {}),
+    ...abstentionBody(r),
   };
 }
 

@@ -90,6 +90,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
               },
               units: { type: 'array', items: unitOut },
               base_score: { type: ['number', 'null'], description: 'score at the <sql> token, before any clause' },
+              confidence: { ...S.confidenceOut, description: 'estimated probability that sql is right, judged as /rerank would among the candidates given (alone without them); absent when the model ships no confidence map' },
               blame: { type: 'array', items: blameItem, description: 'most suspect clause first' },
               blame_source: S.blameSource,
               missing_clause: S.missingClause,
@@ -127,6 +128,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
       });
       const out: Record<string, unknown> = { sql: b.sql, parsed: c.parsed, units, base_score: num(c.base), blame, blame_source: r.blameSource, model: r.model };
       if (c.missingClause) out.missing_clause = c.missingClause;
+      if (r.confidence !== undefined) out.confidence = r.confidence;
       const w = warningOf(c);
       if (w) out.warning = w;
       if (r.warnings.length) out.warnings = r.warnings;

@@ -1,5 +1,5 @@
 // Shape mapping shared by the scoring routes: the verifier core's results -> JSON fields.
-import type { VerifiedCandidate, ScoredCandidate, ScoreUsage, Timing, RootCause, ConsensusRootCause } from '../core/verifier.js';
+import type { VerifiedCandidate, ScoredCandidate, ScoreUsage, Timing, RootCause, ConsensusRootCause, RerankResult } from '../core/verifier.js';
 
 /** JSON has no NaN: unscored values go out as null. */
 export function num(x: number): number | null {
@@ -58,4 +58,11 @@ export function rootCauseBody(rc: RootCause | ConsensusRootCause, c: ScoredCandi
     repair_improves: rc.repairImproves,
     ...('reference' in rc ? { reference: rc.reference, voters: rc.voters } : {}),
   };
+}
+
+/** The selective-answering fields (schemas.abstentionOut), when a threshold was in effect. */
+export function abstentionBody(r: RerankResult) {
+  const a = r.abstention;
+  if (!a) return {};
+  return { abstained: a.abstained, ...(a.reason !== undefined ? { abstain_reason: a.reason } : {}), min_confidence: a.minConfidence };
 }

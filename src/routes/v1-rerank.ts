@@ -4,7 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { timingBody, usageBody } from './shape.js';
-import { compatBody, compatRequest, compatWarnings, type V1Body } from './compat.js';
+import { compatBody, compatRequest, compatWarnings, compatConfidence, compatConfidenceMeta, type V1Body } from './compat.js';
 
 export default async function v1RerankRoute(app: FastifyInstance): Promise<void> {
   app.post<{ Body: V1Body }>(
@@ -41,6 +41,7 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
                   strategy: S.strategy,
                   timing: S.timingOut,
                   reason: { ...S.selectorReason, description: 'selector only: why the first result was chosen' },
+                  ...compatConfidenceMeta,
                   usage: S.usageOut,
                   warnings: {
                     type: 'array',
@@ -62,9 +63,10 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
       const r = await app.caper.rerank(request);
       // This shape has no per-result field for it, so unscored documents are listed in meta.
       const warnings = compatWarnings(r);
+      const shown = r.ranking.slice(0, b.top_n ?? r.ranking.length);
       return {
         id: req.id,
-        results: r.ranking.slice(0, b.top_n ?? r.ranking.length).map((o) => ({
+        results: shown.map((o) => ({
           index: o.index,
           relevance_score: o.score,
           ...(b.return_documents ? { document: { text: sqls[o.index]! } } : {}),
@@ -74,6 +76,7 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
           strategy: r.strategy,
           timing: timingBody(r.timing),
           ...(r.reasons && r.ranking[0] ? { reason: r.reasons[r.ranking[0].index]! } : {}),
+          ...compatConfidence(r, shown),
           usage: usageBody(r.usage),
           ...(warnings.length ? { warnings } : {}),
         },
