@@ -8,12 +8,14 @@ import { STRATEGIES, POOL_STRATEGIES, HYBRID_LAMBDA, type PoolStrategy, type Can
 export const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid|selector
        [--model DIR] [--device auto|cuda|cpu] [--out PICKS.jsonl] [--facts FILE] [--lambda X]
        [--score min|last|mean] [--limit N] [--timeout-ms MS]
-  --strategy selector: cross-validated per-fold figures and the EX plot (caper eval rerank --strategy selector --help)`;
+  --strategy selector: cross-validated per-fold figures and the EX plot (caper eval rerank --strategy selector --help)
+  --confidence: how well the pick's confidence separates right from wrong, per fold (caper eval rerank --confidence --help)`;
 
 const fmt = (x: number) => x.toFixed(1);
 
 export async function run(argv: string[]): Promise<number> {
   // The selector evaluation takes its own flags (src/commands/eval-selector.ts).
+  if (argv.includes('--confidence')) return (await import('./eval-confidence.js')).run(argv);
   if (flagString(parseArgs(argv, ['help']), 'strategy') === 'selector') return (await import('./eval-selector.js')).run(argv);
   const a = parseStrict(argv, { values: ['data', 'pool', 'strategy', 'model', 'device', 'out', 'facts', 'lambda', 'score', 'limit', 'timeout-ms'] });
   if (a.flags.has('help')) {

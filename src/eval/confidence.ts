@@ -98,6 +98,8 @@ export interface ConfidenceCv {
   picks: { p: number; right: boolean }[];
   /** Held-out figures of a lone candidate (every candidate scored alone): ECE, AUROC, mean p, mean accuracy. */
   lone: { n: number; ece: number; auroc: number; meanConfidence: number; accuracy: number };
+  /** The same over every candidate of the full pools (held out), not only the picks. */
+  candidates: { n: number; ece: number; auroc: number; meanConfidence: number; accuracy: number };
 }
 
 export function figures(ps: readonly number[], ys: readonly boolean[]): Omit<FoldFigures, 'fold' | 'dbs'> {
@@ -141,6 +143,7 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
   const names = confidenceFeatureNames(mode);
   const picks = new Array<{ p: number; right: boolean }>(qs.length);
   const lone: { p: number; right: boolean }[] = [];
+  const every: { p: number; right: boolean }[] = [];
   const out: FoldFigures[] = folds.map((dbs, fi) => {
     const testIdx = qs.map((q, i) => (dbs.includes(q.db_id) ? i : -1)).filter((i) => i >= 0);
     const trainIdx = qs.map((q, i) => (dbs.includes(q.db_id) ? -1 : i)).filter((i) => i >= 0);
@@ -154,6 +157,7 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
     for (const i of testIdx) {
       const s = scoreQuestion(qs[i]!, w);
       const p = probability(model, s.features[s.pick]!);
+      s.features.forEach((x, c) => every.push({ p: probability(model, x), right: s.correct[c]! }));
       picks[i] = { p, right: s.correct[s.pick]! };
       ps.push(p);
       ys.push(s.correct[s.pick]!);
@@ -164,14 +168,18 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
     }
     return { fold: fi, dbs, ...figures(ps, ys) };
   });
-  const lp = lone.map((x) => x.p);
-  const ly = lone.map((x) => x.right);
+  const summary = (xs: readonly { p: number; right: boolean }[]) => {
+    const ps = xs.map((x) => x.p);
+    const ys = xs.map((x) => x.right);
+    return { n: xs.length, ece: ece(ps, ys), auroc: auroc(ps, ys), meanConfidence: ps.reduce((a, b) => a + b, 0) / Math.max(1, ps.length), accuracy: ys.filter(Boolean).length / Math.max(1, ys.length) };
+  };
   return {
     mode,
     folds: out,
     pooled: figures(picks.map((x) => x.p), picks.map((x) => x.right)),
     picks,
-    lone: { n: lone.length, ece: ece(lp, ly), auroc: auroc(lp, ly), meanConfidence: lp.reduce((a, b) => a + b, 0) / Math.max(1, lp.length), accuracy: ly.filter(Boolean).length / Math.max(1, ly.length) },
+    lone: summary(lone),
+    candidates: summary(every),
   };
 }
 
