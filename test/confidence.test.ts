@@ -113,11 +113,11 @@ test('models/default: a lone candidate gets a real probability, not 1.0, in both
   for (const [mode, cand] of [['exec', { sql: 'SELECT count(*) FROM singer', units, exec }], ['sql', { sql: 'SELECT count(*) FROM singer', units }]] as const) {
     const m = models[mode] as ConfidenceModel;
     const cands: SelectorCandidate[] = [cand];
-    const [p] = confidenceOf(m, cands, selectGroups(cands, selector[mode], 'How many singers are there?'));
+    const [p] = confidenceOf(m, cands, selectGroups(cands, selector[mode], 'How many singers are there?'), 'How many singers are there?');
     assert.ok(p! > 0.05 && p! < 0.97, `${mode}: lone candidate ${p}`);
     // Eight candidates agreeing on the same answer are more trustworthy than one alone.
     const eight = Array.from({ length: 8 }, () => cand);
-    const p8 = confidenceOf(m, eight, selectGroups(eight, selector[mode], 'How many singers are there?'))[0]!;
+    const p8 = confidenceOf(m, eight, selectGroups(eight, selector[mode], 'How many singers are there?'), 'How many singers are there?')[0]!;
     assert.ok(p8 > p!, `${mode}: 8 agreeing ${p8} vs alone ${p}`);
   }
 });

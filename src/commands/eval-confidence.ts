@@ -11,13 +11,13 @@ import { resolvePool } from '../eval/spider.js';
 import { loadOrComputeFacts, subsetFacts, type SelectorFacts } from '../eval/selector-data.js';
 import { crossValidateConfidence, fitConfidenceAll, figures, type ConfidenceCv, type ConfidenceCvOptions, type RowSet } from '../eval/confidence.js';
 import { chooseL2, fitQuestion } from '../eval/selector.js';
-import { riskCoverage, reliabilityBins } from '../verdict/confidence.js';
+import { riskCoverage, reliabilityBins, CONFIDENCE_SETS, type ConfidenceSet } from '../verdict/confidence.js';
 import { riskCoverageSvg, reliabilitySvg } from '../eval/plot.js';
 import { SELECTED, type SelectorMode } from '../scoring/selector.js';
 import type { CalibrationKind } from '../verdict/confidence-fit.js';
 
 export const USAGE = `usage: caper eval rerank --confidence --data DIR [--pools pool8+pool16] [--modes exec,sql] [--model DIR]
-       [--facts FILE] [--folds K] [--calibration isotonic|platt] [--rows all|pick] [--l2 X] [--selector-l2 X]
+       [--facts FILE] [--folds K] [--features agreement|rich] [--calibration isotonic|platt] [--rows all|pick] [--l2 X] [--selector-l2 X]
        [--out-dir DIR] [--no-plot] [--fit-out MODEL_DIR [--fit-pool pool8]] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
   Confidence of the selector's pick, cross-validated by database: AUROC for its correctness, ECE
   (10 bins) and EX at 90/80/50% coverage, per fold and pooled. Writes DIR/confidence.json,
@@ -30,7 +30,7 @@ const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '-');
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, {
-    values: ['data', 'pools', 'pool', 'modes', 'model', 'facts', 'folds', 'calibration', 'rows', 'l2', 'selector-l2', 'out-dir', 'fit-out', 'fit-pool', 'device', 'timeout-ms', 'limit', 'strategy'],
+    values: ['data', 'pools', 'pool', 'modes', 'model', 'facts', 'folds', 'calibration', 'rows', 'features', 'l2', 'selector-l2', 'out-dir', 'fit-out', 'fit-pool', 'device', 'timeout-ms', 'limit', 'strategy'],
     booleans: ['confidence', 'no-plot'],
   });
   if (a.flags.has('help')) {
@@ -63,6 +63,11 @@ export async function run(argv: string[]): Promise<number> {
     console.error('caper eval rerank --confidence: --rows must be all or pick');
     return 2;
   }
+  const set = flagString(a, 'features', 'agreement') as ConfidenceSet;
+  if (!(set in CONFIDENCE_SETS)) {
+    console.error(`caper eval rerank --confidence: --features must be one of ${Object.keys(CONFIDENCE_SETS).join(', ')}`);
+    return 2;
+  }
   const k = flagNumber(a, 'folds', 5);
   if (!Number.isInteger(k) || k < 2) {
     console.error('caper eval rerank --confidence: --folds must be an integer >= 2');
@@ -92,8 +97,8 @@ export async function run(argv: string[]): Promise<number> {
     timeoutMs: flagNumber(a, 'timeout-ms', 5000),
     device: flagString(a, 'device', 'auto') as 'auto' | 'cuda' | 'cpu',
   });
-  const opts: ConfidenceCvOptions = { k, rows, calibration, l2, ...(selectorL2 !== undefined ? { selectorL2 } : {}) };
-  console.log(`confidence evaluation: ${all.questions.length} questions, model ${all.model}, ${k} folds by database, calibration ${calibration}, rows ${rows}, l2 ${l2}, selector l2 ${selectorL2 ?? 'by inner CV'}`);
+  const opts: ConfidenceCvOptions = { k, rows, calibration, l2, set, ...(selectorL2 !== undefined ? { selectorL2 } : {}) };
+  console.log(`confidence evaluation: ${all.questions.length} questions, model ${all.model}, ${k} folds by database, features ${set}, calibration ${calibration}, rows ${rows}, l2 ${l2}, selector l2 ${selectorL2 ?? 'by inner CV'}`);
 
   const results: { pool: string; mode: SelectorMode; cv: ConfidenceCv }[] = [];
   for (const pool of pools) {
@@ -106,10 +111,13 @@ export async function run(argv: string[]): Promise<number> {
       console.log('|---|---|---|---|---|---|---|---|---|---|');
       for (const fo of cv.folds) console.log(`| ${fo.fold} | ${fo.dbs.join(', ')} | ${fo.n} | ${f3(fo.auroc)} | ${f3(fo.ece)} | ${f1(fo.ex)} | ${f1(fo.ex90)} | ${f1(fo.ex80)} | ${f1(fo.ex50)} | ${f3(fo.meanConfidence)} |`);
       const p = cv.pooled;
+      const fm = cv.foldMean;
+      console.log(`| mean of folds | | | ${f3(fm.auroc)} | ${f3(fm.ece)} | ${f1(fm.ex)} | ${f1(fm.ex90)} | ${f1(fm.ex80)} | ${f1(fm.ex50)} | ${f3(fm.meanConfidence)} |`);
       console.log(`| all questions | | ${p.n} | ${f3(p.auroc)} | ${f3(p.ece)} | ${f1(p.ex)} | ${f1(p.ex90)} | ${f1(p.ex80)} | ${f1(p.ex50)} | ${f3(p.meanConfidence)} |`);
       console.log(`lone candidates (each candidate posted alone, held out): n=${cv.lone.n} mean confidence ${f3(cv.lone.meanConfidence)}, share right ${f3(cv.lone.accuracy)}, ECE ${f3(cv.lone.ece)}, AUROC ${f3(cv.lone.auroc)}`);
       console.log(`every candidate of the pool (held out): n=${cv.candidates.n} mean confidence ${f3(cv.candidates.meanConfidence)}, share right ${f3(cv.candidates.accuracy)}, ECE ${f3(cv.candidates.ece)}, AUROC ${f3(cv.candidates.auroc)}`);
-      console.log(`confidence: pool=${pool} mode=${mode} auroc=${f3(p.auroc)} ece=${f3(p.ece)} ex=${f1(p.ex)} ex90=${f1(p.ex90)} ex80=${f1(p.ex80)} ex50=${f1(p.ex50)} (n=${p.n})`);
+      console.log(`thresholds (min_confidence -> share answered, EX of the answered): ${THRESHOLDS.map((t) => { const c = atThreshold(cv, t); return `${t}: ${f1(100 * c.coverage)}% / ${f1(c.ex)}`; }).join('; ')}`);
+      console.log(`confidence: pool=${pool} mode=${mode} auroc=${f3(p.auroc)} auroc_fold_mean=${f3(fm.auroc)} ece=${f3(p.ece)} ex=${f1(p.ex)} ex90=${f1(p.ex90)} ex80=${f1(p.ex80)} ex50=${f1(p.ex50)} (n=${p.n})`);
     }
   }
 
@@ -124,10 +132,11 @@ export async function run(argv: string[]): Promise<number> {
     writeFileSync(risk, riskCoverageSvg(results.map((r) => ({ name: name(r), points: riskCoverage(r.cv.picks.map((x) => x.p), r.cv.picks.map((x) => x.right)) })), `Risk-coverage of the pick's confidence: ${title}`));
     writeFileSync(rel, reliabilitySvg(results.map((r) => ({ name: name(r), bins: reliabilityBins(r.cv.picks.map((x) => x.p), r.cv.picks.map((x) => x.right), 10) })), `Reliability of the pick's confidence: ${title}`));
     writeFileSync(json, JSON.stringify({
-      data: basename(resolve(data)), model: all.model, folds: k, by: 'database', calibration, rows, l2, selector_l2: selectorL2 ?? 'inner-cv',
+      data: basename(resolve(data)), model: all.model, folds: k, by: 'database', features: set, calibration, rows, l2, selector_l2: selectorL2 ?? 'inner-cv',
       results: results.map((r) => ({
-        pool: r.pool, mode: r.mode, pooled: rounded(r.cv.pooled), folds: r.cv.folds.map((fo) => ({ ...rounded(fo), dbs: fo.dbs })),
-        lone: rounded(r.cv.lone), candidates: rounded(r.cv.candidates), reliability: reliabilityBins(r.cv.picks.map((x) => x.p), r.cv.picks.map((x) => x.right), 10).map((b) => rounded(b)),
+        pool: r.pool, mode: r.mode, pooled: rounded(r.cv.pooled), fold_mean: rounded(r.cv.foldMean), folds: r.cv.folds.map((fo) => ({ ...rounded(fo), dbs: fo.dbs })),
+        lone: rounded(r.cv.lone), candidates: rounded(r.cv.candidates),
+        thresholds: THRESHOLDS.map((t) => ({ min_confidence: t, ...rounded(atThreshold(r.cv, t)) })), reliability: reliabilityBins(r.cv.picks.map((x) => x.p), r.cv.picks.map((x) => x.right), 10).map((b) => rounded(b)),
       })),
     }, null, 2) + '\n');
     console.log(`\nwrote ${risk}, ${rel} and ${json}`);
@@ -138,6 +147,15 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 const DEFAULT_L2 = 100;
+
+/** min_confidence values whose effect the evaluation reports (for choosing one; docs/SERVICE.md). */
+const THRESHOLDS = [0.5, 0.7, 0.8, 0.9, 0.95];
+
+/** Held-out share of questions answered at threshold t, and the EX (percent) of those answered. */
+function atThreshold(cv: ConfidenceCv, t: number): { coverage: number; ex: number } {
+  const kept = cv.picks.filter((x) => x.p >= t);
+  return { coverage: kept.length / Math.max(1, cv.picks.length), ex: kept.length ? (100 * kept.filter((x) => x.right).length) / kept.length : NaN };
+}
 
 function rounded<T extends object>(o: T): Record<string, unknown> {
   return Object.fromEntries(Object.entries(o).map(([key, v]) => [key, typeof v === 'number' ? (Number.isFinite(v) ? Math.round(v * 10000) / 10000 : null) : v]));
@@ -170,7 +188,7 @@ function writeConfidence(modelDir: string, all: SelectorFacts, systems: string[]
         ? { kind: 'isotonic', x: m.calibration.x.map(r6), y: m.calibration.y.map(r6) }
         : { kind: 'platt', a: r6(m.calibration.a), c: r6(m.calibration.c) },
       floor: r6(m.floor),
-      fitted_on: { data: basename(resolve(all.data)), pool, questions: facts.questions.length, rows: opts.rows, l2: opts.l2, selector_l2: l2Selector },
+      fitted_on: { data: basename(resolve(all.data)), pool, questions: facts.questions.length, features: opts.set, calibration: opts.calibration, rows: opts.rows, l2: opts.l2, selector_l2: l2Selector },
       ...(cv ? { cv: { folds: k, by: 'database', pick: rounded(figures(cv.picks.map((x) => x.p), cv.picks.map((x) => x.right))) } } : {}),
     };
     console.log(`fitted ${mode} confidence on ${pool} (${facts.questions.length} questions, selector l2 ${l2Selector}) -> ${path}`);

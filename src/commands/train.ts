@@ -11,7 +11,7 @@ const CLI = resolve(import.meta.dirname, '..', 'cli.js');
 
 export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--candidates DIR] [--out models/NAME]
                    [--steps N | --epochs E] [--seed S] [--loss pref|pref+reg] [--max-minutes M]
-                   [--eval-data DIR] [--pool NAMES] [--no-eval] [--no-selector] [--no-blame]
+                   [--eval-data DIR] [--pool NAMES] [--no-eval] [--no-selector] [--no-confidence] [--no-blame]
                    [--nproc N [--nnodes M --node-rank R --master ADDR:PORT]]
   --data DIR      Spider-layout training split to annotate (default ../shared/data/spider/train)
   --tuples FILE   an existing training JSONL (docs/FORMATS.md): skips annotation
@@ -27,6 +27,8 @@ export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [
                   (0..M-1) and --master ADDR:PORT of node 0; only node 0 writes the model and evaluates
   step 5 fits the selector strategy's weights on that split (folds by database, written into caper.json);
   --no-selector (or --no-eval) skips it, and the service's selector then falls back to the vote;
+  step 5 then fits the confidence maps (caper.json confidence, caper eval rerank --confidence --fit-out);
+  --no-confidence skips that, and the service gives no confidence;
   step 6 fits the blame combiners (caper.json blame.solo_linear, text_linear, fused_linear) on that split's
   real failures (caper_train.blamefit, folds by database); --no-blame skips it`;
 
@@ -85,7 +87,7 @@ export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, {
     values: ['preset', 'base', 'data', 'tuples', 'candidates', 'out', 'steps', 'epochs', 'seed', 'loss', 'max-minutes', 'max-length',
       'batch-size', 'lr', 'pref-form', 'reg-weight', 'threads', 'eval-data', 'pool', 'nproc', 'nnodes', 'node-rank', 'master'],
-    booleans: ['no-eval', 'no-selector', 'no-blame'],
+    booleans: ['no-eval', 'no-selector', 'no-blame', 'no-confidence'],
   });
   if (a.flags.has('help')) {
     console.log(USAGE);
@@ -233,6 +235,7 @@ export async function run(argv: string[]): Promise<number> {
       console.error(`caper train: could not record the selector figures in ${out}: ${(e as Error).message}`);
     }
   }
+  if (!a.flags.has('no-eval') && !a.flags.has('no-selector') && !a.flags.has('no-confidence') && (await confidenceStep(out, evalData, flagString(a, 'pool', 'pool8')!, runDir)) !== 0) return 1;
   // 6. blame combiners: the model's clause verdicts are one of their inputs, so, like the selector,
   // they are refit with every model (caper_train.blamefit on the eval split's real failures).
   // Blame data are the split's real failures: it must be a candidate pool (predictions/ beside its questions).
@@ -281,4 +284,27 @@ function recordEvaluation(out: string, evalData: string, pool: string, text: str
   } catch (e) {
     console.error(`caper train: could not record the evaluation in ${out}: ${(e as Error).message}`);
   }
+}
+
+/**
+ * Step 5, second part: the confidence maps read the selector's choice and the PRM's scores, so they
+ * are refit after the selector's weights, on the same cached facts (caper eval rerank --confidence).
+ * Returns the exit code (0 when fitted); the figures go into MODEL_CARD.md.
+ */
+async function confidenceStep(out: string, evalData: string, pool: string, runDir: string): Promise<number> {
+  const args = ['eval', 'rerank', '--confidence', '--data', evalData, '--pools', pool, '--model', out,
+    '--facts', join(runDir, 'selector.facts.json'), '--fit-out', out, '--fit-pool', pool, '--no-plot'];
+  console.log(`\n[caper train 5/6] confidence maps: caper ${args.join(' ')}`);
+  const r = await runChild(process.execPath, [CLI, ...args], { capture: true });
+  if (r.code !== 0) {
+    console.error(`caper train: confidence fit failed (exit ${r.code}); the model is written, without confidence`);
+    return r.code;
+  }
+  try {
+    appendFileSync(join(out, 'MODEL_CARD.md'),
+      `\n## Confidence (${basename(evalData)}, pool ${pool}, cross-validated by database)\n\nOutput of \`caper ${args.join(' ')}\`:\n\n\`\`\`\n${r.out.trim()}\n\`\`\`\n`);
+  } catch (e) {
+    console.error(`caper train: could not record the confidence figures in ${out}: ${(e as Error).message}`);
+  }
+  return 0;
 }

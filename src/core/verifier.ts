@@ -624,7 +624,7 @@ export class Verifier {
           if (fused) candidates[i] = fused;
         }));
       }
-      const confidence = sel && this.confidence[mode] ? confidenceOf(this.confidence[mode]!, sel.cands, sel.choice) : undefined;
+      const confidence = sel && this.confidence[mode] ? confidenceOf(this.confidence[mode]!, sel.cands, sel.choice, req.question) : undefined;
       const top = ranking[0] ? confidence?.[ranking[0].index] : undefined;
       return {
         candidates,
@@ -694,7 +694,7 @@ export class Verifier {
       if (confModel) {
         const results = canRun ? (candExec && pool.length > 1 ? candExec.results : [predResult!]) : null;
         const sel = await this.selectorChoice(pool, scored.candidates, scored.candidates, results, req, ctx.dbPath, dl);
-        out.confidence = confidenceOf(confModel, sel.cands, sel.choice)[0];
+        out.confidence = confidenceOf(confModel, sel.cands, sel.choice, req.question)[0];
       }
       if (cands !== undefined) {
         const t1 = performance.now();

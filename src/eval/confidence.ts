@@ -8,7 +8,7 @@
 //   its calibration map: fitted on out-of-fold scores inside those rows (confidence-fit.ts).
 import { selectGroups, type SelectorMode, type SelectorWeights } from '../scoring/selector.js';
 import { fitSelector } from '../scoring/selector-fit.js';
-import { confidenceFeatureNames, confidenceFeatures, probability, auroc, ece, accuracyAtCoverage, type ConfidenceModel } from '../verdict/confidence.js';
+import { confidenceFeatureNames, confidenceFeatures, probability, auroc, ece, accuracyAtCoverage, CONFIDENCE_SETS, type ConfidenceModel, type ConfidenceSet } from '../verdict/confidence.js';
 import { fitConfidence, type ConfidenceRow, type ConfidenceFitOptions } from '../verdict/confidence-fit.js';
 import { foldsByDatabase, fitQuestion, candidatesFor, chooseL2 } from './selector.js';
 import type { SelectorFacts, SelectorQuestion } from './selector-data.js';
@@ -50,7 +50,7 @@ export interface Scored {
 export function scoreQuestion(q: SelectorQuestion, w: SelectorWeights): Scored {
   const cands = candidatesFor(q, w.mode);
   const choice = selectGroups(cands, w, q.question);
-  return { features: confidenceFeatures(cands, choice, w.mode), correct: q.correct, pick: choice.order[0] ?? 0 };
+  return { features: confidenceFeatures(cands, choice, w.mode, q.question), correct: q.correct, pick: choice.order[0] ?? 0 };
 }
 
 export type RowSet = 'all' | 'pick';
@@ -73,7 +73,11 @@ export interface ConfidenceCvOptions extends ConfidenceFitOptions {
   /** Fixed selector l2 (else chosen by inner CV in each training fold). */
   selectorL2?: number;
   thin?: readonly number[];
+  /** A named feature set (confidence.ts CONFIDENCE_SETS) instead of `only`. */
+  set?: ConfidenceSet;
 }
+
+const withSet = (opts: ConfidenceCvOptions, mode: SelectorMode): ConfidenceCvOptions => (opts.set ? { ...opts, only: CONFIDENCE_SETS[opts.set][mode] } : opts);
 
 export interface FoldFigures {
   fold: number;
@@ -94,6 +98,12 @@ export interface ConfidenceCv {
   mode: SelectorMode;
   folds: FoldFigures[];
   pooled: Omit<FoldFigures, 'fold' | 'dbs'>;
+  /**
+   * Unweighted mean of the folds' figures. Pooled AUROC also compares questions of different folds,
+   * whose models differ (a fold's model learns the other folds' base rate), so it can fall below
+   * every fold's own; the mean of folds measures the ranking within one model.
+   */
+  foldMean: Omit<FoldFigures, 'fold' | 'dbs'>;
   /** Per question: the pick's held-out confidence and correctness. */
   picks: { p: number; right: boolean }[];
   /** Held-out figures of a lone candidate (every candidate scored alone): ECE, AUROC, mean p, mean accuracy. */
@@ -151,7 +161,7 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
     const l2 = opts.selectorL2 ?? chooseL2(trainQs, trainIdx.map((i) => fitQs[i]!), mode, { k, only: SELECTED[mode] });
     const w = fitSelector(trainIdx.map((i) => fitQs[i]!), mode, { l2, only: SELECTED[mode] });
     const rows = trainingRows(trainQs, mode, { ...opts, l2Selector: l2, seeds: trainIdx });
-    const model: ConfidenceModel = fitConfidence(rows, mode, names, opts);
+    const model: ConfidenceModel = fitConfidence(rows, mode, names, withSet(opts, mode));
     const ps: number[] = [];
     const ys: boolean[] = [];
     for (const i of testIdx) {
@@ -177,6 +187,7 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
     mode,
     folds: out,
     pooled: figures(picks.map((x) => x.p), picks.map((x) => x.right)),
+    foldMean: Object.fromEntries((['n', 'auroc', 'ece', 'ex', 'ex90', 'ex80', 'ex50', 'meanConfidence'] as const).map((key) => [key, out.reduce((a, fo) => a + fo[key], 0) / Math.max(1, out.length)])) as Omit<FoldFigures, 'fold' | 'dbs'>,
     picks,
     lone: summary(lone),
     candidates: summary(every),
@@ -186,5 +197,5 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
 /** The shipped model: rows over every question (selector out of fold, l2 as given), calibration inside. */
 export function fitConfidenceAll(facts: SelectorFacts, mode: SelectorMode, l2Selector: number, opts: ConfidenceCvOptions = {}): ConfidenceModel {
   const rows = trainingRows(facts.questions, mode, { ...opts, l2Selector });
-  return fitConfidence(rows, mode, confidenceFeatureNames(mode), opts);
+  return fitConfidence(rows, mode, confidenceFeatureNames(mode), withSet(opts, mode));
 }

@@ -16,24 +16,39 @@
 // A lone candidate carries no agreement evidence: the features say so (`n_inv`, `lone`), and the
 // model is fitted on pools thinned down to one candidate as well, so its probability is what the
 // PRM and the result's shape alone support.
-import { FEATURES, isUnscored, prmOf, type SelectorCandidate, type SelectorChoice, type SelectorMode } from '../scoring/selector.js';
+import { FEATURES, isUnscored, prmOf, questionCues, type SelectorCandidate, type SelectorChoice, type SelectorMode } from '../scoring/selector.js';
+import { tokenize, significant } from '../clauses/lexer.js';
+import { MAX_CANON_CHARS } from '../scoring/selector-canon.js';
 
 /** Features of the pool and of the candidate's place in the selector's choice, after FEATURES[mode]. */
 export const POOL_FEATURES: readonly string[] = [
   'prob', 'logit', 'chosen', 'prob_gap', 'groups', 'n_inv', 'lone', 'failed', 'failed_share', 'prm_self', 'order_major',
+  // How hard the question looks, from its wording and the candidate's SQL: the same for every
+  // group, so the selector cannot use it, but it moves how often any answer is right.
+  'q_words', 'q_count', 'q_superlative', 'q_asked', 'sql_tokens', 'sql_clauses',
 ];
 
 /**
- * The features the regression weighs: the pool's agreement, the selector's verdict, the PRM and
- * the result's shape. SQL style (joins, nesting, LIKE) is left out: its link to correctness
- * changes from one database to the next.
+ * Feature sets of the regression. `agreement` (the default): how the pool agrees (share, margin,
+ * distinct answers, failures, pool size), the selector's verdict on the group, and how hard the
+ * question looks (its wording, the candidate's SQL length and clause count). `rich` adds the PRM,
+ * clause agreement and the result's shape: on dev-open they did not generalize across databases
+ * (docs/SERVICE.md, bench/results/confidence.md).
  */
-export const CONFIDENCE_SELECTED: Record<SelectorMode, readonly string[]> = {
-  exec: ['share', 'margin', 'agree_mean', 'agree_min', 'sql_agree', 'prm_gap', 'clause_mean', 'empty', 'one_row', 'log_rows', 'cols_modal',
-    'prob', 'logit', 'chosen', 'prob_gap', 'groups', 'n_inv', 'lone', 'failed', 'failed_share', 'prm_self', 'order_major'],
-  sql: ['share', 'margin', 'agree_mean', 'agree_min', 'prm_gap', 'clause_mean', 'text_cols_modal',
-    'prob', 'logit', 'chosen', 'prob_gap', 'groups', 'n_inv', 'lone', 'prm_self'],
+const AGREEMENT = ['share', 'margin', 'groups', 'failed_share', 'n_inv', 'lone', 'failed', 'chosen', 'prob', 'logit', 'prob_gap',
+  'q_words', 'q_count', 'q_superlative', 'q_asked', 'sql_tokens', 'sql_clauses'];
+export const CONFIDENCE_SETS: Record<'agreement' | 'rich', Record<SelectorMode, readonly string[]>> = {
+  agreement: {
+    exec: AGREEMENT,
+    sql: AGREEMENT.filter((f) => f !== 'failed_share' && f !== 'failed'),
+  },
+  rich: {
+    exec: [...AGREEMENT, 'agree_mean', 'agree_min', 'sql_agree', 'prm_gap', 'clause_mean', 'prm_self', 'empty', 'one_row', 'log_rows', 'cols_modal', 'order_major'],
+    sql: [...AGREEMENT.filter((f) => f !== 'failed_share' && f !== 'failed'), 'agree_mean', 'agree_min', 'prm_gap', 'clause_mean', 'prm_self', 'text_cols_modal'],
+  },
 };
+export type ConfidenceSet = keyof typeof CONFIDENCE_SETS;
+export const CONFIDENCE_SELECTED = CONFIDENCE_SETS.agreement;
 
 export function confidenceFeatureNames(mode: SelectorMode): string[] {
   return [...FEATURES[mode], ...POOL_FEATURES];
@@ -63,8 +78,10 @@ const sigmoid = (s: number) => 1 / (1 + Math.exp(-s));
  * Per caller index, the feature vector in confidenceFeatureNames(mode) order. A candidate outside
  * every group (its execution failed, or it was not scored) has zeros for the group features.
  */
-export function confidenceFeatures(cands: readonly SelectorCandidate[], choice: SelectorChoice, mode: SelectorMode): number[][] {
+export function confidenceFeatures(cands: readonly SelectorCandidate[], choice: SelectorChoice, mode: SelectorMode, question?: string): number[][] {
   const n = cands.length;
+  const cue = questionCues(question);
+  const qWords = Math.log1p((question ?? '').split(/\s+/).filter(Boolean).length);
   const gs = choice.groups;
   const dim = FEATURES[mode].length;
   const failed = choice.cluster.filter((c) => c < 0).length;
@@ -97,6 +114,12 @@ export function confidenceFeatures(cands: readonly SelectorCandidate[], choice: 
       failed / n,
       isUnscored(c) ? 0 : prmOf(c),
       orderMajor,
+      qWords,
+      cue.count,
+      cue.superlative,
+      Math.log(cue.asked),
+      c.sql.length > MAX_CANON_CHARS ? Math.log1p(c.sql.length / 4) : Math.log1p(tokenize(c.sql).filter(significant).length),
+      c.units.length,
     ];
   });
 }
@@ -132,8 +155,8 @@ export function probability(m: ConfidenceModel, x: readonly number[]): number {
 }
 
 /** Per caller index: the probability that the candidate is right. */
-export function confidenceOf(m: ConfidenceModel, cands: readonly SelectorCandidate[], choice: SelectorChoice): number[] {
-  return confidenceFeatures(cands, choice, m.mode).map((x) => probability(m, x));
+export function confidenceOf(m: ConfidenceModel, cands: readonly SelectorCandidate[], choice: SelectorChoice, question?: string): number[] {
+  return confidenceFeatures(cands, choice, m.mode, question).map((x) => probability(m, x));
 }
 
 function finiteArray(v: unknown, len?: number): v is number[] {
