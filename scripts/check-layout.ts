@@ -1,5 +1,5 @@
 // Checks the house rules of src/ (docs/ARCHITECTURE.md) on the import graph:
-//  - data flows one way: routes -> core -> scoring / execution / annotate -> clauses; a folder
+//  - data flows one way: routes -> core -> verdict / scoring / execution / annotate -> clauses; a folder
 //    never imports a folder above it (LAYERS below);
 //  - no file in src/routes imports src/annotate, src/execution or the model runtime
 //    (src/scoring/onnx.ts): routes talk to the verifier core only;
@@ -21,6 +21,7 @@ export const LAYERS: Record<string, number> = {
   execution: 1,
   scoring: 1,
   annotate: 2,
+  verdict: 2,
   core: 3,
   eval: 3,
   routes: 4,

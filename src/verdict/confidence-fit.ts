@@ -110,24 +110,35 @@ export function fitLogistic(rows: readonly ConfidenceRow[], l2 = DEFAULT_CONFIDE
 
 const scoreOf = (m: Logistic, x: readonly number[]) => m.weights.reduce((a, w, k) => a + w * ((x[k]! - m.mean[k]!) / m.sd[k]!), m.bias);
 
+/** Pool-adjacent-violators over blocks already in score order: merges until the values rise. */
+function pav(blocks: { sw: number; ss: number; sy: number }[]): { sw: number; ss: number; sy: number }[] {
+  const out: { sw: number; ss: number; sy: number }[] = [];
+  for (const blk of blocks) {
+    out.push({ ...blk });
+    while (out.length > 1) {
+      const a = out[out.length - 2]!;
+      const b = out[out.length - 1]!;
+      if (a.sy / a.sw < b.sy / b.sw) break;
+      out.splice(out.length - 2, 2, { sw: a.sw + b.sw, ss: a.ss + b.ss, sy: a.sy + b.sy });
+    }
+  }
+  return out;
+}
+
 /**
  * Isotonic regression by pool-adjacent-violators on (score, label, weight): the non-decreasing
- * step function closest to the labels in weighted squared error. Returned as the centres (mean
- * score) of its steps and their values, which calibrate() interpolates.
+ * step function closest to the labels in weighted squared error. Each step's value is then shrunk
+ * by one pseudo-observation at the overall rate (a short step with no wrong answer is not
+ * certainty), and PAV runs again so the steps still rise. Returned as the centres (mean score) of
+ * the steps and their values, which calibrate() interpolates.
  */
 export function fitIsotonic(points: readonly { s: number; y: boolean; w: number }[]): Calibration {
   const sorted = [...points].sort((a, b) => a.s - b.s);
-  const blocks: { sw: number; ss: number; sy: number }[] = [];
-  for (const p of sorted) {
-    blocks.push({ sw: p.w, ss: p.w * p.s, sy: p.w * (p.y ? 1 : 0) });
-    while (blocks.length > 1) {
-      const a = blocks[blocks.length - 2]!;
-      const b = blocks[blocks.length - 1]!;
-      if (a.sy / a.sw < b.sy / b.sw) break;
-      blocks.splice(blocks.length - 2, 2, { sw: a.sw + b.sw, ss: a.ss + b.ss, sy: a.sy + b.sy });
-    }
-  }
-  return { kind: 'isotonic', x: blocks.map((b) => b.ss / b.sw), y: blocks.map((b) => b.sy / b.sw) };
+  const steps = pav(sorted.map((p) => ({ sw: p.w, ss: p.w * p.s, sy: p.w * (p.y ? 1 : 0) })));
+  const W = steps.reduce((a, b) => a + b.sw, 0);
+  const rate = W > 0 ? steps.reduce((a, b) => a + b.sy, 0) / W : 0.5;
+  const shrunk = pav(steps.map((b) => ({ sw: b.sw, ss: b.ss, sy: (b.sw * (b.sy + rate)) / (b.sw + 1) })));
+  return { kind: 'isotonic', x: shrunk.map((b) => b.ss / b.sw), y: shrunk.map((b) => b.sy / b.sw) };
 }
 
 /** Platt scaling: p = sigmoid(a s + c) by weighted maximum likelihood (a kept >= 0, so the map rises). */
