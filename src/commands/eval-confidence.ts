@@ -53,7 +53,7 @@ export async function run(argv: string[]): Promise<number> {
     console.error('caper eval rerank --confidence: --modes takes exec and/or sql');
     return 2;
   }
-  const calibration = flagString(a, 'calibration', 'isotonic') as CalibrationKind;
+  const calibration = flagString(a, 'calibration', 'platt') as CalibrationKind;
   if (calibration !== 'isotonic' && calibration !== 'platt') {
     console.error('caper eval rerank --confidence: --calibration must be isotonic or platt');
     return 2;

@@ -185,7 +185,7 @@ export function fitConfidence(rows: readonly ConfidenceRow[], mode: SelectorMode
       for (const r of rows) if (held.has(r.group)) points.push({ s: scoreOf(m, r.x), y: r.y, w: r.w });
     }
   }
-  const calibration = (opts.calibration ?? 'isotonic') === 'platt' ? fitPlatt(points) : fitIsotonic(points);
+  const calibration = (opts.calibration ?? 'platt') === 'platt' ? fitPlatt(points) : fitIsotonic(points);
   // Weights are questions' shares, so their sum is the number of questions the map rests on.
   const n = rows.reduce((a, r) => a + r.w, 0);
   return { mode, features, mean: full.mean, sd: full.sd, weights: full.weights, bias: full.bias, calibration, floor: 1 / (2 * Math.max(1, n)) };
