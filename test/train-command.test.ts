@@ -110,8 +110,9 @@ test('caper train --candidates DIR adds the real candidates\' failures and succe
       '--eval-data', join(dir, 'split'), '--pool', 'a,b'], { cwd: ROOT, encoding: 'utf8', timeout: 110_000 });
     assert.equal(e.status, 0, e.stdout + e.stderr);
     assert.match(e.stdout, /\[caper train 6\/6/);
-    const em = JSON.parse(readFileSync(join(evalOut, 'caper.json'), 'utf8')) as { selector?: unknown; blame?: Record<string, { features: string[] }> };
+    const em = JSON.parse(readFileSync(join(evalOut, 'caper.json'), 'utf8')) as { selector?: unknown; confidence?: { exec?: unknown; sql?: unknown }; blame?: Record<string, { features: string[] }> };
     assert.ok(em.selector);
+    assert.ok(em.confidence?.exec && em.confidence?.sql, 'the confidence maps follow the selector');
     for (const key of ['solo_linear', 'text_linear', 'fused_linear']) assert.ok(em.blame?.[key]?.features.length, key);
     const bad = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples', fixture, '--candidates', join(dir, 'nowhere')], { cwd: ROOT, encoding: 'utf8' });
     assert.equal(bad.status, 2);

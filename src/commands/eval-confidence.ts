@@ -106,6 +106,10 @@ export async function run(argv: string[]): Promise<number> {
     for (const mode of modes) {
       const cv = crossValidateConfidence(facts, mode, opts);
       results.push({ pool, mode, cv });
+      if (cv.folds.length === 0) {
+        console.log(`\n${pool}, ${MODE_NAME[mode]}: one database, nothing to cross-validate`);
+        continue;
+      }
       console.log(`\n${pool} (${facts.systems.length} systems), ${MODE_NAME[mode]}: confidence of the selector's pick`);
       console.log('| fold | databases | n | AUROC | ECE | EX | EX@90% | EX@80% | EX@50% | mean confidence |');
       console.log('|---|---|---|---|---|---|---|---|---|---|');

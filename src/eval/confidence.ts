@@ -151,6 +151,9 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
   const folds = foldsByDatabase(qs.map((q) => q.db_id), k);
   const fitQs = qs.map((q) => fitQuestion(q, mode));
   const names = confidenceFeatureNames(mode);
+  const none = { n: 0, ece: NaN, auroc: NaN, meanConfidence: NaN, accuracy: NaN };
+  // One database: no fold has training data from other databases, so nothing is cross-validated.
+  if (folds.length < 2) return { mode, folds: [], pooled: figures([], []), foldMean: figures([], []), picks: [], lone: none, candidates: none };
   const picks = new Array<{ p: number; right: boolean }>(qs.length);
   const lone: { p: number; right: boolean }[] = [];
   const every: { p: number; right: boolean }[] = [];

@@ -171,6 +171,7 @@ function foldsOf(rows: readonly ConfidenceRow[], k: number): Set<string>[] {
  * fitted in-sample (no held-out scores exist).
  */
 export function fitConfidence(rows: readonly ConfidenceRow[], mode: SelectorMode, features: string[], opts: ConfidenceFitOptions = {}): ConfidenceModel {
+  if (rows.length === 0) throw new Error('confidence fit: no training rows');
   const l2 = opts.l2 ?? DEFAULT_CONFIDENCE_L2;
   const iterations = opts.iterations ?? 400;
   const only = opts.only ?? CONFIDENCE_SELECTED[mode];

@@ -252,10 +252,11 @@ export interface ReliabilityBin {
   accuracy: number;
 }
 
-/** Equal-width bins over [0, 1]; p = 1 falls in the last bin. */
+/** Equal-width bins over [0, 1]; p = 1 falls in the last bin; a value that is not a number counts nowhere. */
 export function reliabilityBins(probs: readonly number[], labels: readonly boolean[], bins = 10): ReliabilityBin[] {
   const out = Array.from({ length: bins }, (_, b) => ({ lo: b / bins, hi: (b + 1) / bins, n: 0, sp: 0, sy: 0 }));
   probs.forEach((p, i) => {
+    if (!Number.isFinite(p)) return;
     const b = Math.min(bins - 1, Math.max(0, Math.floor(p * bins)));
     out[b]!.n++;
     out[b]!.sp += p;
@@ -266,9 +267,10 @@ export function reliabilityBins(probs: readonly number[], labels: readonly boole
 
 /** Expected calibration error: the bins' |confidence - accuracy|, weighted by their share. */
 export function ece(probs: readonly number[], labels: readonly boolean[], bins = 10): number {
-  const n = probs.length;
+  const bs = reliabilityBins(probs, labels, bins);
+  const n = bs.reduce((a, b) => a + b.n, 0);
   if (n === 0) return NaN;
-  return reliabilityBins(probs, labels, bins).reduce((a, b) => a + (b.n ? (b.n / n) * Math.abs(b.confidence - b.accuracy) : 0), 0);
+  return bs.reduce((a, b) => a + (b.n ? (b.n / n) * Math.abs(b.confidence - b.accuracy) : 0), 0);
 }
 
 /**
