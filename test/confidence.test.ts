@@ -11,6 +11,7 @@ import {
 import { fitIsotonic, fitPlatt, fitConfidence, type ConfidenceRow } from '../src/verdict/confidence-fit.js';
 import { execShape, selectGroups, selectorModelFrom, type SelectorCandidate } from '../src/scoring/selector.js';
 import { REPO } from './server-fixture.js';
+import { resolveServeOptions } from '../src/core/options.js';
 
 test('auroc: pairs of a positive above a negative, ties half', () => {
   // positives 0.35 and 0.8, negatives 0.1 and 0.4: 3 of the 4 pairs are ordered right
@@ -122,4 +123,12 @@ test('models/default: a lone candidate gets a real probability, not 1.0, in both
     const p8 = confidenceOf(m, eight, selectGroups(eight, selector[mode], 'How many singers are there?'), 'How many singers are there?')[0]!;
     assert.ok(p8 > p!, `${mode}: 8 agreeing ${p8} vs alone ${p}`);
   }
+});
+
+test('--min-confidence / CAPER_MIN_CONFIDENCE: a probability, refused outside [0, 1]', () => {
+  assert.equal(resolveServeOptions(new Map([['min-confidence', '0.7']]), {}).get('min-confidence'), 0.7);
+  assert.equal(resolveServeOptions(new Map(), { CAPER_MIN_CONFIDENCE: '0.25' }).get('min-confidence'), 0.25);
+  assert.equal(resolveServeOptions(new Map(), {}).has('min-confidence'), false, 'unset: never abstain');
+  assert.throws(() => resolveServeOptions(new Map([['min-confidence', '1.5']]), {}), { name: 'OptionError', message: /--min-confidence must be at most 1/ });
+  assert.throws(() => resolveServeOptions(new Map(), { CAPER_MIN_CONFIDENCE: '-0.1' }), { name: 'OptionError', message: /CAPER_MIN_CONFIDENCE must be at least 0/ });
 });

@@ -8,6 +8,7 @@ const SUBCOMMANDS: Record<string, string> = {
 const USAGE = `usage: caper eval <rerank|localize> [options]
   rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid [--model DIR] [--out PICKS.jsonl]
   rerank --strategy selector --data DIR [--pools pool8+pool16] [--fit-out MODEL_DIR]   (per-fold CV figures, EX plot)
+  rerank --confidence --data DIR [--pools pool8+pool16] [--fit-out MODEL_DIR]   (the pick's confidence: AUROC, ECE, EX at coverage)
   localize --data DIR --pool NAME [--model DIR] [--prior TRAINING.jsonl] [--blame first|drop|min] [--out FILE]`;
 
 export async function run(argv: string[]): Promise<number> {
