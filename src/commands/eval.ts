@@ -29,7 +29,8 @@ export async function run(argv: string[]): Promise<number> {
     console.error(`caper eval ${what}: not available: ${(e as Error).message}`);
     return 2;
   }
-  if (rest.includes('--help') || rest.includes('-h')) {
+  // `rerank --confidence` has its own flags and usage (eval-confidence.ts prints it).
+  if ((rest.includes('--help') || rest.includes('-h')) && !rest.includes('--confidence')) {
     console.log(mod.USAGE ?? USAGE);
     return 0;
   }
