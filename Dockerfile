@@ -23,10 +23,10 @@ WORKDIR /app
 # Toolchain only in case better-sqlite3 has no prebuilt binary for this platform.
 RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ ca-certificates \
     && rm -rf /var/lib/apt/lists/*
-COPY package.json package-lock.json .npmrc ./
-# The repository's .npmrc skips onnxruntime-node's download step for CPU-only development; the
-# environment variable takes precedence in its install script, and the explicit run below makes
-# sure the CUDA execution provider libraries (fetched from the onnxruntime NuGet feed) are present.
+COPY package.json package-lock.json ./
+# package.json's allowScripts keeps onnxruntime-node's download step from running for CPU-only
+# development; here the explicit run below, with the variable its install script reads, makes sure
+# the CUDA execution provider libraries (fetched from the onnxruntime NuGet feed) are present.
 # --ignore-scripts: the package's own `prepare` (tsc) cannot run before the sources are copied;
 # the two dependency install steps that matter run explicitly instead.
 ENV ONNXRUNTIME_NODE_INSTALL=cuda12

@@ -14,7 +14,7 @@ import { loadavg } from 'node:os';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { splitSql } from '../src/clauses/index.js';
-import { clauseSuspects, missingLiterals } from '../src/annotate/suspects.js';
+import { clauseSuspects, missingLiterals } from '../src/rootcause/suspects.js';
 import { loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
 import { splitSchemas } from '../src/eval/query-evidence.js';
 

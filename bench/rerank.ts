@@ -11,7 +11,8 @@ import { parseArgs, flagString } from '../src/commands/args.js';
 import { resolvePool } from '../src/eval/spider.js';
 import { computeFacts, summarize, type Facts, type EvalSummary } from '../src/eval/rerank.js';
 import { barChartSvg, type Bar } from '../src/eval/plot.js';
-import { HYBRID_LAMBDA, CANDIDATE_SCORE_MODE, type CandidateScoreMode } from '../src/scoring/rerank.js';
+import { HYBRID_LAMBDA } from '../src/verdict/rank.js';
+import { CANDIDATE_SCORE_MODE, type CandidateScoreMode } from '../src/scoring/candidate-score.js';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -95,7 +96,7 @@ ${rows.join('\n')}
 - Majority vote: largest group of equal execution results (same multiset of rows, columns in any order) wins; ties go to the group with the earliest
   candidate in pool order; failed executions never win unless all fail.
 - Hybrid: groupScore = size + lambda x mean(member PRM scores), lambda = ${HYBRID_LAMBDA}; best member (by PRM)
-  of the best group first. Ties: highest single PRM score, then pool order. See src/scoring/rerank.ts.
+  of the best group first. Ties: highest single PRM score, then pool order. See src/verdict/rank.ts.
 
 With lambda up to 3 the PRM changes the winner only where groups tie in size or nearly so: the
 hybrid differs from majority vote only at those ties, which is where a vote has nothing to go on

@@ -9,7 +9,7 @@ import { cpus, loadavg } from 'node:os';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { sameResult } from '../src/execution/equivalence.js';
-import { rootCause, consensusRootCause } from '../src/annotate/rootcause.js';
+import { rootCause, consensusRootCause } from '../src/rootcause/rootcause.js';
 import { dbPath, loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
 
 const pct = (xs: number[], p: number): number => {

@@ -2,7 +2,7 @@
 // failing candidate of a Spider-layout candidate pool (pool16 by default), with
 //   labels     the clause label of each top-level unit (unitLabel)
 //   raw        the Clause-PRM's output at each unit's marker (the model given by --model)
-//   feats      the single-query evidence of src/annotate/suspects.ts (question, schema, database)
+//   feats      the single-query evidence of src/rootcause/suspects.ts (question, schema, database)
 //   feats_text the same without a database (schema text only), as /localize without a db_id
 //   truth      the rootcause.ts root cause against gold (every failure: the training target)
 //   expert     the expert label where the labels file has the item (the yardstick)
@@ -16,11 +16,11 @@ import { join } from 'node:path';
 import { splitSql, topUnits } from '../src/clauses/index.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { sameResult } from '../src/execution/equivalence.js';
-import { conjoinedValuesPerRow, consensusRootCause, rootCause, unitLabel } from '../src/annotate/rootcause.js';
+import { conjoinedValuesPerRow, consensusRootCause, rootCause, unitLabel } from '../src/rootcause/rootcause.js';
 import { loadModel } from '../src/scoring/onnx.js';
 import { Scorer } from '../src/scoring/scorer.js';
 import { loadLabels } from '../src/eval/localize-labels.js';
-import { loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
+import { loadPredictions, loadQuestions, otherCandidates, resolvePool } from '../src/eval/spider.js';
 import { queryEvidence, splitSchemas } from '../src/eval/query-evidence.js';
 import { parseArgs, flagString } from '../src/commands/args.js';
 
@@ -70,10 +70,10 @@ for (const [index, q] of questions.entries()) {
     // The other candidates: pool8's, less the systems that wrote this SQL (the labels file names
     // them for labelled items) and any identical text: what /localize would be given.
     const producers = lab?.systems ?? pool8.filter((sys) => preds.get(sys)?.[index] === sql);
-    const others = pool8.filter((sys) => !producers.includes(sys)).map((sys) => preds.get(sys)![index])
-      .filter((x): x is string => typeof x === 'string' && x !== sql);
+    const others = otherCandidates(preds, pool8, index, sql, producers);
     const cons = await consensusRootCause(sql, others, db, exec, { question: q.question });
-    const { db: ev, text: evText } = await queryEvidence(q.question, sql, split, s, exec);
+    const { db: dbEv, text: evText } = await queryEvidence(q.question, sql, split, s, exec);
+    const ev = dbEv!;
     lines.push(JSON.stringify({
       index, db_id: q.db_id, sql, labels: ev.labels, raw: c.units.map((u) => u.raw), base_raw: Math.log(c.base / (1 - c.base)),
       truth: rc?.clause ?? null, expert: lab?.label ?? null,

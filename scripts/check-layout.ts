@@ -1,8 +1,11 @@
 // Checks the house rules of src/ (docs/ARCHITECTURE.md) on the import graph:
-//  - data flows one way: routes -> core -> verdict / scoring / execution / annotate -> clauses; a folder
-//    never imports a folder above it (LAYERS below);
-//  - no file in src/routes imports src/annotate, src/execution or the model runtime
-//    (src/scoring/onnx.ts): routes talk to the verifier core only;
+//  - data flows one way: routes -> core -> verdict / scoring / execution / rootcause -> clauses;
+//    a folder never imports a folder above it (LAYERS below);
+//  - parts of one rank are peers and never import each other (verdict, scoring, execution and
+//    rootcause; eval and routes), except for the shared vocabulary in SHARED: the one
+//    result-equivalence rule and the type of an execution result;
+//  - a file in src/routes imports only src/core and the helpers beside it: routes talk to the
+//    verifier core only;
 //  - no route imports another route (a route = a file in src/routes that registers an endpoint);
 //  - no import cycle anywhere in src/ (type-only imports included: a cycle of types is still a
 //    knot in the design).
@@ -20,10 +23,11 @@ export const LAYERS: Record<string, number> = {
   clauses: 0,
   execution: 1,
   scoring: 1,
+  verdict: 1,
+  rootcause: 1,
   annotate: 2,
-  verdict: 2,
   core: 3,
-  eval: 3,
+  eval: 4,
   routes: 4,
   'server.ts': 5,
   'index.ts': 5,
@@ -31,8 +35,18 @@ export const LAYERS: Record<string, number> = {
   'cli.ts': 7,
 };
 
-/** What src/routes may never import (paths relative to src, without extension). */
-const ROUTES_MAY_NOT = [/^annotate\//, /^execution\//, /^scoring\/onnx$/];
+/**
+ * What a part may import from a peer (paths relative to src, without extension): the one
+ * result-equivalence rule (pure functions of results), and the shape of an execution result as a
+ * type. Everything else between peers goes through the part above them.
+ */
+const SHARED: { to: RegExp; typeOnly: boolean }[] = [
+  { to: /^execution\/equivalence$/, typeOnly: false },
+  { to: /^execution\/executor$/, typeOnly: true },
+];
+
+/** What src/routes may import (paths relative to src, without extension). */
+const ROUTES_MAY = [/^core\//, /^routes\//];
 
 export interface ImportEdge {
   from: string;
@@ -93,7 +107,10 @@ export function checkLayout(srcDir: string): string[] {
     const rb = LAYERS[b];
     if (ra === undefined) problems.push(`${e.from}: part "${a}" has no layer in scripts/check-layout.ts`);
     else if (rb !== undefined && rb > ra) problems.push(`layer: ${e.from} imports ${e.to} (${a} may not import ${b})`);
-    if (a === 'routes' && ROUTES_MAY_NOT.some((re) => re.test(e.to))) {
+    else if (rb === ra && a !== b && !SHARED.some((x) => x.to.test(e.to) && (e.typeOnly || !x.typeOnly))) {
+      problems.push(`peer: ${e.from} imports ${e.to} (${a} and ${b} are peers: go through the part above them)`);
+    }
+    if (a === 'routes' && !ROUTES_MAY.some((re) => re.test(e.to))) {
       problems.push(`route boundary: ${e.from} imports ${e.to} (routes go through src/core)`);
     }
     if (isRoute.has(e.from) && isRoute.has(e.to)) problems.push(`route imports route: ${e.from} imports ${e.to}`);

@@ -5,7 +5,7 @@
 //    mistake real systems make (`... WHERE c IN (x, y)`), on which the rule should fire.
 // Usage: node dist/scripts/conjunction-check.js [--train ../shared/data/spider/train/train.json]
 import { readFileSync } from 'node:fs';
-import { conjoinedValuesPerRow } from '../src/annotate/rootcause.js';
+import { conjoinedValuesPerRow } from '../src/rootcause/rootcause.js';
 import { splitSql } from '../src/clauses/index.js';
 import { parseArgs, flagString } from '../src/commands/args.js';
 

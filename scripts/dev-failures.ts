@@ -5,7 +5,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { sameResult, rowOrderMatters } from '../src/execution/equivalence.js';
-import { rootCauseDetail } from '../src/annotate/rootcause.js';
+import { rootCauseDetail } from '../src/rootcause/rootcause.js';
 import { loadQuestions, loadPredictions, resolvePool, dbPath } from '../src/eval/spider.js';
 import { CLAUSE_KINDS, type ClauseKind } from '../src/clauses/types.js';
 

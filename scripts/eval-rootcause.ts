@@ -5,8 +5,8 @@
 import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { SqlExecutor } from '../src/execution/executor.js';
-import { rootCause } from '../src/annotate/rootcause.js';
-import { gatherEvidence, rankLabels, ROOT_LABELS, FUNDAMENTAL_ORDER, type RootLabel, type RootCauseEvidence, type RankPolicy } from '../src/annotate/rootcause.js';
+import { rootCause } from '../src/rootcause/rootcause.js';
+import { gatherEvidence, rankLabels, ROOT_LABELS, FUNDAMENTAL_ORDER, type RootLabel, type RootCauseEvidence, type RankPolicy } from '../src/rootcause/rootcause.js';
 import { splitSql, topUnits } from '../src/clauses/index.js';
 
 interface Item { id: number; index: number; db_id: string; question: string; gold: string; sql: string; label: string }
@@ -99,7 +99,7 @@ if (args.includes('--dump')) {
 
 // ---- table-set features (research) ----
 import { walk as walkTree } from '../src/clauses/index.js';
-import { resolveColumn, SchemaIndex } from '../src/annotate/scope.js';
+import { resolveColumn, SchemaIndex } from '../src/clauses/scope.js';
 import { schemaFromSqlite } from '../src/clauses/schema.js';
 if (args.includes('--tables')) {
   const tablesAll = (sql: string) => { const s = splitSql(sql); return new Set(s.tree ? walkTree(s.tree).filter((n) => n.kind === 'table').map((n) => n.label) : []); };
@@ -130,7 +130,7 @@ if (args.includes('--tables')) {
 }
 
 // ---- consensus (no gold): references from the other pool8 candidates ----
-import { referenceGroups } from '../src/annotate/rootcause.js';
+import { referenceGroups } from '../src/rootcause/rootcause.js';
 const POOL8 = ['dail-sql-gpt4', 'din-sql-gpt4', 'gpt4-few-shot', 'gpt4-zero-shot', 'chatgpt-zero-shot', 'c3sql-chatgpt', 'din-sql-codex', 'codex-few-shot'];
 const CPOL: RankPolicy[] = [
   { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true },
@@ -166,7 +166,7 @@ if (args.includes('--consensus')) {
   }
   const cById = new Map(cst.map((c) => [c.id, c]));
   {
-    const { consensusRootCause } = await import('../src/annotate/rootcause.js');
+    const { consensusRootCause } = await import('../src/rootcause/rootcause.js');
     const exec = new SqlExecutor({ workers: 2, timeoutMs: 5000 });
     const ranked: (RootLabel[] | null)[] = [];
     const reasons = new Map<string, number>();

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { splitSql, topUnits } from '../src/clauses/index.js';
 import { schemaFromSqlite, schemaText } from '../src/clauses/schema.js';
 import { SqlExecutor } from '../src/execution/executor.js';
-import { consensusRootCause } from '../src/annotate/rootcause.js';
+import { consensusRootCause } from '../src/rootcause/rootcause.js';
 import { sameResult } from '../src/execution/equivalence.js';
 import { loadLabels, unitLabel } from '../src/eval/localize-labels.js';
 import { dbPath, loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';

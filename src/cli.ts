@@ -3,7 +3,7 @@
 // that `caper split` does not pay for onnxruntime or fastify start-up. `--help` anywhere in a
 // command line prints that command's usage and runs nothing; a flag the command does not know
 // is refused (exit 2) with the closest known one.
-import { UsageError } from './commands/args.js';
+import { UsageError, suggest } from './commands/args.js';
 import { VERSION } from './core/version.js';
 
 const COMMANDS: Record<string, string> = {
@@ -36,7 +36,8 @@ async function main(): Promise<number> {
   }
   const path = COMMANDS[name];
   if (!path) {
-    console.error(`caper: unknown command "${name}"\n${USAGE}`);
+    const near = suggest(name, Object.keys(COMMANDS));
+    console.error(`caper: unknown command "${name}"${near ? ` (did you mean ${near}?)` : ''}\n${USAGE}`);
     return 2;
   }
   const mod = (await import(path)) as { run: (args: string[]) => Promise<number>; USAGE?: string };

@@ -88,6 +88,10 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false, allowUnionTypes: true } },
   });
 
+  // Fastify parses text/plain as a string by default, which then fails as "body must be object";
+  // without the parser, a JSON body sent as text/plain gets the 415 that says what to send.
+  app.removeContentTypeParser('text/plain');
+
   // Everything that is not the HTTP layer's own is the verifier's.
   const { maxCandidates: _mc, bodyLimit: _bl, logger: _lg, apiKey: _ak, corsOrigins: _co, basePath: _bp, listen: _li, ...verifierOptions } = opts;
   const verifier = new Verifier(verifierOptions);

@@ -1,4 +1,5 @@
 import { test } from 'node:test';
+import { getEventListeners } from 'node:events';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -85,7 +86,6 @@ test('a never-ending query is stopped by the timeout and the pool keeps working'
   const ex = new SqlExecutor({ workers: 2, timeoutMs: 400 });
   try {
     const forever = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c';
-    const t0 = Date.now();
     // Two at once so that both workers are killed, plus ordinary queries queued behind them.
     const jobs = [
       ex.run(db, forever),
@@ -98,7 +98,7 @@ test('a never-ending query is stopped by the timeout and the pool keeps working'
     if (!a!.ok) assert.equal(a!.code, 'timeout');
     assert.equal(b!.ok, false);
     if (!b!.ok) assert.equal(b!.code, 'timeout');
-    assert.ok(Date.now() - t0 < 5000);
+    // How soon they are stopped is bench/responsiveness.ts's to measure; here, that they are.
     assert.deepEqual(c!.ok && c!.rows, [[4]]);
     assert.deepEqual(d!.ok && d!.rows, [['Ann'], ['Cid']]);
     const e = await ex.run(db, 'SELECT max(age) FROM singer');
@@ -184,11 +184,14 @@ test('cacheTimeouts: a query that ran out of time answers from the cache instead
     try {
       const first = await ex.run(db, forever);
       assert.equal(!first.ok && first.code, 'timeout');
-      const t0 = performance.now();
+      const executed = ex.stats.executed;
       const again = await ex.run(db, forever);
       assert.equal(!again.ok && again.code, 'timeout');
       assert.equal(ex.stats.timeouts, cacheTimeouts ? 1 : 2, `cacheTimeouts=${cacheTimeouts}`);
-      if (cacheTimeouts) assert.ok(performance.now() - t0 < 100, 'answered from the cache');
+      // Answered from the cache: no worker ran it again.
+      assert.equal(ex.stats.cacheHits, cacheTimeouts ? 1 : 0);
+      assert.equal(ex.running, 0);
+      assert.equal(ex.stats.executed, executed);
     } finally {
       await ex.close();
     }
@@ -290,4 +293,41 @@ test('rowOrderMatters ignores subqueries, windows, strings and comments', () => 
   assert.equal(rowOrderMatters("SELECT 'order by' FROM t -- order by\n"), false);
   assert.equal(rowOrderMatters('SELECT rank() OVER (ORDER BY a) FROM t'), false);
   assert.equal(rowOrderMatters('SELECT a FROM t UNION SELECT b FROM u ORDER BY 1'), true);
+});
+
+test('one abort listener per signal however many of its queries wait, removed when they are done', async () => {
+  const { dir, db } = fixture();
+  const ex = new SqlExecutor({ workers: 2, timeoutMs: 3000, cacheEntries: 0 });
+  const warnings: string[] = [];
+  const onWarning = (w: Error) => warnings.push(w.name);
+  process.on('warning', onWarning);
+  try {
+    const ac = new AbortController();
+    const runs = Array.from({ length: 40 }, (_, i) => ex.run(db, `SELECT name FROM singer WHERE age > ${i}`, { signal: ac.signal }));
+    assert.equal(getEventListeners(ac.signal, 'abort').length, 1, '40 waiting queries, one listener');
+    assert.equal(ex.abortListeners, 1);
+    const rs = await Promise.all(runs);
+    assert.ok(rs.every((r) => r.ok));
+    assert.equal(getEventListeners(ac.signal, 'abort').length, 0, 'removed once the last query answered');
+    assert.equal(ex.abortListeners, 0);
+
+    // Withdrawn: every waiting query answers skipped and the listener is gone as well.
+    const ab = new AbortController();
+    const slow = Array.from({ length: 20 }, (_, i) =>
+      ex.run(db, `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c WHERE x = ${i}`, { signal: ab.signal }));
+    assert.equal(getEventListeners(ab.signal, 'abort').length, 1);
+    ab.abort();
+    const skipped = await Promise.all(slow);
+    assert.ok(skipped.every((r) => !r.ok && r.code === 'skipped'));
+    assert.equal(getEventListeners(ab.signal, 'abort').length, 0);
+    assert.equal(ex.abortListeners, 0);
+    // The pool still answers after the kills.
+    assert.equal((await ex.run(db, 'SELECT 1')).ok, true);
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(warnings.filter((w) => w === 'MaxListenersExceededWarning'), []);
+  } finally {
+    process.off('warning', onWarning);
+    await ex.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

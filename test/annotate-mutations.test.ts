@@ -8,9 +8,9 @@ import { splitSql, topUnits } from '../src/clauses/index.js';
 import { schemaFromSqlite } from '../src/clauses/schema.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { sameResult } from '../src/execution/equivalence.js';
-import { SchemaIndex } from '../src/annotate/scope.js';
+import { SchemaIndex } from '../src/clauses/scope.js';
 import { makeMutants, fetchValues, literalColumns, MUTATION_KINDS, type MutationKind, type Mutant } from '../src/annotate/mutations.js';
-import { rootCause } from '../src/annotate/rootcause.js';
+import { rootCause } from '../src/rootcause/rootcause.js';
 import { Rng } from '../src/annotate/rng.js';
 
 let dir = '';

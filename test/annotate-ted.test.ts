@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { treeEditDistance, type TedAccess } from '../src/annotate/ted.js';
-import { nodeRewards, clauseRewards, type PNode } from '../src/annotate/propagation.js';
+import { treeEditDistance, type TedAccess } from '../src/rootcause/ted.js';
+import { nodeRewards, clauseRewards, type PNode } from '../src/rootcause/propagation.js';
 
 interface T { label: string; children: T[] }
 // Bracket notation as in the tree-edit-distance literature: {f{d{a}{c{b}}}{e}}

@@ -37,7 +37,7 @@ test('metrics: top1, MRR and the random expectation', () => {
   assert.equal(normalizeClause('WHERE  a = 1'), 'where a=1');
 });
 
-import { blameOrder } from '../src/scoring/blame.js';
+import { blameOrder } from '../src/verdict/blame.js';
 
 test('blame by drop picks the clause where the prefix score falls furthest', () => {
   // prefix scores: fine after SELECT, falls at WHERE, stays low after.

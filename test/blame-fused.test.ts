@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fusedBlameOrder, fusedBetaOf, blameOrder, sigmoid, FUSED_BETA, blameFeatures, linearBlameOrder, linearBlameOf, fusedOrderFor } from '../src/scoring/blame.js';
+import { fusedBlameOrder, fusedBetaOf, blameOrder, sigmoid, FUSED_BETA, blameFeatures, linearBlameOrder, linearBlameOf, fusedOrderFor } from '../src/verdict/blame.js';
 
 const labels = ['SELECT', 'FROM', 'WHERE', 'ORDER BY'];
 

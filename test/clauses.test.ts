@@ -417,7 +417,6 @@ test('constructs the tree does not model fail softly: units stay, ok is false', 
 
 test('pathological input is refused quickly, with exact units and no throw', () => {
   const deep = 'SELECT a FROM t WHERE x IN ' + '(SELECT a FROM t WHERE x IN '.repeat(2000) + '(1)' + ')'.repeat(2000);
-  const t0 = Date.now();
   const r = split(deep);
   assert.equal(r.ok, false);
   assert.match(r.error!, /nested deeper/);
@@ -426,7 +425,7 @@ test('pathological input is refused quickly, with exact units and no throw', () 
   const r2 = split(long);
   assert.equal(r2.ok, false);
   assert.deepEqual(kinds(r2.units), ['SELECT', 'FROM', 'WHERE']);
-  assert.ok(Date.now() - t0 < 20_000, 'guards should answer in well under 20 s');
+  // How quickly: bench/responsiveness.ts (a test must not depend on the machine's load).
 });
 
 test('ESCAPE, NULLS FIRST/LAST and FILTER/OVER suffixes survive rendering', () => {

@@ -5,11 +5,12 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  auroc, ece, accuracyAtCoverage, riskCoverage, reliabilityBins, calibrate, abstention, confidenceModelsFrom, confidenceOf,
-  confidenceFeatureNames, probability, type ConfidenceModel,
+  auroc, ece, accuracyAtCoverage, riskCoverage, reliabilityBins, calibrate, abstention, probability, type ConfidenceModel,
 } from '../src/verdict/confidence.js';
+import { confidenceFeatureNames } from '../src/scoring/confidence-features.js';
+import { confidenceModelsOf as confidenceModelsFrom, confidenceOf, selectGroups } from '../src/core/ranking.js';
 import { fitIsotonic, fitPlatt, fitConfidence, type ConfidenceRow } from '../src/verdict/confidence-fit.js';
-import { execShape, selectGroups, selectorModelFrom, type SelectorCandidate } from '../src/scoring/selector.js';
+import { execShape, selectorModelFrom, type SelectorCandidate } from '../src/scoring/selector.js';
 import { REPO } from './server-fixture.js';
 import { resolveServeOptions } from '../src/core/options.js';
 

@@ -42,6 +42,9 @@ test('unknown flags are refused with the closest known one (exit 2)', () => {
     [['serve', '--exec-timout-ms', '100'], /did you mean --exec-timeout-ms\?/],
     [['localize', '--batch', 'a', '--out', 'b', '--zzzzzzzz'], /unknown flag --zzzzzzzz\n/],
     [['split', 'extra'], /unexpected argument "extra"/],
+    [['spilt'], /unknown command "spilt" \(did you mean split\?\)/],
+    [['localise', '--batch', 'a'], /unknown command "localise" \(did you mean localize\?\)/],
+    [['zzzzzz'], /unknown command "zzzzzz"\n/],
   ];
   for (const [args, re] of cases) {
     const r = caper(args);
@@ -85,6 +88,14 @@ test('serve options from CAPER_* variables, a flag winning over its variable; /i
     assert.equal(info.settings['exec-timeout-ms'], 5000, 'defaults are reported too');
     assert.deepEqual(Object.keys(info.settings).sort(), SERVE_OPTIONS.map((o) => o.flag).sort());
     assert.equal(info.execution.per_request_workers, 2);
+    // serve --help names the batch bound /info reports for this model on CPU.
+    const help = caper(['serve', '--help']).stdout.split('\n').find((l) => l.trimStart().startsWith('--max-batch-tokens'))!;
+    const inEffect = info.settings['max-batch-tokens'];
+    assert.equal(typeof inEffect, 'number');
+    assert.match(help, new RegExp(`on CPU ${inEffect} \\(one prefix-tree row per run\\) for a model that packs candidates`), help);
+    assert.equal(info.limits.max_batch_tokens, inEffect);
+    const queueHelp = caper(['serve', '--help']).stdout.split('\n').find((l) => l.trimStart().startsWith('--max-queue-tokens'))!;
+    assert.match(queueHelp, new RegExp(`else ${info.settings['max-queue-tokens']}\\]$`), queueHelp);
     assert.equal(info.limits.max_candidates, 3);
     const post = (body: unknown) => fetch(sp.url + '/rerank', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     const four = await post({ question: 'q', db_id: 'shop', candidates: ['SELECT 1', 'SELECT 2', 'SELECT 3', 'SELECT 4'] });
@@ -132,6 +143,38 @@ test('caper localize --batch: db_id lines get their database\'s schema (with --d
   } finally {
     rmSync(dir, { recursive: true, force: true });
     db.cleanup();
+  }
+});
+
+test('caper localize --batch cleans an LLM reply as the server does: fenced and prose lines score like /localize', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'caper-batch-'));
+  const q = 'How many singers are there?';
+  const sqls = ['```sql\nSELECT count(*) FROM singer\n```', 'Here is the query: SELECT count(*) FROM singer', 'SELECT count(*) FROM singer'];
+  const sp = await spawnServe(['--model', TINY, '--device', 'cpu']);
+  try {
+    const input = join(dir, 'in.jsonl');
+    const out = join(dir, 'out.jsonl');
+    writeFileSync(input, sqls.map((sql, id) => JSON.stringify({ id, question: q, sql })).join('\n') + '\n');
+    const r = caper(['localize', '--batch', input, '--out', out, '--model', TINY, '--device', 'cpu']);
+    assert.equal(r.status, 0, r.stderr);
+    const lines = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    for (const [i, sql] of sqls.entries()) {
+      const line = lines[i]!;
+      assert.equal(line.error, undefined, `line ${i}: ${JSON.stringify(line)}`);
+      const srv = (await (await fetch(sp.url + '/localize', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ question: q, sql }) })).json()) as any;
+      assert.deepEqual(line.units.map((u: any) => [u.kind, u.text, u.start, u.end]), srv.units.map((u: any) => [u.kind, u.text, u.start, u.end]), `line ${i}`);
+      for (const [k, u] of line.units.entries()) assert.ok(Math.abs(u.score - srv.units[k].score) < 1e-5, `line ${i} unit ${k}`);
+      // Spans index the line's own string; the text there is the clause.
+      for (const u of line.units) assert.equal(sql.slice(u.start, u.end), u.text);
+      assert.equal(line.warning, srv.warning, `line ${i}`);
+    }
+    assert.match(lines[0].warning, /markdown code fence stripped/);
+    assert.match(lines[1].warning, /leading prose stripped/);
+    assert.equal(lines[2].warning, undefined);
+  } finally {
+    sp.child.kill('SIGTERM');
+    await sp.exited;
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 

@@ -31,17 +31,28 @@ test('SIGTERM: in-flight requests complete, new ones are refused, exit code 0 (a
     assert.equal(denied.body.error, 'unauthorized');
 
     // Slow requests: a never-ending query keeps each in flight until the 1.5 s execution timeout.
+    let slowDone = 0;
     const slow = Array.from({ length: 3 }, (_, i) =>
       post(srv.url, '/rerank', {
         question: Q,
         db_id: 'shop',
         strategy: 'hybrid',
         candidates: [GOOD, `WITH RECURSIVE c(x) AS (SELECT ${i} UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c`],
-      }, auth),
+      }, auth).then((r) => (slowDone++, r)),
     );
-    const quick = Array.from({ length: 4 }, () => post(srv.url, '/reward', { question: Q, db_id: 'shop', gold: GOOD, samples: [GOOD, 'SELECT 1'] }, auth));
-    await new Promise((r) => setTimeout(r, 400));
+    let quickDone = 0;
+    const quick = Array.from({ length: 4 }, () =>
+      post(srv.url, '/reward', { question: Q, db_id: 'shop', gold: GOOD, samples: [GOOD, 'SELECT 1'] }, auth).then((r) => (quickDone++, r)));
+    // SIGTERM only once the server has every request (in flight, or answered): one that arrives
+    // after it is rightly refused, and a fixed pause would make that a matter of machine load.
+    for (;;) {
+      const m = await (await fetch(srv.url + '/metrics', { headers: auth })).text();
+      const inFlight = Number(/^caper_http_requests_in_flight (\S+)$/m.exec(m)?.[1] ?? 0) - 1; // less this scrape
+      if (inFlight + quickDone >= slow.length + quick.length) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
     const t0 = performance.now();
+    const unansweredAtSigterm = slow.length - slowDone;
     srv.child.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 150));
     // The listener is closed: a new connection is refused (or, on a kept-alive one, 503).
@@ -59,12 +70,14 @@ test('SIGTERM: in-flight requests complete, new ones are refused, exit code 0 (a
     const { code, signal } = await srv.exited;
     const exitMs = performance.now() - t0;
     console.log(`# SIGTERM: in-flight done after ${doneMs.toFixed(0)} ms, exited after ${exitMs.toFixed(0)} ms`);
-    // Kept-alive client connections must not hold the process up (Fastify's keep-alive is 72 s).
-    assert.ok(exitMs - doneMs < 5000, `exit ${(exitMs - doneMs).toFixed(0)} ms after the last response`);
+    // Kept-alive client connections must not hold the process up (Fastify's keep-alive is 72 s):
+    // every answer sent while draining asks the client to close its connection, and the process
+    // exits once they are sent (the await above), not at the keep-alive timeout.
+    for (const r of done.slice(0, 3)) assert.equal(r.headers.get('connection'), 'close', 'answered while draining: connection: close');
     assert.equal(signal, null);
     assert.equal(code, 0, srv.stderr());
-    const drainMs = performance.now() - t0;
-    assert.ok(drainMs > 500, `waited for the in-flight requests (${drainMs.toFixed(0)} ms)`);
+    // The drain waited for requests that were still running at SIGTERM (each ran to its timeout).
+    assert.ok(unansweredAtSigterm > 0, 'some slow request was still in flight at SIGTERM');
   } finally {
     if (srv.child.exitCode === null) srv.child.kill('SIGKILL');
     db.cleanup();

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { rerank, candidateScore, HYBRID_LAMBDA, type RerankInput } from '../src/scoring/rerank.js';
+import { rerank, HYBRID_LAMBDA, type RerankInput } from '../src/verdict/rank.js';
+import { candidateScore } from '../src/scoring/candidate-score.js';
 
 const order = (xs: { index: number }[]) => xs.map((x) => x.index);
 

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { SINGERS_SQL, CONCERTS_SQL, writeSpiderSplit } from './spider-split.js';
 import { REPO, TINY, serveTinyDuringTests, type Running } from './server-fixture.js';
 import { SqlExecutor } from '../src/execution/executor.js';
-import { consensusRootCause, referenceGroups, conjoinedValuesPerRow, rankLabels, type RootCauseEvidence, type SlotEvidence } from '../src/annotate/rootcause.js';
+import { consensusRootCause, referenceGroups, conjoinedValuesPerRow, rankLabels, type RootCauseEvidence, type SlotEvidence } from '../src/rootcause/rootcause.js';
 import { splitSql } from '../src/clauses/index.js';
 
 const pexec = promisify(execFile);

@@ -10,6 +10,7 @@ import { Scorer, type ScoredCandidate } from '../src/scoring/scorer.js';
 import { Batcher } from '../src/scoring/batcher.js';
 import { packSequences, unpackOutputs, plainRow, type PackedRow } from '../src/scoring/packing.js';
 import { REPO, TINY, start } from './server-fixture.js';
+import { blameOrder } from '../src/verdict/blame.js';
 
 const SCHEMA = 'singer: singer_id*, name, country, age | concert: concert_id*, title, singer_id, year';
 const Q = 'Names of singers from France with a concert after 2014, oldest first';
@@ -99,7 +100,8 @@ test('shared-prefix scores equal one-sequence-per-candidate scores (1e-4); usage
   assert.ok(maxRawDiff(a.candidates, b.candidates) < 1e-4);
   a.candidates.forEach((c, i) => {
     assert.ok(Math.abs(c.score - b.candidates[i]!.score) < 1e-4);
-    assert.deepEqual(c.blame, b.candidates[i]!.blame);
+    const blame = (x: typeof c) => blameOrder(x.units.map((u) => u.score), x.base);
+    assert.deepEqual(blame(c), blame(b.candidates[i]!));
   });
   assert.equal(b.usage.model_tokens, b.usage.prompt_tokens);
   assert.equal(b.usage.shared_tokens, 0);

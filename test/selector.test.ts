@@ -10,9 +10,10 @@ import Database from 'better-sqlite3';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { canonicalize } from '../src/scoring/selector-canon.js';
 import {
-  buildGroups, execShape, explain, FEATURES, selectGroups, selectorModelFrom, sketchJaccard, voteWeights,
+  buildGroups, execShape, explain, FEATURES, selectorModelFrom, sketchJaccard, voteWeights,
   type SelectorCandidate, type SelectorWeights,
 } from '../src/scoring/selector.js';
+import { selectGroups } from '../src/core/ranking.js';
 import { fitSelector, type FitQuestion } from '../src/scoring/selector-fit.js';
 import { foldsByDatabase } from '../src/eval/selector.js';
 
@@ -168,9 +169,8 @@ test('a candidate the PRM could not score joins no group and ranks last, with a 
 
 test('very long SQL gets a cheap canonical form', () => {
   const long = `SELECT ${'a+'.repeat(5_000)}1 FROM t`;
-  const t0 = performance.now();
+  // Cheap means no parse: the expression is one opaque clause (timed in bench/responsiveness.ts).
   const c = canonicalize(long);
-  assert.ok(performance.now() - t0 < 200);
   assert.equal(c.clauses.length, 1);
   assert.ok(c.clauses[0]!.startsWith('?: '));
 });
@@ -248,9 +248,9 @@ test('folds: whole databases, balanced by questions, deterministic', () => {
 });
 
 test('a group resting on a value the column never holds is passed over while another group does not', async () => {
-  const { missingLiterals } = await import('../src/annotate/suspects.js');
+  const { missingLiterals } = await import('../src/rootcause/suspects.js');
   const { schemaFromSqlite } = await import('../src/clauses/schema.js');
-  const { SchemaIndex } = await import('../src/annotate/scope.js');
+  const { SchemaIndex } = await import('../src/clauses/scope.js');
   const schema = new SchemaIndex(schemaFromSqlite(db));
   const withLookups = async (sql: string): Promise<SelectorCandidate> => {
     const c = await cand(sql);

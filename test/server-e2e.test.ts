@@ -6,6 +6,7 @@ import { readFileSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeDbDir, start, TINY, serveTinyDuringTests, type Running } from './server-fixture.js';
+import { spanOffsets } from '../src/routes/shape.js';
 
 let srv: Running;
 let db: ReturnType<typeof makeDbDir>;
@@ -188,6 +189,36 @@ test('/v1/rerank: the Cohere/Jina shape', async () => {
   assert.equal(plain.body.meta.reason.mode, 'sql');
 });
 
+test('/v1 and /v2: a database named by model "caper:<db_id>" or the X-Caper-Db-Id header, as by db_id', async () => {
+  const docs = [WRONG, GOOD, GOOD2, BROKEN];
+  const byField = await srv.post('/v2/rerank', { model: 'caper', query: Q, documents: docs, db_id: 'shop', strategy: 'vote' });
+  assert.equal(byField.status, 200, JSON.stringify(byField.body));
+  for (const path of ['/v1/rerank', '/v2/rerank']) {
+    const viaModel = await srv.post(path, { model: 'caper:shop', query: Q, documents: docs, strategy: 'vote' });
+    assert.equal(viaModel.status, 200, `${path}: ${JSON.stringify(viaModel.body)}`);
+    assert.ok(!(viaModel.body.meta.warnings ?? []).some((w: string) => /neither schema nor db_id/.test(w)));
+    assert.deepEqual(viaModel.body.results.map((r: any) => [r.index, r.relevance_score]), byField.body.results.map((r: any) => [r.index, r.relevance_score]));
+    const viaHeader = await srv.post(path, { model: 'rerank-v3.5', query: Q, documents: docs, strategy: 'vote' }, { 'x-caper-db-id': 'shop' });
+    assert.equal(viaHeader.status, 200, JSON.stringify(viaHeader.body));
+    assert.deepEqual(viaHeader.body.results, viaModel.body.results);
+    // Agreeing sources are fine; disagreeing or unknown ones are 422 on the field that said it.
+    assert.equal((await srv.post(path, { model: 'caper:shop', db_id: 'shop', query: Q, documents: docs }, { 'x-caper-db-id': 'shop' })).status, 200);
+    const clash = await srv.post(path, { model: 'caper:other', db_id: 'shop', query: Q, documents: docs });
+    assert.equal(clash.status, 422);
+    assert.equal(clash.body.field, 'model');
+    assert.match(clash.body.message, /db_id names database "shop" but model names "other"/);
+    const unknown = await srv.post(path, { model: 'caper:nope', query: Q, documents: docs });
+    assert.equal(unknown.status, 422);
+    assert.equal(unknown.body.field, 'model');
+    assert.match(unknown.body.message, /unknown db_id "nope" \(from model\)/);
+    const badHeader = await srv.post(path, { model: 'caper', query: Q, documents: docs }, { 'x-caper-db-id': '../etc' });
+    assert.equal(badHeader.status, 422);
+    assert.equal(badHeader.body.field, 'x-caper-db-id');
+    // Without any, vote has no database: the model name alone (no "caper:" prefix) names none.
+    assert.equal((await srv.post(path, { model: 'caper', query: Q, documents: docs, strategy: 'vote' })).status, 422);
+  }
+});
+
 test('/rerank selector (the default) with db_id: groups by result, a reason per result', async () => {
   const cands = [WRONG, GOOD, GOOD2, BROKEN, GOOD3, 'DROP TABLE singer'];
   const { status, body } = await srv.post('/rerank', { question: Q, db_id: 'shop', candidates: cands });
@@ -211,8 +242,18 @@ test('/rerank selector (the default) with db_id: groups by result, a reason per 
   assert.ok(reason.clause_agreement > 0, 'its clauses are shared by other candidates');
   assert.match(reason.summary, /^chosen: group of 3\/6/);
   assert.ok(['caper.json', 'vote'].includes(reason.weights));
-  // Members of one group share their reason; failed executions trail and say so.
-  assert.deepEqual(byIndex.get(1).reason, byIndex.get(2).reason);
+  // Members of one group share their reason but for the rank their summary names; failed
+  // executions trail and say so.
+  const { summary: s1, ...r1 } = byIndex.get(1).reason;
+  const { summary: s2, ...r2 } = byIndex.get(2).reason;
+  assert.deepEqual(r1, r2);
+  assert.equal(s1.replace(/^[^:]*: /, ''), s2.replace(/^[^:]*: /, ''));
+  // Every summary names the rank its result has (the group rank differs from it after the first group).
+  for (const r of body.results) {
+    if (r.rank === 1) assert.match(r.reason.summary, /^chosen: /);
+    else assert.match(r.reason.summary, new RegExp(`^ranked ${r.rank}[ :]`), `rank ${r.rank}: ${r.reason.summary}`);
+  }
+  assert.match(byIndex.get(3).reason.summary, /execution failed/);
   for (const i of [3, 5]) {
     assert.equal(byIndex.get(i).execution.ok, false);
     assert.equal(byIndex.get(i).reason.execution_failed, true);
@@ -328,6 +369,93 @@ test('/localize with candidates: consensus root cause from the other candidates,
   assert.equal(bad.body.field, 'candidates');
 });
 
+test('an empty LLM reply among the candidates scores 0 with a warning, like blank, prose or DROP TABLE ones', async () => {
+  // Nine replies, the last one empty: the request succeeds on every route and strategy.
+  const cands = [GOOD, GOOD2, WRONG, GOOD3, BROKEN, '   ', 'I cannot answer that.', 'DROP TABLE singer', ''];
+  for (const extra of [{ db_id: 'shop' }, { db_id: 'shop', strategy: 'hybrid' }, { db_id: 'shop', strategy: 'vote' }, { strategy: 'prm' }, {}]) {
+    const r = await srv.post('/rerank', { question: Q, candidates: cands, ...extra });
+    assert.equal(r.status, 200, `${JSON.stringify(extra)}: ${JSON.stringify(r.body)}`);
+    const empty = r.body.results.find((x: any) => x.index === 8);
+    const blank = r.body.results.find((x: any) => x.index === 5);
+    assert.equal(empty.prm_score, 0);
+    assert.equal(empty.score, 0, JSON.stringify(extra));
+    assert.equal(typeof empty.warning, 'string');
+    assert.equal(empty.warning, blank.warning, 'the same warning as a blank reply');
+    assert.ok(r.body.results[0].index !== 8 && r.body.results[0].score > 0);
+    if (extra.db_id) assert.equal(empty.execution.ok, false);
+  }
+  const asObject = await srv.post('/rerank', { question: Q, candidates: [{ sql: GOOD, id: 'a' }, { sql: '', id: 'b' }] });
+  assert.equal(asObject.status, 200, JSON.stringify(asObject.body));
+  assert.equal(asObject.body.results[1].id, 'b');
+  for (const path of ['/v1/rerank', '/v2/rerank']) {
+    const r = await srv.post(path, { model: 'caper', query: Q, documents: [GOOD, '', { text: '' }] });
+    assert.equal(r.status, 200, `${path}: ${JSON.stringify(r.body)}`);
+    assert.deepEqual(r.body.results.map((x: any) => x.index).slice(1).sort(), [1, 2]);
+    assert.ok(r.body.results.slice(1).every((x: any) => x.relevance_score === 0));
+    assert.ok(r.body.meta.warnings.some((w: string) => w.startsWith('document 1: ')), path);
+  }
+  const loc = await srv.post('/localize', { question: Q, sql: WRONG, db_id: 'shop', candidates: ['', GOOD] });
+  assert.equal(loc.status, 200, JSON.stringify(loc.body));
+  // The query under study itself still has to be there.
+  assert.equal((await srv.post('/localize', { question: Q, sql: '' })).status, 400);
+});
+
+test('span_unit: with emoji in the SQL, codepoint and byte offsets slice the clause text as Python and byte readers do', async () => {
+  const sql = "SELECT name FROM singer WHERE name = '😀🎤 Ann' OR country = 'Fr😀nce' ORDER BY age";
+  const cp = (t: string, a: number, b: number) => Array.from(t).slice(a, b).join(''); // Python's str[a:b]
+  const bytes = (t: string, a: number, b: number) => Buffer.from(t, 'utf8').subarray(a, b).toString('utf8'); // s.encode()[a:b].decode()
+  const slicers = { utf16: (t: string, a: number, b: number) => t.slice(a, b), codepoint: cp, byte: bytes } as const;
+  const seen: Record<string, number[]> = {};
+  for (const unit of ['utf16', 'codepoint', 'byte'] as const) {
+    const slice = slicers[unit];
+    const rr = await srv.post('/rerank', { question: Q, db_id: 'shop', candidates: [sql, GOOD], span_unit: unit });
+    assert.equal(rr.status, 200, JSON.stringify(rr.body));
+    assert.equal(rr.body.span_unit, unit);
+    const res = rr.body.results.find((x: any) => x.index === 0);
+    assert.ok(res.clauses.length >= 4);
+    for (const c of res.clauses) assert.equal(slice(sql, c.start, c.end), c.text, `${unit} /rerank ${c.kind}`);
+    assert.equal(slice(sql, res.blame.start, res.blame.end), res.blame.text);
+    seen[unit] = res.clauses.map((c: any) => c.end);
+
+    const loc = await srv.post('/localize', { question: Q, sql, db_id: 'shop', gold: GOOD, span_unit: unit });
+    assert.equal(loc.status, 200, JSON.stringify(loc.body));
+    assert.equal(loc.body.span_unit, unit);
+    for (const u of [...loc.body.units, ...loc.body.blame]) assert.equal(slice(sql, u.start, u.end), u.text, `${unit} /localize ${u.kind}`);
+    const rc = loc.body.root_cause;
+    assert.ok(rc, JSON.stringify(loc.body.root_cause_error));
+    assert.equal(slice(sql, rc.start, rc.end), rc.text, `${unit} root cause`);
+    if (rc.node?.span) assert.ok(rc.node.span[0] >= rc.start && rc.node.span[1] <= rc.end, `${unit} node within its unit`);
+
+    const fenced = '```sql\n' + sql + '\n```';
+    const rw = await srv.post('/reward', { question: Q, samples: [sql, fenced], span_unit: unit });
+    assert.equal(rw.status, 200, JSON.stringify(rw.body));
+    assert.equal(rw.body.span_unit, unit);
+    for (const [i, t] of [sql, fenced].entries()) {
+      for (const c of rw.body.samples[i].clauses) assert.equal(slice(t, c.start, c.end), c.text, `${unit} /reward ${i} ${c.kind}`);
+    }
+  }
+  // Units differ where the emoji are: each is 2 UTF-16 units, 1 code point, 4 bytes.
+  const last = (u: string) => seen[u]![seen[u]!.length - 1]!;
+  assert.equal(last('utf16'), sql.length);
+  assert.equal(last('codepoint'), sql.length - 3, 'three emoji');
+  assert.equal(last('codepoint'), Array.from(sql).length);
+  assert.equal(last('byte'), Buffer.byteLength(sql));
+  assert.equal((await srv.post('/rerank', { question: Q, candidates: [sql] })).body.span_unit, 'utf16', 'the default');
+  assert.equal((await srv.post('/rerank', { question: Q, candidates: [sql], span_unit: 'char' })).status, 400);
+});
+
+test('spanOffsets: code points and UTF-8 bytes, surrogate pairs and lone surrogates', () => {
+  const t = 'a😀é\ud800b€';
+  const cp = spanOffsets(t, 'codepoint');
+  const by = spanOffsets(t, 'byte');
+  // utf16 index:            a=0 😀=1,2 é=3 lone=4 b=5 €=6 end=7
+  assert.deepEqual([0, 1, 3, 4, 5, 6, 7].map(cp), [0, 1, 2, 3, 4, 5, 6]);
+  assert.deepEqual([0, 1, 3, 4, 5, 6, 7].map(by), [0, 1, 5, 7, 10, 11, 14]);
+  assert.equal(by(7), Buffer.byteLength(t));
+  assert.equal(spanOffsets('SELECT 1', 'byte')(5), 5);
+  assert.equal(spanOffsets(t, 'utf16')(4), 4);
+});
+
 test('bad inputs: JSON errors with the right status and field, never a 500', async () => {
   const cases: [string, unknown, number, string | undefined][] = [
     ['/rerank', { question: Q }, 400, 'candidates'],
@@ -337,7 +465,16 @@ test('bad inputs: JSON errors with the right status and field, never a 500', asy
     ['/rerank', { question: 5, candidates: [GOOD] }, 400, 'question'],
     ['/rerank', { question: Q, candidates: [GOOD], strategy: 'best' }, 400, 'strategy'],
     ['/rerank', { question: Q, candidates: [GOOD], extra: 1 }, 400, 'extra'],
-    ['/rerank', { question: Q, candidates: [GOOD], top_n: 0 }, 400, 'top_n'],
+    ['/rerank', { question: Q, candidates: [GOOD], top_n: 0 }, 422, 'top_n'],
+    ['/rerank', { question: Q, candidates: [GOOD], top_n: 1.5 }, 400, 'top_n'],
+    ['/v1/rerank', { query: Q, documents: [GOOD], top_n: 0 }, 422, 'top_n'],
+    // Numbers out of range are 422 on either side of it; the wrong type stays 400.
+    ['/reward', { question: Q, samples: [GOOD], gamma: 2 }, 422, 'gamma'],
+    ['/reward', { question: Q, samples: [GOOD], gamma: -1 }, 422, 'gamma'],
+    ['/reward', { question: Q, samples: [GOOD], gamma: 'high' }, 400, 'gamma'],
+    ['/reward', { question: Q, samples: [GOOD], clause_weight: 1001 }, 422, 'clause_weight'],
+    ['/reward', { question: Q, samples: [GOOD], clause_weight: -1001 }, 422, 'clause_weight'],
+    ['/reward', { question: Q, samples: [GOOD], execution_weight: -1e6 }, 422, 'execution_weight'],
     ['/rerank', { question: Q, candidates: [GOOD], db_id: '../shop' }, 400, 'db_id'],
     ['/rerank', { question: Q, candidates: Array(65).fill(GOOD) }, 422, 'candidates'],
     ['/rerank', { question: Q, candidates: ['SELECT ' + 'x,'.repeat(20_000) + 'y'] }, 422, 'candidates[0]'],
@@ -361,6 +498,13 @@ test('bad inputs: JSON errors with the right status and field, never a 500', asy
   const big = await srv.post('/rerank', { question: Q, candidates: ['x'.repeat(3 * 1024 * 1024)] });
   assert.equal(big.status, 413);
   assert.equal(big.body.error, 'payload_too_large');
+  // A JSON body labelled text/plain gets the 415 that says what to send, like any other type.
+  for (const ct of ['text/plain', 'text/plain; charset=utf-8']) {
+    const plain = await srv.post('/rerank', JSON.stringify({ question: Q, candidates: [GOOD] }), { 'content-type': ct });
+    assert.equal(plain.status, 415, JSON.stringify(plain.body));
+    assert.equal(plain.body.error, 'unsupported_media_type');
+    assert.match(plain.body.message, /"text\/plain.*" is not supported: send the body as JSON with Content-Type: application\/json/);
+  }
   const nf = await srv.get('/nope');
   assert.equal(nf.status, 404);
   assert.equal(JSON.parse(nf.text).error, 'not_found');

@@ -1,6 +1,6 @@
-// Single-query evidence (src/annotate/suspects.ts) on a real SQLite database built here, the
+// Single-query evidence (src/rootcause/suspects.ts) on a real SQLite database built here, the
 // execution-error rule that blames FROM when the missing column lives in a table the query does
-// not read, the evidence combiner of scoring/blame.ts, and /localize on the real server with a
+// not read, the evidence combiner of verdict/blame.ts, and /localize on the real server with a
 // model directory whose caper.json carries such a combiner.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,10 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { splitSql, topUnits } from '../src/clauses/index.js';
 import { schemaFromSqlite, schemaFromText, schemaText } from '../src/clauses/schema.js';
-import { SchemaIndex } from '../src/annotate/scope.js';
+import { SchemaIndex } from '../src/clauses/scope.js';
 import { SqlExecutor } from '../src/execution/executor.js';
-import { clauseSuspects, executionBlame, blameSchemaOf } from '../src/annotate/suspects.js';
-import { evidenceOrderFor, isEvidenceFeature, linearBlameOrder } from '../src/scoring/blame.js';
+import { clauseSuspects, executionBlame, blameSchemaOf } from '../src/rootcause/suspects.js';
+import { evidenceOrderFor, isEvidenceFeature, linearBlameOrder } from '../src/verdict/blame.js';
 import { makeDbDir, start, TINY, type DbFixture, type Running } from './server-fixture.js';
 
 let db: DbFixture;

@@ -10,7 +10,7 @@ import { splitSql, renderSql, walk, cloneTree, topUnits, nodeTopUnit, makeNode }
 import type { ClauseKind, SplitResult, TreeNode } from '../clauses/types.js';
 import type { ExecResult, SqlExecutor } from '../execution/executor.js';
 import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
-import { SchemaIndex, clauseOf, enclosingSelect, resolveColumn, scopeOf, type TypeClass } from './scope.js';
+import { SchemaIndex, clauseOf, enclosingSelect, resolveColumn, scopeOf, type TypeClass } from '../clauses/scope.js';
 import type { Rng } from './rng.js';
 
 export const MUTATION_KINDS = [
@@ -500,8 +500,8 @@ const setOp: MutationFn = (n, c) => {
 };
 
 
-// ---- kinds real systems make that the kinds above miss (issue 12: measured on dev-open's 16
-// systems, bench/results/error-mix.md): a value written in the wrong case, MIN for MAX (the
+// ---- kinds real systems make that the kinds above miss (measured on real systems'
+// failures, bench/results/error-mix.md): a value written in the wrong case, MIN for MAX (the
 // "than any" comparisons), a join left out, a join too many.
 
 /** literal_case: a string value in another case ('France' -> 'france'): SQLite's = is case-sensitive. */
@@ -815,8 +815,7 @@ export interface MutateOptions {
   maxTries?: number;
   /** Only these kinds (tests). */
   kinds?: readonly MutationKind[];
-  /** Relative odds of a kind coming early in the draw (default KIND_WEIGHTS; null: uniform, the
-   * mix before issue 12). */
+  /** Relative odds of a kind coming early in the draw (default KIND_WEIGHTS; null: uniform). */
   weights?: Partial<Record<MutationKind, number>> | null;
 }
 

@@ -1,10 +1,10 @@
 // `caper eval localize`: the command-line front of src/eval/localize.ts (flags in, table out).
 import { writeFileSync } from 'node:fs';
 import { parseStrict, flagString, flagNumber, type ParsedArgs } from './args.js';
-import { confusionTable, LABEL_SOURCES, loadLabels, rankingsFor, scoreRankings, type LabelSource } from '../eval/localize-labels.js';
+import { confusionTable, LABEL_SOURCES, loadLabels, rankingsFor, scoreRankings, verdictsFor, type ItemVerdict, type LabelSource } from '../eval/localize-labels.js';
 import type { ClauseKind } from '../clauses/types.js';
 import { loadModel } from '../scoring/onnx.js';
-import { BLAME_STRATEGIES, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
+import { BLAME_STRATEGIES, DEFAULT_BLAME, type BlameStrategy } from '../verdict/blame.js';
 import { evaluateLocalization, priorFromTuples } from '../eval/localize.js';
 import type { Tally } from '../eval/baselines.js';
 import { resolvePool } from '../eval/spider.js';
@@ -16,8 +16,10 @@ export const USAGE = `usage: caper eval localize [--data DIR] [--pool NAME] [--m
   --data   Spider-layout split (default ../shared/data/spider/dev-open); --pool its systems (default pool8)
   --model  model directory (default models/default); --prior adds the clause-prior baseline from training tuples
        caper eval localize --labels LABELS.jsonl [--source gold|...] [--data DIR] [--pool NAME] [--model DIR]
-       [--blame first|drop|min] [--timeout-ms MS]
-  --labels expert root-cause labels (the format of dev-open/labels/root_cause.jsonl); --source what is ranked (see src/eval/localize-labels.ts)`;
+       [--blame first|drop|min] [--timeout-ms MS] [--out VERDICTS.jsonl]
+  --labels expert root-cause labels (the format of dev-open/labels/root_cause.jsonl); --source what is ranked (see src/eval/localize-labels.ts)
+  --out    with --labels: one line per scored item, {index, db_id, sql, ranking} and, for text|solo|fused,
+           the verdict /localize answers: blame (unit indexes), blame_source, missing_clause`;
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, { values: ['data', 'model', 'pool', 'device', 'prior', 'blame', 'limit', 'out', 'labels', 'source', 'timeout-ms'] });
@@ -75,13 +77,21 @@ async function runLabels(a: ParsedArgs): Promise<number> {
   const all = loadLabels(file);
   const items = all.filter((x) => x.label !== 'NONE');
   const t0 = Date.now();
-  const rankings = await rankingsFor(items, source, {
+  const opts = {
     data, systems: resolvePool(data, flagString(a, 'pool', 'pool8')!), modelDir: flagString(a, 'model', 'models/default'),
     device: flagString(a, 'device', 'auto'), blame, timeoutMs: flagNumber(a, 'timeout-ms', 5000),
-    ...(a.flags.has('beta') ? { beta: flagNumber(a, 'beta', 0) } : {}),
-    onProgress: (d, t) => { if (process.stderr.isTTY || d === t || d % 100 === 0) process.stderr.write(`\rlocalize labels: ${d}/${t}`); },
-  });
+    onProgress: (d: number, t: number) => { if (process.stderr.isTTY || d === t || d % 100 === 0) process.stderr.write(`\rlocalize labels: ${d}/${t}`); },
+  };
+  const verdicts: (ItemVerdict | null)[] | null = source === 'text' || source === 'solo' || source === 'fused' ? await verdictsFor(items, source, opts) : null;
+  const rankings = verdicts ? verdicts.map((v) => v?.ranking ?? null) : await rankingsFor(items, source, opts);
   process.stderr.write('\n');
+  const out = flagString(a, 'out');
+  if (out) {
+    writeFileSync(out, items.map((it, i) => JSON.stringify({
+      index: it.index, db_id: it.db_id, sql: it.sql, ranking: rankings[i] ?? null,
+      ...(verdicts ? { blame: verdicts[i]?.blame?.order ?? null, blame_source: verdicts[i]?.blame?.source ?? null, missing_clause: verdicts[i]?.blame?.missing_clause ?? null } : {}),
+    }) + '\n').join(''));
+  }
   const r = scoreRankings(items, rankings, source);
   console.log(`labels: ${file} (${all.length} items, ${all.length - items.length} NONE not scored), source ${source}, ${r.unanswered} unanswered, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   console.log(confusionTable(r));

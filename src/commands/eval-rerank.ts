@@ -3,7 +3,8 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs, parseStrict, flagString, flagNumber } from './args.js';
 import { loadQuestions, resolvePool, loadPredictions } from '../eval/spider.js';
 import { computeFacts, summarize, picks, type Facts } from '../eval/rerank.js';
-import { STRATEGIES, POOL_STRATEGIES, HYBRID_LAMBDA, type PoolStrategy, type CandidateScoreMode } from '../scoring/rerank.js';
+import { STRATEGIES, POOL_STRATEGIES, HYBRID_LAMBDA, type PoolStrategy } from '../verdict/rank.js';
+import type { CandidateScoreMode } from '../scoring/candidate-score.js';
 
 export const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid|selector
        [--model DIR] [--device auto|cuda|cpu] [--out PICKS.jsonl] [--facts FILE] [--lambda X]

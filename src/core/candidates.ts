@@ -1,6 +1,6 @@
 // What the verifier does to a candidate before scoring: take the SQL out of an LLM's reply
 // (markdown code fences, a sentence before the query). The clause an execution error points at is
-// src/annotate/suspects.ts executionBlame.
+// src/rootcause/suspects.ts executionBlame.
 
 /** The part of a caller's string that is SQL: [start, end) offsets into it. */
 export interface Extracted {

@@ -29,6 +29,8 @@ export interface MetricSources {
   scoringQueueTokens(): number;
   executionQueue(): number;
   executionsRunning(): number;
+  /** 'abort' listeners the executor holds: one per request with queries waiting, so bounded by in-flight requests. */
+  executionAbortListeners?(): number;
 }
 
 export function createMetrics(src?: MetricSources): Metrics {
@@ -59,6 +61,14 @@ export function createMetrics(src?: MetricSources): Metrics {
       registers: [registry],
       collect() {
         this.set(src.executionsRunning());
+      },
+    });
+    new Gauge({
+      name: 'caper_execution_abort_listeners',
+      help: 'Deadline listeners the SQL executor holds: one per request with queries waiting (bounded by requests in flight)',
+      registers: [registry],
+      collect() {
+        this.set(src.executionAbortListeners?.() ?? 0);
       },
     });
   }

@@ -5,6 +5,7 @@
 // defaults it lists, so both the server and the CLI can read it.
 import {
   DEFAULT_MAX_BATCH_TOKENS,
+  DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED,
   DEFAULT_MAX_WAIT_MS,
   DEFAULT_EXEC_TIMEOUT_MS,
   DEFAULT_EXEC_WORKERS,
@@ -50,10 +51,10 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   { flag: 'quantized', type: 'bool', default: false, help: 'use the int8 model file when the manifest lists one (weight-only for fp16 exports); same as --weights int8' },
   { flag: 'weights', type: 'string', arg: 'model|int8|int4', default: 'model', help: "which weights file of caper.json: model (as exported), int8, or int4 (weight-only, CPU)" },
   { flag: 'no-prefix-sharing', type: 'bool', default: false, help: "score each candidate as its own sequence instead of one prefix-tree row per request (models exported before prefix-tree packing always do)" },
-  { flag: 'max-batch-tokens', type: 'int', min: 1, defaultText: `${DEFAULT_MAX_BATCH_TOKENS.cuda} on CUDA, ${DEFAULT_MAX_BATCH_TOKENS.cpu} on CPU`, help: 'bound on rows x longest row of one onnxruntime batch' },
+  { flag: 'max-batch-tokens', type: 'int', min: 1, defaultText: `${DEFAULT_MAX_BATCH_TOKENS.cuda} on CUDA; on CPU ${DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED} (one prefix-tree row per run) for a model that packs candidates, as models/default does, else ${DEFAULT_MAX_BATCH_TOKENS.cpu}; /info shows the one in effect`, help: 'bound on rows x longest row of one onnxruntime batch' },
   { flag: 'max-wait-ms', type: 'number', min: 0, default: DEFAULT_MAX_WAIT_MS, help: 'how long a request may wait for others to share its batch' },
   { flag: 'max-batch-size', type: 'int', min: 1, default: 256, help: 'rows per batch; 1 disables batching' },
-  { flag: 'max-queue-tokens', type: 'int', min: 1, defaultText: 'max(16 x max-batch-tokens, 65536)', help: 'scoring-queue tokens beyond which requests get 429 queue_full' },
+  { flag: 'max-queue-tokens', type: 'int', min: 1, defaultText: `max(16 x max-batch-tokens, 65536) when max-batch-tokens is given, else ${Math.max(16 * DEFAULT_MAX_BATCH_TOKENS.cuda, 65_536)}`, help: 'scoring-queue tokens beyond which requests get 429 queue_full' },
   { flag: 'max-candidates', type: 'int', min: 1, default: 64, help: 'candidates (samples, documents) per request; more is 422 limit_exceeded' },
   { flag: 'body-limit', type: 'int', arg: 'BYTES', min: 1024, default: 2 * 1024 * 1024, help: 'request body limit in bytes; more is 413 payload_too_large' },
   { flag: 'exec-timeout-ms', type: 'int', min: 1, default: DEFAULT_EXEC_TIMEOUT_MS, help: "per-query execution timeout (Spider's 5 s)" },

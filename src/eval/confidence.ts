@@ -6,9 +6,11 @@
 //     weights fitted without its own fold (so their `prob` is as out-of-sample as the held-out
 //     fold's), plus the same questions with thinned pools (down to one candidate);
 //   its calibration map: fitted on out-of-fold scores inside those rows (confidence-fit.ts).
-import { selectGroups, type SelectorMode, type SelectorWeights } from '../scoring/selector.js';
+import { type SelectorMode, type SelectorWeights } from '../scoring/selector.js';
+import { selectGroups } from '../core/ranking.js';
+import { confidenceFeatureNames, confidenceFeatures } from '../scoring/confidence-features.js';
 import { fitSelector } from '../scoring/selector-fit.js';
-import { confidenceFeatureNames, confidenceFeatures, probability, auroc, ece, accuracyAtCoverage, CONFIDENCE_SETS, type ConfidenceModel, type ConfidenceSet } from '../verdict/confidence.js';
+import { probability, auroc, ece, accuracyAtCoverage, CONFIDENCE_SETS, type ConfidenceModel, type ConfidenceSet } from '../verdict/confidence.js';
 import { fitConfidence, type ConfidenceRow, type ConfidenceFitOptions } from '../verdict/confidence-fit.js';
 import { foldsByDatabase, fitQuestion, candidatesFor, chooseL2 } from './selector.js';
 import type { SelectorFacts, SelectorQuestion } from './selector-data.js';

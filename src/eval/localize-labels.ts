@@ -1,30 +1,29 @@
 // `caper eval localize --labels FILE --source prm|gold|consensus`: a blame source against expert
 // root-cause labels (the format of dev-open/labels/root_cause.jsonl: one JSON object a line with
 // index, db_id, question, gold, sql, label; items labelled NONE are not scored).
-//  - gold:      rootCause(sql, gold) (src/annotate/rootcause.ts), the annotation's definition;
+//  - gold:      rootCause(sql, gold) (src/rootcause/rootcause.ts), the annotation's definition;
 //  - consensus: consensusRootCause(sql, the other pool candidates of the same question), no gold;
 //  - prm:       the Clause-PRM's blame order (no gold, no execution: the model alone);
-//  - text:      what /localize answers without a database: the model's verdicts combined with
-//               what the question, the SQL and the schema text say (caper.json text_linear);
-//  - solo:      what /localize answers with a database and no other candidates: the query's own
-//               execution error when it names a clause, else the model's verdicts combined with
-//               the query's evidence (scoring/blame.ts evidenceOrderFor, caper.json solo_linear);
+//  - text:      what /localize answers without a database (the schema text posted);
+//  - solo:      what /localize answers with a database and no other candidates;
 //  - consensus+prm: consensus where it answers, else the Clause-PRM;
-//  - fused: the Clause-PRM's clause verdicts plus the consensus ranking and the query's evidence
-//    (scoring/blame.ts fusedOrderFor, weights from the model's caper.json), after the execution
-//    error rule: what /localize with candidates returns.
+//  - fused:     what /localize answers with the other pool candidates.
+// text, solo and fused gather the facts the service gathers and ask the same verdict
+// (src/verdict/blame.ts blameOf); test/localize-parity.test.ts holds them to the endpoint.
 // Each source yields a ranking of clause labels; Top-1 / MRR compare it with the expert label, a
 // source with no answer (null) counts as a miss. The confusion table has expert labels as rows.
 import { readFileSync } from 'node:fs';
 import { splitSql, topUnits } from '../clauses/index.js';
 import { SqlExecutor } from '../execution/executor.js';
-import { rootCause, consensusRootCause, conjoinedValuesPerRow, unitLabel, FUNDAMENTAL_ORDER, ROOT_LABELS, type RootLabel } from '../annotate/rootcause.js';
+import { rootCause, consensusRootCause, conjoinedValuesPerRow } from '../rootcause/rootcause.js';
+import { CLAUSE_LABELS as ROOT_LABELS, unitLabel, type ClauseLabel as RootLabel } from '../clauses/labels.js';
 import { loadModel } from '../scoring/onnx.js';
 import { Scorer } from '../scoring/scorer.js';
-import { blameOrder, fusedBlameOrder, fusedOrderFor, evidenceOrderFor, missingClauseOf, sigmoid, DEFAULT_BLAME, type BlameStrategy } from '../scoring/blame.js';
-import { executionBlame, blameSchemaOf } from '../annotate/suspects.js';
+import { blameOf, blameOrder, blameRanking, DEFAULT_BLAME, type Blame, type BlameStrategy } from '../verdict/blame.js';
+import { executionBlame, blameSchemaOf } from '../rootcause/suspects.js';
 import { queryEvidence, splitSchemas } from './query-evidence.js';
-import { dbPath, loadPredictions, loadQuestions } from './spider.js';
+import { ROOT_CAUSE_MAX_CHARS } from '../core/verifier.js';
+import { dbPath, loadPredictions, loadQuestions, otherCandidates } from './spider.js';
 
 export const LABEL_SOURCES = ['prm', 'text', 'solo', 'gold', 'consensus', 'consensus+prm', 'fused'] as const;
 export type LabelSource = (typeof LABEL_SOURCES)[number];
@@ -61,31 +60,19 @@ export function loadLabels(file: string): LabelItem[] {
   return out;
 }
 
-export { unitLabel } from '../annotate/rootcause.js';
+export { unitLabel } from '../clauses/labels.js';
 
 /** Unit indexes (most suspect first) -> clause labels, each once, the rest appended. */
-export function labelsOfUnits(sql: string, order: number[]): RootLabel[] {
-  const tu = topUnits(splitSql(sql, { tree: false }));
-  const out: RootLabel[] = [];
-  for (const i of order) {
-    const u = tu[i];
-    if (!u) continue;
-    const l = unitLabel(u.kind, u.arm);
-    if (!out.includes(l)) out.push(l);
-  }
-  for (const l of FUNDAMENTAL_ORDER) if (!out.includes(l)) out.push(l);
-  return out;
+export function labelsOfUnits(sql: string, order: number[], missing: 'SETOP' | null = null): RootLabel[] {
+  const labels = topUnits(splitSql(sql, { tree: false })).map((u) => unitLabel(u.kind, u.arm));
+  return blameRanking(labels, { order, missing_clause: missing });
 }
 
-/** What the response's missing_clause says comes before every unit. */
-function withMissingClause(units: RootLabel[], missing: RootLabel | null): RootLabel[] {
-  return missing ? [missing, ...units.filter((l) => l !== missing)] : units;
-}
-
-/** The evidence combiner's order as the service answers it (verifier evidenceBlame): a set
- * operation the question asks for and the query lacks first. */
-function evidenceRanking(it: LabelItem, labels: string[], order: number[]): RootLabel[] {
-  return withMissingClause(labelsOfUnits(it.sql, order), missingClauseOf(labels, null, conjoinedValuesPerRow(splitSql(it.sql), it.question)));
+/** One item's verdict as the service decides it: the blame (null when the model could not score
+ * the item) and its clause ranking. */
+export interface ItemVerdict {
+  blame: Blame | null;
+  ranking: RootLabel[];
 }
 
 export interface LabelReport {
@@ -131,7 +118,7 @@ export function confusionTable(r: LabelReport): string {
 
 export async function rankingsFor(items: LabelItem[], source: LabelSource, opts: {
   data: string; systems: string[]; modelDir?: string; device?: string; blame?: BlameStrategy; timeoutMs?: number;
-  onProgress?: (done: number, total: number) => void; beta?: number;
+  onProgress?: (done: number, total: number) => void;
 }): Promise<(RootLabel[] | null)[]> {
   if (source === 'consensus+prm') {
     const c = await rankingsFor(items, 'consensus', opts);
@@ -140,39 +127,8 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
     let k = 0;
     return c.map((r) => r ?? p[k++] ?? null);
   }
-  if (source === 'text') {
-    const raw = await prmRaw(items, opts);
-    return items.map((it, i) => {
-      const r = raw.scores[i];
-      if (!r) return null;
-      const labels = topUnits(splitSql(it.sql, { tree: false })).map((u) => unitLabel(u.kind, u.arm));
-      const ev = r.evidenceText && evidenceOrderFor(raw.manifest, r.raw, r.base, labels, r.evidenceText, false);
-      if (!ev) return labelsOfUnits(it.sql, blameOrder(r.raw.map(sigmoid), r.base, 'min'));
-      return evidenceRanking(it, labels, ev);
-    });
-  }
-  if (source === 'fused' || source === 'solo') {
-    // What the service answers with a database: the query's own execution error first when it
-    // names a clause, else the model's verdicts combined with the query's evidence (solo) and the
-    // consensus of the other candidates (fused), with the weights of the model's caper.json.
-    const c = source === 'fused' ? await rankingsFor(items, 'consensus', opts) : items.map(() => null);
-    const raw = await prmRaw(items, opts);
-    return items.map((it, i) => {
-      const r = raw.scores[i];
-      if (!r) return c[i] ?? null;
-      const tu = topUnits(splitSql(it.sql, { tree: false }));
-      const labels = tu.map((u) => unitLabel(u.kind, u.arm));
-      if (r.execBlame !== null) return labelsOfUnits(it.sql, [r.execBlame]);
-      const consensus = source === 'fused' ? c[i] ?? null : null;
-      if (consensus) {
-        const order = opts.beta !== undefined ? fusedBlameOrder(r.raw, labels, consensus, opts.beta)
-          : fusedOrderFor(raw.manifest, r.raw, r.base, labels, consensus, r.evidence);
-        return withMissingClause(labelsOfUnits(it.sql, order), missingClauseOf(labels, consensus));
-      }
-      const ev = evidenceOrderFor(raw.manifest, r.raw, r.base, labels, r.evidence);
-      if (!ev) return labelsOfUnits(it.sql, blameOrder(r.raw.map(sigmoid), r.base, 'min'));
-      return evidenceRanking(it, labels, ev);
-    });
+  if (source === 'text' || source === 'fused' || source === 'solo') {
+    return (await verdictsFor(items, source, opts)).map((v) => v?.ranking ?? null);
   }
   const out: (RootLabel[] | null)[] = [];
   if (source === 'prm') {
@@ -201,12 +157,8 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
         const rc = await rootCause(it.sql, it.gold, db, exec, { question: it.question });
         out.push(rc ? rc.ranking ?? [rc.clause] : null);
       } else {
-        // The other candidates: the pool's predictions for the question, less the systems that
-        // produced this SQL (when the file names them) and any identical text.
-        const others = opts.systems
-          .filter((s) => !(it.systems ?? []).includes(s))
-          .map((s) => preds.get(s)![it.index])
-          .filter((s): s is string => typeof s === 'string' && s !== it.sql);
+        // The systems that produced this SQL, when the file names them, are not its references.
+        const others = otherCandidates(preds, opts.systems, it.index, it.sql, it.systems ?? []);
         const c = await consensusRootCause(it.sql, others, db, exec, { question: it.question });
         out.push(c.rootCause ? c.rootCause.ranking ?? [c.rootCause.clause] : null);
       }
@@ -219,33 +171,55 @@ export async function rankingsFor(items: LabelItem[], source: LabelSource, opts:
 }
 
 /**
- * The model's raw outputs at each unit of each item and its <sql> score (null when it cannot
- * score the item), with what the service derives from the database: the unit the query's own
- * execution error names (executionBlame) and the single-query evidence (suspects.ts).
+ * What /localize answers for each item: without a database (text: the schema text posted), with
+ * one (solo), with the other pool candidates (fused). The facts are gathered as the service
+ * gathers them (the query's own execution error, its evidence, the consensus root cause) and the
+ * verdict is blameOf's. An item the model cannot score gets no blame; under fused its ranking is
+ * then the consensus's, if any.
  */
-async function prmRaw(items: LabelItem[], opts: { data: string; modelDir?: string; device?: string; timeoutMs?: number }): Promise<{
-  scores: ({ raw: number[]; base: number; execBlame: number | null; evidence: Map<string, number>[]; evidenceText: Map<string, number>[] | null } | null)[]; manifest: { [k: string]: unknown };
-}> {
+export async function verdictsFor(items: LabelItem[], source: 'text' | 'solo' | 'fused', opts: {
+  data: string; systems: string[]; modelDir?: string; device?: string; timeoutMs?: number;
+}): Promise<(ItemVerdict | null)[]> {
+  const consensus = source === 'fused' ? await rankingsFor(items, 'consensus', opts) : items.map(() => null);
   const model = await loadModel(opts.modelDir ?? 'models/default', { device: (opts.device ?? 'auto') as 'auto' });
   const exec = new SqlExecutor({ workers: 2, timeoutMs: opts.timeoutMs ?? 5000 });
   try {
     const scorer = new Scorer(model, null);
     const schemaOf = splitSchemas(opts.data);
-    const scores: ({ raw: number[]; base: number; execBlame: number | null; evidence: Map<string, number>[]; evidenceText: Map<string, number>[] | null } | null)[] = [];
-    for (const it of items) {
+    const out: (ItemVerdict | null)[] = [];
+    for (const [i, it] of items.entries()) {
       const s = schemaOf(it.db_id);
       const c = (await scorer.score(it.question, s.text, [it.sql])).candidates[0]!;
+      const cons = consensus[i] ?? null;
       if (c.error) {
-        scores.push(null);
+        out.push(cons ? { blame: null, ranking: cons } : null);
         continue;
       }
       const split = splitSql(it.sql);
-      const r = await exec.run(s.dbPath, it.sql);
-      const execBlame = !r.ok && r.code === 'sql_error' ? executionBlame(it.sql, c.units, r.error, blameSchemaOf(split, s.index)) : null;
-      const ev = await queryEvidence(it.question, it.sql, split, s, exec);
-      scores.push({ raw: c.units.map((u) => u.raw), base: c.base, execBlame, evidence: ev.db.features, evidenceText: ev.text?.features ?? null });
+      const withDatabase = source !== 'text';
+      let executionUnit: number | null = null;
+      if (withDatabase) {
+        const r = await exec.run(s.dbPath, it.sql);
+        if (!r.ok && r.code === 'sql_error') executionUnit = executionBlame(it.sql, c.units, r.error, blameSchemaOf(split, s.index));
+      }
+      // As the service: no evidence for a query it does not analyse or whose analysis fails.
+      let evidence: Map<string, number>[] | null = null;
+      if (split.tree && it.sql.length <= ROOT_CAUSE_MAX_CHARS) {
+        try {
+          const ev = await queryEvidence(it.question, it.sql, split, s, exec, withDatabase);
+          evidence = (withDatabase ? ev.db?.features : ev.text?.features) ?? null;
+        } catch {
+          evidence = null;
+        }
+      }
+      const blame = blameOf({
+        raw: c.units.map((u) => u.raw), base: c.base, scored: true, labels: topUnits(c.split).map((u) => unitLabel(u.kind, u.arm)),
+        executionUnit, evidence: evidence && evidence.length === c.units.length ? evidence : null, withDatabase, consensus: cons,
+        conjunction: conjoinedValuesPerRow(split, it.question),
+      }, model.manifest);
+      out.push({ blame, ranking: labelsOfUnits(it.sql, blame.order, blame.missing_clause) });
     }
-    return { scores, manifest: model.manifest };
+    return out;
   } finally {
     await exec.close();
     await model.close();

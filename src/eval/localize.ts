@@ -1,6 +1,6 @@
 // Localization evaluation (`caper eval localize`, src/commands/eval-localize.ts): how well each method names the root-cause clause of real failures.
 // Failures are the pool systems' predictions whose execution differs from gold; the truth is the
-// counterfactual root cause (src/annotate/counterfactual.ts); methods are the Clause-PRM and the
+// counterfactual root cause (src/rootcause/counterfactual.ts); methods are the Clause-PRM and the
 // prior / consensus / random baselines.
 import { readFileSync } from 'node:fs';
 import { splitSql, topUnits } from '../clauses/index.js';
@@ -8,11 +8,11 @@ import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
 import type { ClauseKind } from '../clauses/types.js';
 import { SqlExecutor } from '../execution/executor.js';
 import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
-import { rootCause } from '../annotate/rootcause.js';
+import { rootCause } from '../rootcause/rootcause.js';
 import type { LoadedModel } from '../scoring/onnx.js';
 import { Scorer } from '../scoring/scorer.js';
-import { blameOrder, BLAME_STRATEGIES, DEFAULT_BLAME } from '../scoring/blame.js';
-import type { BlameStrategy } from '../scoring/blame.js';
+import { blameOrder, BLAME_STRATEGIES, DEFAULT_BLAME } from '../verdict/blame.js';
+import type { BlameStrategy } from '../verdict/blame.js';
 import { consensusDisagreement, consensusRanking, orderByDesc, priorRanking, randomExpectation, rankOf, tally } from './baselines.js';
 import type { Tally, UnitLike } from './baselines.js';
 import { dbPath, loadPredictions, loadQuestions } from './spider.js';

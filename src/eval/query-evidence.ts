@@ -1,12 +1,12 @@
 // What the evaluation and the blame-fit data need of a split's databases and of one query: each
 // database's schema read once (as SQLite says it, as the prompt's text, and that text read back
 // the way the service reads a posted schema), and the query's single-query evidence both with
-// the database and from the text alone (src/annotate/suspects.ts), as /localize computes them.
+// the database and from the text alone (src/rootcause/suspects.ts), as /localize computes them.
 import type { SplitResult } from '../clauses/index.js';
 import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../clauses/schema.js';
-import { SchemaIndex } from '../annotate/scope.js';
-import { clauseSuspects, type ClauseSuspects } from '../annotate/suspects.js';
-import type { SqlRunner } from '../annotate/rootcause.js';
+import { SchemaIndex } from '../clauses/scope.js';
+import { clauseSuspects, type ClauseSuspects } from '../rootcause/suspects.js';
+import type { SqlRunner } from '../rootcause/rootcause.js';
 import { dbPath } from './spider.js';
 
 export interface SplitSchema {
@@ -34,9 +34,10 @@ export function splitSchemas(dataDir: string): (dbId: string) => SplitSchema {
   };
 }
 
-/** The query's evidence with the database (lookups through `exec`) and from the schema text alone (null when the text does not read back). */
-export async function queryEvidence(question: string, sql: string, split: SplitResult, s: SplitSchema, exec: SqlRunner): Promise<{ db: ClauseSuspects; text: ClauseSuspects | null }> {
-  const db = await clauseSuspects({ question, sql, split, schema: s.info, index: s.index, dbPath: s.dbPath, exec });
+/** The query's evidence with the database (lookups through `exec`; null when not asked for) and from the schema text alone (null when the text does not read back). */
+export async function queryEvidence(question: string, sql: string, split: SplitResult, s: SplitSchema, exec: SqlRunner,
+  withDatabase = true): Promise<{ db: ClauseSuspects | null; text: ClauseSuspects | null }> {
+  const db = withDatabase ? await clauseSuspects({ question, sql, split, schema: s.info, index: s.index, dbPath: s.dbPath, exec }) : null;
   const text = s.textInfo ? await clauseSuspects({ question, sql, split, schema: s.textInfo }) : null;
   return { db, text };
 }

@@ -2,7 +2,7 @@
 // Spider-layout directory, with majority vote, the oracle and the best single system beside it.
 //
 // The same decisions as the service: PRM scores from the same Scorer, execution on the same
-// SqlExecutor, groups by groupKey, rerank() from src/scoring/rerank.ts. EX is the project's one
+// SqlExecutor, groups by groupKey, rerank() from src/verdict/rank.ts. EX is the project's one
 // result-equivalence rule (src/execution/equivalence.ts: Spider test-suite semantics, 5 s per
 // query), so majority vote, the oracle and the best single system reproduce the data README's
 // reference table.
@@ -11,7 +11,8 @@
 // (src/commands/eval-rerank.ts) caches them so that comparing strategies or --lambda values does
 // not recompute anything.
 import { runPool } from './pool-run.js';
-import { rerank, POOL_STRATEGIES, candidateScore, type PoolStrategy as Strategy, type CandidateScoreMode } from '../scoring/rerank.js';
+import { rerank, POOL_STRATEGIES, type PoolStrategy as Strategy } from '../verdict/rank.js';
+import { candidateScore, type CandidateScoreMode } from '../scoring/candidate-score.js';
 
 
 /** Everything the strategies need about one question, independent of the strategy. */

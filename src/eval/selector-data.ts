@@ -75,7 +75,7 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
   }
   // Literal lookups for the selector's lit_missing, as the service makes them for executed
   // candidates (src/core/verifier.ts).
-  const { missingLiterals } = await import('../annotate/suspects.js');
+  const { missingLiterals } = await import('../rootcause/suspects.js');
   const { splitSchemas } = await import('./query-evidence.js');
   const schemaOf = splitSchemas(dataDir);
   const lookups = new SqlExecutor({ timeoutMs, workers: 2 });

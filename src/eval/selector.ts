@@ -1,8 +1,9 @@
 // Cross-validated evaluation of the selector on cached facts (selector-data.ts): folds group whole
 // databases, so a fold's databases contribute nothing to the weights that score it.
-import { buildGroups, largestGroup, selectGroups, prmOf, SELECTED, type SelectorMode, type SelectorWeights, type SelectorCandidate } from '../scoring/selector.js';
+import { buildGroups, largestGroup, prmOf, SELECTED, type SelectorMode, type SelectorWeights, type SelectorCandidate } from '../scoring/selector.js';
 import { fitSelector, type FitOptions, type FitQuestion } from '../scoring/selector-fit.js';
-import { rerank } from '../scoring/rerank.js';
+import { rerank } from '../verdict/rank.js';
+import { selectGroups } from '../core/ranking.js';
 import type { SelectorFacts, SelectorQuestion } from './selector-data.js';
 
 /**

@@ -38,3 +38,14 @@ export function loadPredictions(dir: string, systems: string[], count: number): 
   }
   return out;
 }
+
+/**
+ * The other candidates a pool offers for one query, as /localize would be given them: the pool's
+ * predictions for the question, less the systems that produced this SQL and any identical text.
+ */
+export function otherCandidates(preds: Map<string, string[]>, systems: readonly string[], index: number, sql: string, producers: readonly string[]): string[] {
+  return systems
+    .filter((s) => !producers.includes(s))
+    .map((s) => preds.get(s)?.[index])
+    .filter((s): s is string => typeof s === 'string' && s !== sql);
+}

@@ -202,6 +202,8 @@ export class SqlExecutor {
   /** Identical (db, sql) requests in flight share one execution. */
   private readonly inflight = new Map<string, { p: Promise<ExecResult>; job: Pending }>();
   private readonly anonymous = {};
+  /** The one 'abort' listener on each signal with queries waiting, and those queries' callbacks. */
+  private readonly watchers = new Map<AbortSignal, { fns: Set<() => void>; listener: () => void }>();
   private nextId = 1;
   private closed = false;
   /** Counters for summaries and /metrics. */
@@ -285,20 +287,47 @@ export class SqlExecutor {
     if (!signal) return p;
     return new Promise<ExecResult>((resolve) => {
       let done = false;
-      const onAbort = () => {
+      const unwatch = this.watch(signal, () => {
         if (done) return;
         done = true;
         resolve(skipped(performance.now() - t0));
         this.withdraw(job);
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
+      });
       void p.then((r) => {
         if (done) return;
         done = true;
-        signal.removeEventListener('abort', onAbort);
+        unwatch();
         resolve(r);
       });
     });
+  }
+
+  /**
+   * Calls onAbort when the signal aborts, until the returned function is called. A signal gets one
+   * 'abort' listener however many of its queries wait (a request runs up to 64 at once, and Node
+   * warns of a leak past 10 listeners on one signal); the listener goes when its last query does.
+   */
+  private watch(signal: AbortSignal, onAbort: () => void): () => void {
+    let w = this.watchers.get(signal);
+    if (!w) {
+      const fns = new Set<() => void>();
+      const listener = () => {
+        this.watchers.delete(signal);
+        for (const f of fns) f();
+      };
+      w = { fns, listener };
+      this.watchers.set(signal, w);
+      signal.addEventListener('abort', listener, { once: true });
+    }
+    const entry = w;
+    // A distinct function per caller, so one query shared by two callers is two entries.
+    const fn = () => onAbort();
+    entry.fns.add(fn);
+    return () => {
+      if (!entry.fns.delete(fn) || entry.fns.size > 0 || this.watchers.get(signal) !== entry) return;
+      this.watchers.delete(signal);
+      signal.removeEventListener('abort', entry.listener);
+    };
   }
 
   private withdraw(job: Pending): void {
@@ -352,6 +381,11 @@ export class SqlExecutor {
   /** Process ids of the live children (observability; tests kill one to prove crash recovery). */
   workerPids(): number[] {
     return this.slots.map((s) => s.child?.pid).filter((p): p is number => typeof p === 'number');
+  }
+
+  /** 'abort' listeners held now: one per signal with queries waiting, however many queries. */
+  get abortListeners(): number {
+    return this.watchers.size;
   }
 
   /** Queries waiting for a free worker. */

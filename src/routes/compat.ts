@@ -1,6 +1,7 @@
-// What the Cohere-compatible routes (/v1/rerank, /v2/rerank) share: the request body and the
-// meta.warnings strings.
-import { DEFAULT_LIMITS as L } from './context.js';
+// What the Cohere-compatible routes (/v1/rerank, /v2/rerank) share: the request body, the
+// meta.warnings strings, and how an SDK that has no db_id argument names a database.
+import type { FastifyRequest } from 'fastify';
+import { DEFAULT_LIMITS as L, HttpError } from './context.js';
 import * as S from './schemas.js';
 import { abstentionBody } from './shape.js';
 import { warningOf, type Strategy, type RerankResult, type RerankRequest } from '../core/verifier.js';
@@ -13,8 +14,18 @@ export interface V1Body {
   schema?: string;
   db_id?: string;
   strategy?: Strategy;
+  model?: string;
   min_confidence?: number;
 }
+
+/** `model: "caper:<db_id>"`: the Cohere SDKs always send a model and have no db_id argument. */
+const MODEL_DB = /^caper:(.*)$/s;
+const DB_ID = new RegExp(S.dbId.pattern);
+/** The same for gateways and clients that can add a header but not a body field. */
+export const DB_HEADER = 'x-caper-db-id';
+
+export const MODEL_DESCRIPTION =
+  'accepted for compatibility; the served model answers. "caper:<db_id>" (e.g. caper:concert_singer) names the database to execute against, for SDKs without a db_id argument';
 
 export const compatBody = {
   type: 'object',
@@ -27,7 +38,7 @@ export const compatBody = {
       maxItems: L.maxCandidates,
       description: 'candidate SQL queries',
       items: {
-        oneOf: [S.sqlString, { type: 'object', required: ['text'], properties: { text: S.sqlString } }],
+        oneOf: [S.candidateSql, { type: 'object', required: ['text'], properties: { text: S.candidateSql } }],
       },
     },
     top_n: { type: 'integer', minimum: 1 },
@@ -35,6 +46,7 @@ export const compatBody = {
     schema: S.schemaText,
     db_id: S.dbId,
     strategy: S.strategy,
+    model: { type: 'string', description: MODEL_DESCRIPTION },
     min_confidence: S.minConfidence,
   },
   examples: [
@@ -47,12 +59,41 @@ export const compatBody = {
   ],
 } as const;
 
+/**
+ * The database a Cohere-shaped request names: its db_id field, the X-Caper-Db-Id header or a
+ * `caper:<db_id>` model. Several that disagree, or one naming no registered database, are 422
+ * on the field that said it, so a typo in the model name is not silently a request without one.
+ */
+export function compatDbId(b: V1Body, req: FastifyRequest): string | undefined {
+  const given: { field: string; id: string }[] = [];
+  if (b.db_id !== undefined) given.push({ field: 'db_id', id: b.db_id });
+  const h = req.headers[DB_HEADER];
+  if (h !== undefined) given.push({ field: DB_HEADER, id: Array.isArray(h) ? h.join(',') : h });
+  const m = b.model !== undefined ? MODEL_DB.exec(b.model) : null;
+  if (m) given.push({ field: 'model', id: m[1]! });
+  if (given.length === 0) return undefined;
+  for (const g of given) {
+    if (!DB_ID.test(g.id) || g.id.length > S.dbId.maxLength) {
+      throw new HttpError(422, 'invalid_value', `${g.field} must name a database id (letters, digits, _ . -), got "${g.id.slice(0, 100)}"`, g.field);
+    }
+  }
+  const first = given[0]!;
+  const other = given.find((g) => g.id !== first.id);
+  if (other) throw new HttpError(422, 'invalid_value', `${first.field} names database "${first.id}" but ${other.field} names "${other.id}"`, other.field);
+  if (!req.server.caper.dbs.get(first.id) && first.field !== 'db_id') {
+    const known = req.server.caper.dbs.size ? '' : ' (the server has no --db-dir)';
+    throw new HttpError(422, 'invalid_value', `unknown db_id "${first.id}" (from ${first.field})${known}`, first.field);
+  }
+  return first.id;
+}
+
 /** The verifier request of either Cohere shape (documents as strings or {text}). */
-export function compatRequest(b: V1Body): RerankRequest {
+export function compatRequest(b: V1Body, req: FastifyRequest): RerankRequest {
+  const db = compatDbId(b, req);
   return {
     question: b.query,
     ...(b.schema !== undefined ? { schema: b.schema } : {}),
-    ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
+    ...(db !== undefined ? { db_id: db } : {}),
     sqls: b.documents.map((d) => (typeof d === 'string' ? d : d.text)),
     ...(b.strategy ? { strategy: b.strategy } : {}),
     ...(b.min_confidence !== undefined ? { minConfidence: b.min_confidence } : {}),

@@ -4,8 +4,8 @@
 //   400 bad_request       malformed body: not JSON, wrong type, missing or unknown field
 //   413 payload_too_large body over the limit
 //   415 unsupported_media_type
-//   422 limit_exceeded    well-formed but over a limit (too many candidates, SQL too long, ...)
-//   422 invalid_value     well-formed but unusable (unknown db_id, strategy needs a database, ...)
+//   422 limit_exceeded    well-formed but over a limit (too many candidates, SQL too long, a number above its range)
+//   422 invalid_value     well-formed but unusable (a number below its range, unknown db_id, ...)
 //   429 queue_full        scoring or execution queue full; Retry-After says when to come back
 //   503 not_ready         model still loading, missing or corrupt; Retry-After while loading
 //   503 shutting_down     the server is closing
@@ -31,7 +31,9 @@ interface AjvError {
   message?: string;
 }
 
-const LIMIT_KEYWORDS = new Set(['maxItems', 'maxLength', 'maximum', 'maxProperties']);
+const LIMIT_KEYWORDS = new Set(['maxItems', 'maxLength', 'maximum', 'exclusiveMaximum', 'maxProperties']);
+/** A number below its range is as well-formed as one above it: both are 422, not a malformed body. */
+const RANGE_KEYWORDS = new Set(['minimum', 'exclusiveMinimum']);
 
 /** '/candidates/3/sql' -> 'candidates[3].sql' */
 export function fieldName(instancePath: string, extra?: string): string {
@@ -57,10 +59,10 @@ function fromValidation(err: FastifyError & { validation?: AjvError[]; validatio
   if (v.keyword === 'additionalProperties') message = `unknown field ${field}`;
   else if (v.keyword === 'required') message = `missing required field ${field}`;
   else message = `${where}${field || 'body'} ${v.message ?? 'is invalid'}`;
-  const limit = LIMIT_KEYWORDS.has(v.keyword);
+  const error = LIMIT_KEYWORDS.has(v.keyword) ? 'limit_exceeded' : RANGE_KEYWORDS.has(v.keyword) ? 'invalid_value' : 'bad_request';
   return {
-    status: limit ? 422 : 400,
-    body: { error: limit ? 'limit_exceeded' : 'bad_request', message, ...(field ? { field } : {}) },
+    status: error === 'bad_request' ? 400 : 422,
+    body: { error, message, ...(field ? { field } : {}) },
   };
 }
 

@@ -1,8 +1,7 @@
 // GET /info: what is serving (model, provider, size, limits) for operators and clients that want
 // to size their requests.
 import type { FastifyInstance } from 'fastify';
-import { HYBRID_LAMBDA, CANDIDATE_SCORE_MODE } from '../scoring/rerank.js';
-import { DEFAULT_BLAME } from '../scoring/blame.js';
+import { DECISION_SETTINGS } from '../core/verifier.js';
 
 export default async function infoRoute(app: FastifyInstance): Promise<void> {
   app.get(
@@ -97,7 +96,7 @@ export default async function infoRoute(app: FastifyInstance): Promise<void> {
               prefix_sharing: s.scorer?.prefixSharing ?? false,
             }
           : null,
-        scoring: { candidate_score: CANDIDATE_SCORE_MODE, blame: DEFAULT_BLAME, hybrid_lambda: HYBRID_LAMBDA },
+        scoring: { ...DECISION_SETTINGS },
         limits: {
           max_candidates: limits.maxCandidates,
           max_sql_chars: limits.maxSqlChars,

@@ -2,8 +2,7 @@
 // counterfactual root cause (which clause, which node, the edit that repairs it).
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { num, timingBody, usageBody, rootCauseBody, blameSourceOf } from './shape.js';
-import { warningOf } from '../core/verifier.js';
+import { localizeBody, type SpanUnit } from './shape.js';
 
 interface LocalizeBody {
   question: string;
@@ -12,6 +11,7 @@ interface LocalizeBody {
   db_id?: string;
   gold?: string;
   candidates?: string[];
+  span_unit?: SpanUnit;
 }
 
 const body = {
@@ -27,9 +27,10 @@ const body = {
     candidates: {
       type: 'array',
       maxItems: 64,
-      items: S.sqlString,
+      items: S.candidateSql,
       description: 'other samples for the same question (needs db_id): the best-ranked one whose result differs stands in for gold (consensus_root_cause)',
     },
+    span_unit: S.spanUnit,
   },
   examples: [
     {
@@ -102,6 +103,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
               model: { type: 'string' },
               timing: S.timingOut,
               usage: S.usageOut,
+              span_unit: S.spanUnitOut,
             },
           },
           ...S.errorResponses,
@@ -118,34 +120,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         ...(b.gold !== undefined ? { gold: b.gold } : {}),
         ...(b.candidates !== undefined ? { candidates: b.candidates } : {}),
       });
-      const c = r.candidate;
-      const units = c.units.map((u, index) => ({ index, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), raw: num(u.raw) }));
-      const blame = c.blame.map((k, i) => {
-        const u = c.units[k]!;
-        const before = k === 0 ? c.base : c.units[k - 1]!.score;
-        const source = i === 0 && c.blameFromExecution ? { source: 'execution', reason: c.blameFromExecution } : { source: c.blameFromExecution ? 'model' : blameSourceOf(c) };
-        return { unit: k, kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score), drop: num(before - u.score), ...source };
-      });
-      const out: Record<string, unknown> = { sql: b.sql, parsed: c.parsed, units, base_score: num(c.base), blame, blame_source: r.blameSource, model: r.model };
-      if (c.missingClause) out.missing_clause = c.missingClause;
-      if (r.confidence !== undefined) out.confidence = r.confidence;
-      const w = warningOf(c);
-      if (w) out.warning = w;
-      if (r.warnings.length) out.warnings = r.warnings;
-      if (r.execution) out.execution = r.execution;
-      if (r.gold) {
-        out.gold_match = r.gold.match;
-        const rc = r.gold.rootCause;
-        out.root_cause = rc ? rootCauseBody(rc, c) : null;
-        if (r.gold.rootCauseError !== undefined) out.root_cause_error = r.gold.rootCauseError;
-      }
-      if (r.consensus) {
-        out.consensus_root_cause = r.consensus.rootCause ? rootCauseBody(r.consensus.rootCause, c) : null;
-        if (r.consensus.reason !== undefined) out.consensus_root_cause_reason = r.consensus.reason;
-      }
-      out.timing = timingBody(r.timing);
-      out.usage = usageBody(r.usage);
-      return out;
+      return localizeBody(b.sql, r, b.span_unit ?? 'utf16');
     },
   );
 }

@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
-import { num, timingBody, usageBody, blameOf, blameSourceOf, rootCauseBody, abstentionBody } from './shape.js';
+import { num, timingBody, usageBody, blameOf, blameSourceOf, rootCauseBody, spanOffsets, abstentionBody, type SpanUnit } from './shape.js';
 import { warningOf, type Strategy } from '../core/verifier.js';
 
 interface RerankBody {
@@ -15,6 +15,7 @@ interface RerankBody {
   strategy?: Strategy;
   return_clauses?: boolean;
   min_confidence?: number;
+  span_unit?: SpanUnit;
 }
 
 const body = {
@@ -31,12 +32,12 @@ const body = {
       maxItems: L.maxCandidates,
       items: {
         oneOf: [
-          S.sqlString,
+          S.candidateSql,
           {
             type: 'object',
             required: ['sql'],
             additionalProperties: false,
-            properties: { sql: S.sqlString, id: S.candidateId },
+            properties: { sql: S.candidateSql, id: S.candidateId },
           },
         ],
       },
@@ -45,6 +46,7 @@ const body = {
     strategy: S.strategy,
     return_clauses: { type: 'boolean', default: true, description: 'include every clause with its score' },
     min_confidence: S.minConfidence,
+    span_unit: S.spanUnit,
   },
   examples: [
     {
@@ -110,6 +112,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
               model: { type: 'string' },
               timing: S.timingOut,
               usage: S.usageOut,
+              span_unit: S.spanUnitOut,
             },
           },
           ...S.errorResponses,
@@ -129,12 +132,14 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
         ...(b.min_confidence !== undefined ? { minConfidence: b.min_confidence } : {}),
       });
       const withClauses = b.return_clauses !== false;
+      const unit = b.span_unit ?? 'utf16';
       const results = r.ranking.slice(0, b.top_n ?? r.ranking.length).map((o) => {
         const c = r.candidates[o.index]!;
         const cand = cands[o.index]!;
         const ex = r.executions?.[o.index];
         const cons = r.consensus?.[o.index];
         const warning = warningOf(c);
+        const off = spanOffsets(cand.sql, unit);
         return {
           index: o.index,
           ...(cand.id !== undefined ? { id: cand.id } : {}),
@@ -146,15 +151,15 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
           parsed: c.parsed,
           ...(warning ? { warning } : {}),
           ...(withClauses
-            ? { clauses: c.units.map((u) => ({ kind: u.kind, text: u.text, start: u.start, end: u.end, score: num(u.score) })) }
+            ? { clauses: c.units.map((u) => ({ kind: u.kind, text: u.text, start: off(u.start), end: off(u.end), score: num(u.score) })) }
             : {}),
-          blame: blameOf(c),
+          blame: blameOf(c, off),
           blame_source: blameSourceOf(c),
           ...(c.missingClause ? { missing_clause: c.missingClause } : {}),
           ...(r.reasons ? { reason: r.reasons[o.index]! } : {}),
           ...(cons
             ? {
-                consensus_root_cause: cons.rootCause ? rootCauseBody(cons.rootCause, c) : null,
+                consensus_root_cause: cons.rootCause ? rootCauseBody(cons.rootCause, c, off) : null,
                 ...(cons.reason !== undefined ? { consensus_root_cause_reason: cons.reason } : {}),
               }
             : {}),
@@ -171,7 +176,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
             : {}),
         };
       });
-      return { results, ...(r.warnings.length ? { warnings: r.warnings } : {}), strategy: r.strategy, ...abstentionBody(r), model: r.model, timing: timingBody(r.timing), usage: usageBody(r.usage) };
+      return { results, ...(r.warnings.length ? { warnings: r.warnings } : {}), strategy: r.strategy, ...abstentionBody(r), model: r.model, timing: timingBody(r.timing), usage: usageBody(r.usage), span_unit: unit };
     },
   );
 }

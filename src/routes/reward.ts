@@ -4,8 +4,8 @@
 // the group-relative advantage at every boundary. Formulas: src/scoring/returns.ts.
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
-import { num, timingBody, usageBody } from './shape.js';
-import { EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
+import { num, timingBody, usageBody, spanOffsets, type SpanUnit } from './shape.js';
+import { EXECUTION_ERROR_REWARD } from '../core/verifier.js';
 import { warningOf } from '../core/verifier.js';
 
 interface RewardBody {
@@ -17,6 +17,7 @@ interface RewardBody {
   gamma?: number;
   execution_weight?: number;
   clause_weight?: number;
+  span_unit?: SpanUnit;
 }
 
 const DEFAULTS = { gamma: 1, clause_weight: 1, execution_weight: 1 } as const;
@@ -53,6 +54,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
             gamma: { type: 'number', minimum: 0, maximum: 1, default: DEFAULTS.gamma },
             execution_weight: { type: 'number', minimum: -1000, maximum: 1000, default: DEFAULTS.execution_weight },
             clause_weight: { type: 'number', minimum: -1000, maximum: 1000, default: DEFAULTS.clause_weight },
+            span_unit: S.spanUnit,
           },
           examples: [
             {
@@ -92,6 +94,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
               model: { type: 'string' },
               timing: S.timingOut,
               usage: S.usageOut,
+              span_unit: S.spanUnitOut,
             },
           },
           ...S.errorResponses,
@@ -113,13 +116,15 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
         samples: b.samples,
         ...opts,
       });
+      const unit = b.span_unit ?? 'utf16';
       const samples = r.samples.map((s, i) => {
         const c = s.candidate;
         const rw = s.rewards;
+        const off = spanOffsets(b.samples[i]!, unit);
         return {
           index: i,
           clauses: c.units.map((u, k) => ({
-            kind: u.kind, text: u.text, start: u.start, end: u.end,
+            kind: u.kind, text: u.text, start: off(u.start), end: off(u.end),
             score: num(u.score), reward: rw.rewards[k]!, return_to_go: rw.returnToGo[k]!, advantage: rw.advantages[k]!,
           })),
           ...(s.execution !== undefined ? { execution_reward: s.execution } : {}),
@@ -139,6 +144,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
         model: r.model,
         timing: timingBody(r.timing),
         usage: usageBody(r.usage),
+        span_unit: unit,
       };
     },
   );

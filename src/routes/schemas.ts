@@ -1,9 +1,15 @@
 // JSON schemas shared by the route plugins. Limits live here as maxItems/maxLength so that the
 // validator rejects oversized input before any work, and the error handler reports them as 422.
 import { DEFAULT_LIMITS as L } from './context.js';
+import { CLAUSE_LABELS } from '../core/verifier.js';
 
 export const question = { type: 'string', minLength: 1, maxLength: L.maxQuestionChars, description: 'the natural-language question' } as const;
 export const sqlString = { type: 'string', minLength: 1, maxLength: L.maxSqlChars } as const;
+/**
+ * A candidate: an LLM reply as it came, so an empty one is allowed and, like a blank or prose
+ * reply, scores 0 with a warning instead of failing the whole request.
+ */
+export const candidateSql = { type: 'string', maxLength: L.maxSqlChars, description: 'candidate SQL or an LLM reply holding it; an empty or blank one scores 0 with a warning' } as const;
 export const schemaText = {
   type: 'string',
   maxLength: L.maxSchemaChars,
@@ -54,6 +60,16 @@ export const selectorReason = {
 } as const;
 export const candidateId = { type: ['string', 'integer'] } as const;
 
+const SPAN_UNITS = 'in span_unit: utf16 (default) counts UTF-16 code units, as JavaScript string indexes do; codepoint counts Unicode code points, as Python str indexes do (sql[start:end]); byte counts UTF-8 bytes (sql.encode()[start:end])';
+
+/** Request field of every route that returns spans. */
+export const spanUnit = {
+  type: 'string',
+  enum: ['utf16', 'codepoint', 'byte'],
+  default: 'utf16',
+  description: `the unit of every start/end offset (and node.span) in the response, each into the caller's own string: ${SPAN_UNITS.slice(SPAN_UNITS.indexOf(':') + 2)}. They differ only for non-ASCII text (an emoji is 2 UTF-16 units, 1 code point, 4 bytes)`,
+} as const;
+
 /** A request's abstention threshold; out of [0, 1] is 422 invalid_value (checked by the verifier). */
 export const minConfidence = {
   type: 'number',
@@ -75,9 +91,12 @@ export const abstentionOut = {
 export const span = {
   kind: { type: 'string', description: 'clause kind: WITH, SELECT, FROM, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT, SETOP' },
   text: { type: 'string' },
-  start: { type: 'integer', description: 'offset into the caller\'s SQL' },
-  end: { type: 'integer', description: 'exclusive end offset' },
+  start: { type: 'integer', description: `offset into the caller's SQL, ${SPAN_UNITS}` },
+  end: { type: 'integer', description: 'exclusive end offset, in the same unit' },
 } as const;
+
+/** Response field echoing the unit the offsets are in. */
+export const spanUnitOut = { type: 'string', enum: ['utf16', 'codepoint', 'byte'], description: 'the unit of every start/end offset in this response' } as const;
 
 export const clauseOut = {
   type: 'object',
@@ -167,12 +186,12 @@ export const rootCauseOut = {
     kind: { type: 'string', description: "the blamed unit's kind" },
     clause: {
       type: 'string',
-      enum: ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'],
+      enum: [...CLAUSE_LABELS],
       description: 'the root-cause clause (SETOP for a set operation or an arm after the first; a missing clause names itself while unit is the one written in its place)',
     },
     ranking: { type: 'array', items: { type: 'string' }, description: 'clause labels, most likely root cause first' },
     text: { type: 'string' },
-    start: { type: 'integer' },
+    start: { type: 'integer', description: 'offset into the candidate (span_unit)' },
     end: { type: 'integer' },
     node: {
       type: 'object',
@@ -180,7 +199,7 @@ export const rootCauseOut = {
         id: { type: 'integer' },
         kind: { type: 'string' },
         label: { type: 'string' },
-        span: { type: 'array', items: { type: 'integer' } },
+        span: { type: 'array', items: { type: 'integer' }, description: '[start, end) of the node in the candidate (span_unit)' },
       },
     },
     edit_script: {

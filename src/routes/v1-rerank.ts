@@ -1,6 +1,7 @@
 // POST /v1/rerank: the Cohere/Jina rerank shape, so an API gateway or a RAG framework that
 // already speaks "rerank" can put the verifier in front of Majority Vote without new glue.
-// Unknown fields those clients send (model, rank_fields, ...) are accepted and ignored.
+// Unknown fields those clients send (rank_fields, ...) are accepted and ignored; `model` is too,
+// unless it is "caper:<db_id>", which names the database (compat.ts).
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { timingBody, usageBody } from './shape.js';
@@ -58,7 +59,7 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
     },
     async (req) => {
       const b = req.body;
-      const request = compatRequest(b);
+      const request = compatRequest(b, req);
       const { sqls } = request;
       const r = await app.caper.rerank(request);
       // This shape has no per-result field for it, so unscored documents are listed in meta.

@@ -1,5 +1,6 @@
 // POST /v2/rerank: Cohere's current rerank shape (the one `cohere.ClientV2(base_url=...).rerank()`
-// sends): `model` is required there, so it is accepted (any value; the served model answers) and
+// sends): `model` is required there, so it is accepted (the served model answers; "caper:<db_id>"
+// names a database, see compat.ts) and
 // the response carries meta.api_version and meta.billed_units like Cohere's. Billing follows
 // Cohere's unit: one search unit per query of up to 100 documents. Fields Cohere defines that mean
 // nothing here (max_tokens_per_doc, relevant_spans, priority) are accepted and ignored; schema,
@@ -14,12 +15,11 @@ const DOCS_PER_SEARCH_UNIT = 100;
 
 const body = {
   ...compatBody,
-  properties: { ...compatBody.properties, model: { type: 'string', description: 'accepted for compatibility; the served model answers' } },
   examples: [{ model: 'caper', ...compatBody.examples[0] }],
 } as const;
 
 export default async function v2RerankRoute(app: FastifyInstance): Promise<void> {
-  app.post<{ Body: V1Body & { model?: string } }>(
+  app.post<{ Body: V1Body }>(
     '/v2/rerank',
     {
       schema: {
@@ -63,7 +63,7 @@ export default async function v2RerankRoute(app: FastifyInstance): Promise<void>
     },
     async (req) => {
       const b = req.body;
-      const request = compatRequest(b);
+      const request = compatRequest(b, req);
       const { sqls } = request;
       const r = await app.caper.rerank(request);
       const warnings = compatWarnings(r);

@@ -10,12 +10,11 @@ import { buildPrompt } from './prompt.js';
 import type { LoadedModel } from './onnx.js';
 import type { Batcher } from './batcher.js';
 import { packSequences, unpackedRequest, unpackOutputs, type PackedRequest, type PackedRow } from './packing.js';
-import { candidateScore, CANDIDATE_SCORE_MODE, type CandidateScoreMode } from './rerank.js';
-import { blameOrder, sigmoid, DEFAULT_BLAME } from './blame.js';
+import { candidateScore, CANDIDATE_SCORE_MODE, type CandidateScoreMode } from './candidate-score.js';
 
 /**
- * Longest candidate the clause parser sees. Its cost grows superlinearly on hostile input (a
- * 20,000-character `a+a+...` took ~750 ms on the event loop); longer candidates keep the same clause
+ * Longest candidate the clause parser sees. Its cost grows superlinearly on hostile input (long
+ * `a+a+...` chains stall the event loop); longer candidates keep the same clause
  * units (those come from the lexer either way), so their scores are unchanged, but parsed=false.
  */
 export const MAX_PARSE_CHARS = 2_000;
@@ -46,8 +45,6 @@ export interface ScoredCandidate {
   base: number;
   /** Candidate score (see CANDIDATE_SCORE_MODE); 0 when nothing could be scored. */
   score: number;
-  /** Unit indexes, most suspect first (DEFAULT_BLAME in blame.ts). Empty when unscored. */
-  blame: number[];
   /** Set when the candidate could not be scored at all (e.g. its SQL alone exceeds max_length). */
   error?: string;
   truncated?: { schema: boolean; question: boolean };
@@ -73,6 +70,8 @@ export interface ScoreUsage {
   /** prompt_tokens - model_tokens: shared prefixes (and repeated candidates) computed once. */
   shared_tokens: number;
 }
+
+const sigmoid = (x: number): number => 1 / (1 + Math.exp(-x));
 
 interface Prepared {
   sql: string;
@@ -216,7 +215,6 @@ export class Scorer {
         units: p.units.map((u) => ({ kind: u.kind, text: u.text, start: u.start, end: u.end, raw: NaN, score: NaN })),
         base: NaN,
         score: 0,
-        blame: [],
         error: p.error ?? 'not scored',
       };
     }
@@ -226,7 +224,7 @@ export class Scorer {
     });
     const scores = units.map((u) => u.score);
     const base = p.sqlPos >= 0 ? sigmoid(out[p.sqlPos]!) : 0.5;
-    return { ...common, units, base, score: candidateScore(scores, this.mode), blame: blameOrder(scores, base, DEFAULT_BLAME) };
+    return { ...common, units, base, score: candidateScore(scores, this.mode) };
   }
 
   /** Scores all candidates of one request; the batcher may merge them with other requests'. */

@@ -408,7 +408,7 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
       const single = e.rows === 1 && e.cols === 1;
       base.push(cue.count ? (single ? 1 : -1) : 0, cue.superlative ? (e.rows === 1 ? 1 : -1) : 0, Math.max(0, e.cols - cue.asked));
       // Share of members comparing a column with a value it never holds (checked by the caller
-      // against the database: src/annotate/suspects.ts missingLiterals).
+      // against the database: src/rootcause/suspects.ts missingLiterals).
       base.push(mean(members.map((i) => ((cands[i]!.missingLiterals ?? 0) > 0 ? 1 : 0))));
       info.shape = { rows: e.rows, cols: e.cols, empty: e.rows === 0, all_null: e.allNull };
     } else {
@@ -434,6 +434,7 @@ export function groupScore(w: SelectorWeights, x: readonly number[]): number {
   return s;
 }
 
+/** A choice over scored groups (src/verdict/rank.ts chooseGroups), as explain() reads it. */
 export interface SelectorChoice {
   /** Caller indexes in ranking order. */
   order: number[];
@@ -445,45 +446,16 @@ export interface SelectorChoice {
   groups: (SelectorGroup & { score: number; prob: number })[];
 }
 
-export function selectGroups(cands: readonly SelectorCandidate[], w: SelectorWeights, question?: string): SelectorChoice {
-  const n = cands.length;
+/**
+ * The model's view of a request's candidates: their groups (buildGroups), each scored with the
+ * weights (groupScore), the candidates outside every group, and each candidate's PRM score. The
+ * decision over them is src/verdict/rank.ts chooseGroups.
+ */
+export function scoreGroups(cands: readonly SelectorCandidate[], w: SelectorWeights, question?: string): {
+  groups: (SelectorGroup & { score: number })[]; failed: number[]; prm: number[];
+} {
   const { groups, failed } = buildGroups(cands, w.mode, question);
-  const prmOrder = (xs: number[]) => xs.slice().sort((a, b) => prmOf(cands[b]!) - prmOf(cands[a]!) || a - b);
-  const cluster = new Array<number>(n).fill(-1);
-  const clusterSize = new Array<number>(n).fill(0);
-  const prob = new Array<number>(n).fill(0);
-  if (groups.length === 0) {
-    const order = prmOrder(cands.map((_, i) => i));
-    for (const i of order) clusterSize[i] = failed.length;
-    return { order, cluster, clusterSize, prob, groups: [] };
-  }
-  const scored = groups.map((g) => ({ ...g, score: groupScore(w, g.x), prob: 0 }));
-  const mx = Math.max(...scored.map((g) => g.score));
-  const z = scored.reduce((a, g) => a + Math.exp(g.score - mx), 0);
-  for (const g of scored) g.prob = Math.exp(g.score - mx) / z;
-  // A group whose answer rests on a value the database does not hold (most members compare a
-  // column with a literal that can match nothing: 'USA' for 'United States') is passed over while
-  // a group without such literals exists. A rule, not a weight: as a fitted feature it was too
-  // rare for the l2 to leave it a weight; as a rule it lifts the cross-validated selector on
-  // dev-open from 85.1 to 86.4 (pool8) and 85.9 to 87.5 (pool16) (docs/SELECTOR.md).
-  const clean = scored.filter((g) => !g.info.missingLiterals);
-  const demote = clean.length > 0 && clean.length < scored.length;
-  scored.sort((a, b) => (demote ? Number(a.info.missingLiterals) - Number(b.info.missingLiterals) : 0)
-    || b.score - a.score || b.info.prm - a.info.prm || Math.min(...a.members) - Math.min(...b.members));
-  const order: number[] = [];
-  scored.forEach((g, gi) => {
-    for (const i of g.members) {
-      order.push(i);
-      cluster[i] = gi;
-      clusterSize[i] = g.members.length;
-      prob[i] = g.prob;
-    }
-  });
-  for (const i of prmOrder(failed)) {
-    order.push(i);
-    clusterSize[i] = failed.length;
-  }
-  return { order, cluster, clusterSize, prob, groups: scored };
+  return { groups: groups.map((g) => ({ ...g, score: groupScore(w, g.x) })), failed, prm: cands.map(prmOf) };
 }
 
 /**
@@ -556,7 +528,7 @@ export interface SelectorReason {
 
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
 
-/** A reason per caller index for a selectGroups() choice. */
+/** A reason per caller index for a choice over scoreGroups()' groups. */
 export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'caper.json' | 'vote', n: number, cands?: readonly SelectorCandidate[]): SelectorReason[] {
   const gs = choice.groups;
   const vote = gs.length ? gs.reduce((b, g) => (g.members.length > b.members.length || (g.members.length === b.members.length && Math.min(...g.members) < Math.min(...b.members)) ? g : b)) : null;
@@ -577,7 +549,7 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
     const overrules = vote !== null && g !== vote && gi < gs.indexOf(vote);
     const size = g.members.length;
     const summary =
-      `${gi === 0 ? 'chosen' : `ranked ${gi + 1}`}: group of ${size}/${n}` +
+      `group of ${size}/${n}` +
       (overrules ? ` over the vote's group of ${vote!.members.length}` : '') +
       `, PRM ${g.info.prm.toFixed(2)}, clause agreement ${g.info.agreement.toFixed(2)}` +
       (g.info.shape ? `, ${g.info.shape.rows} row(s) x ${g.info.shape.cols} col(s)` : '') +
@@ -620,11 +592,20 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
     ...(failed ? { execution_failed: true } : {}),
     weights: source,
   });
-  return choice.cluster.map((c, i) =>
-    c >= 0
-      ? perGroup[c]!
-      : cands?.[i] && isUnscored(cands[i]!)
-        ? outside(1, 'not scored (see its warning): joins no group, ranked last', !!(cands[i]!.exec && !cands[i]!.exec!.ok))
-        : outside(failedCount, gs.length ? 'execution failed: ranked after every group, by PRM' : 'every execution failed: ranked by PRM', true),
-  );
+  // Members of a group share its evidence but not their rank: the summary names the candidate's
+  // own place in the ranking, and its group's when that differs.
+  const rankOf = new Array<number>(choice.cluster.length).fill(0);
+  choice.order.forEach((index, k) => (rankOf[index] = k + 1));
+  const head = (i: number, gi: number): string => {
+    const r = rankOf[i]!;
+    if (r === 1) return 'chosen';
+    return gi === 0 ? `ranked ${r} (in the chosen group)` : r === gi + 1 ? `ranked ${r}` : `ranked ${r} (group ranked ${gi + 1} of ${gs.length})`;
+  };
+  return choice.cluster.map((c, i) => {
+    if (c >= 0) return { ...perGroup[c]!, summary: `${head(i, c)}: ${perGroup[c]!.summary}` };
+    const r = rankOf[i]!;
+    return cands?.[i] && isUnscored(cands[i]!)
+      ? outside(1, `ranked ${r}: not scored (see its warning), joins no group`, !!(cands[i]!.exec && !cands[i]!.exec!.ok))
+      : outside(failedCount, gs.length ? `ranked ${r}: execution failed, after every group, by PRM` : `ranked ${r}: every execution failed, by PRM`, true);
+  });
 }

@@ -3,8 +3,7 @@
 // was not fitted on (k folds by `group`, i.e. by database, inside the training data), so that
 // the map corrects the regression's over-confidence on new databases rather than memorizing its
 // training fit.
-import { calibrate, CONFIDENCE_SELECTED, type Calibration, type ConfidenceModel } from './confidence.js';
-import type { SelectorMode } from '../scoring/selector.js';
+import { calibrate, CONFIDENCE_SELECTED, type Calibration, type ConfidenceModel, type ConfidenceMode } from './confidence.js';
 
 export interface ConfidenceRow {
   x: number[];
@@ -170,7 +169,7 @@ function foldsOf(rows: readonly ConfidenceRow[], k: number): Set<string>[] {
  * the regression's out-of-fold scores (folds by group). With a single group the calibration is
  * fitted in-sample (no held-out scores exist).
  */
-export function fitConfidence(rows: readonly ConfidenceRow[], mode: SelectorMode, features: string[], opts: ConfidenceFitOptions = {}): ConfidenceModel {
+export function fitConfidence(rows: readonly ConfidenceRow[], mode: ConfidenceMode, features: string[], opts: ConfidenceFitOptions = {}): ConfidenceModel {
   if (rows.length === 0) throw new Error('confidence fit: no training rows');
   const l2 = opts.l2 ?? DEFAULT_CONFIDENCE_L2;
   const iterations = opts.iterations ?? 400;

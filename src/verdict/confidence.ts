@@ -3,8 +3,8 @@
 // shared by the service, `caper eval rerank --confidence` and the fitter.
 //
 // Model (one per mode: `exec` with a database, `sql` without)
-//   x    the candidate's features: its selector group's feature vector (selector.ts FEATURES) and
-//        what the selector's choice says about it and about the pool (POOL_FEATURES below);
+//   x    the candidate's features: its selector group's feature vector and what the selector's
+//        choice says about it and about the pool (src/scoring/confidence-features.ts);
 //   s    w . z + b, z = (x - mean) / sd with the training set's mean and spread;
 //   p    the calibration map applied to s: isotonic (a monotone step function, interpolated
 //        linearly between the centres of its steps) or Platt (sigmoid(a s + c)), fitted on
@@ -16,17 +16,9 @@
 // A lone candidate carries no agreement evidence: the features say so (`n_inv`, `lone`), and the
 // model is fitted on pools thinned down to one candidate as well, so its probability is what the
 // PRM and the result's shape alone support.
-import { FEATURES, isUnscored, prmOf, questionCues, type SelectorCandidate, type SelectorChoice, type SelectorMode } from '../scoring/selector.js';
-import { tokenize, significant } from '../clauses/lexer.js';
-import { MAX_CANON_CHARS } from '../scoring/selector-canon.js';
 
-/** Features of the pool and of the candidate's place in the selector's choice, after FEATURES[mode]. */
-export const POOL_FEATURES: readonly string[] = [
-  'prob', 'logit', 'chosen', 'prob_gap', 'groups', 'n_inv', 'lone', 'failed', 'failed_share', 'prm_self', 'order_major',
-  // How hard the question looks, from its wording and the candidate's SQL: the same for every
-  // group, so the selector cannot use it, but it moves how often any answer is right.
-  'q_words', 'q_count', 'q_superlative', 'q_asked', 'sql_tokens', 'sql_clauses',
-];
+/** `exec` with a database (candidates executed), `sql` without: the selector's two modes. */
+export type ConfidenceMode = 'exec' | 'sql';
 
 /**
  * Feature sets of the regression. `agreement` (the default): how the pool agrees (share, margin,
@@ -37,7 +29,7 @@ export const POOL_FEATURES: readonly string[] = [
  */
 const AGREEMENT = ['share', 'margin', 'groups', 'failed_share', 'n_inv', 'lone', 'failed', 'chosen', 'prob', 'logit', 'prob_gap',
   'q_words', 'q_count', 'q_superlative', 'q_asked', 'sql_tokens', 'sql_clauses'];
-export const CONFIDENCE_SETS: Record<'agreement' | 'rich', Record<SelectorMode, readonly string[]>> = {
+export const CONFIDENCE_SETS: Record<'agreement' | 'rich', Record<ConfidenceMode, readonly string[]>> = {
   agreement: {
     exec: AGREEMENT,
     sql: AGREEMENT.filter((f) => f !== 'failed_share' && f !== 'failed'),
@@ -50,16 +42,12 @@ export const CONFIDENCE_SETS: Record<'agreement' | 'rich', Record<SelectorMode, 
 export type ConfidenceSet = keyof typeof CONFIDENCE_SETS;
 export const CONFIDENCE_SELECTED = CONFIDENCE_SETS.agreement;
 
-export function confidenceFeatureNames(mode: SelectorMode): string[] {
-  return [...FEATURES[mode], ...POOL_FEATURES];
-}
-
 export type Calibration =
   | { kind: 'isotonic'; x: number[]; y: number[] }
   | { kind: 'platt'; a: number; c: number };
 
 export interface ConfidenceModel {
-  mode: SelectorMode;
+  mode: ConfidenceMode;
   features: string[];
   mean: number[];
   sd: number[];
@@ -70,59 +58,7 @@ export interface ConfidenceModel {
   floor: number;
 }
 
-const LOGIT_CLIP = 8;
-const logit = (p: number) => Math.max(-LOGIT_CLIP, Math.min(LOGIT_CLIP, Math.log(p / (1 - p))));
 const sigmoid = (s: number) => 1 / (1 + Math.exp(-s));
-
-/**
- * Per caller index, the feature vector in confidenceFeatureNames(mode) order. A candidate outside
- * every group (its execution failed, or it was not scored) has zeros for the group features.
- */
-export function confidenceFeatures(cands: readonly SelectorCandidate[], choice: SelectorChoice, mode: SelectorMode, question?: string): number[][] {
-  const n = cands.length;
-  const cue = questionCues(question);
-  const qWords = Math.log1p((question ?? '').split(/\s+/).filter(Boolean).length);
-  const gs = choice.groups;
-  const dim = FEATURES[mode].length;
-  const failed = choice.cluster.filter((c) => c < 0).length;
-  const probs = gs.map((g) => g.prob).sort((a, b) => b - a);
-  return cands.map((c, i) => {
-    const gi = choice.cluster[i]!;
-    const g = gi >= 0 ? gs[gi] : undefined;
-    const p = g ? g.prob : 0;
-    // The best other group's probability: how far this group stands above (or below) its rival.
-    const rival = g ? (p === probs[0] ? probs[1] ?? 0 : probs[0]!) : probs[0] ?? 0;
-    let orderMajor = 0;
-    if (g && mode === 'exec' && c.exec?.ok) {
-      const key = c.exec.orderedKey;
-      const same = g.members.filter((j) => {
-        const e = cands[j]!.exec;
-        return e?.ok && e.orderedKey === key;
-      }).length;
-      orderMajor = same / g.members.length;
-    } else if (g) orderMajor = 1;
-    return [
-      ...(g ? g.x : new Array<number>(dim).fill(0)),
-      p,
-      g ? logit(Math.min(1 - 1e-6, Math.max(1e-6, p))) : -LOGIT_CLIP,
-      gi === 0 ? 1 : 0,
-      p - rival,
-      gs.length / n,
-      1 / n,
-      n === 1 ? 1 : 0,
-      g ? 0 : 1,
-      failed / n,
-      isUnscored(c) ? 0 : prmOf(c),
-      orderMajor,
-      qWords,
-      cue.count,
-      cue.superlative,
-      Math.log(cue.asked),
-      c.sql.length > MAX_CANON_CHARS ? Math.log1p(c.sql.length / 4) : Math.log1p(tokenize(c.sql).filter(significant).length),
-      c.units.length,
-    ];
-  });
-}
 
 /** The model's uncalibrated score of one feature vector. */
 export function rawScore(m: ConfidenceModel, x: readonly number[]): number {
@@ -154,19 +90,13 @@ export function probability(m: ConfidenceModel, x: readonly number[]): number {
   return Math.min(1 - m.floor, Math.max(m.floor, p));
 }
 
-/** Per caller index: the probability that the candidate is right. */
-export function confidenceOf(m: ConfidenceModel, cands: readonly SelectorCandidate[], choice: SelectorChoice, question?: string): number[] {
-  return confidenceFeatures(cands, choice, m.mode, question).map((x) => probability(m, x));
-}
-
 function finiteArray(v: unknown, len?: number): v is number[] {
   return Array.isArray(v) && (len === undefined || v.length === len) && v.every((x) => typeof x === 'number' && Number.isFinite(x));
 }
 
-function parseModel(v: unknown, mode: SelectorMode): ConfidenceModel | null {
+function parseModel(v: unknown, mode: ConfidenceMode, names: readonly string[]): ConfidenceModel | null {
   if (!v || typeof v !== 'object') return null;
   const o = v as Record<string, unknown>;
-  const names = confidenceFeatureNames(mode);
   const features = o.features;
   if (!Array.isArray(features) || features.length !== names.length || !features.every((f, k) => f === names[k])) return null;
   const d = names.length;
@@ -185,7 +115,7 @@ function parseModel(v: unknown, mode: SelectorMode): ConfidenceModel | null {
   } else if (c?.kind === 'platt' && typeof c.a === 'number' && typeof c.c === 'number' && Number.isFinite(c.a) && Number.isFinite(c.c) && c.a >= 0) {
     calibration = { kind: 'platt', a: c.a, c: c.c };
   } else return null;
-  return { mode, features: names, mean: o.mean as number[], sd: o.sd as number[], weights: o.weights as number[], bias: o.bias, calibration, floor };
+  return { mode, features: [...names], mean: o.mean as number[], sd: o.sd as number[], weights: o.weights as number[], bias: o.bias, calibration, floor };
 }
 
 export interface ConfidenceModels {
@@ -193,10 +123,14 @@ export interface ConfidenceModels {
   sql: ConfidenceModel | null;
 }
 
-/** The `confidence` section of caper.json ({exec, sql}); a missing or invalid mode is null (no confidence). */
-export function confidenceModelsFrom(section: unknown): ConfidenceModels {
+/**
+ * The `confidence` section of caper.json ({exec, sql}); a missing or invalid mode is null (no
+ * confidence), and so is a mode fitted on other features than `names` (the feature vector the
+ * scorer computes, src/scoring/confidence-features.ts).
+ */
+export function confidenceModelsFrom(section: unknown, names: Record<ConfidenceMode, readonly string[]>): ConfidenceModels {
   const s = (section && typeof section === 'object' ? section : {}) as { exec?: unknown; sql?: unknown };
-  return { exec: parseModel(s.exec, 'exec'), sql: parseModel(s.sql, 'sql') };
+  return { exec: parseModel(s.exec, 'exec', names.exec), sql: parseModel(s.sql, 'sql', names.sql) };
 }
 
 export interface Abstention {

@@ -92,3 +92,80 @@ def test_cohere_wrong_key_is_refused(server):
     co = cohere.ClientV2(api_key="wrong", base_url=server)
     with pytest.raises(cohere.errors.UnauthorizedError):
         co.rerank(model="caper", query=QUERY, documents=DOCS)
+
+
+# A database from the SDK, which has no db_id argument: the model name "caper:<db_id>" (the
+# documented way), the X-Caper-Db-Id header, or db_id as an additional body parameter.
+DB_DOCS = ["SELECT count(*) FROM singer", GOOD, "SELECT count(singer_id) FROM singer WHERE country = 'France'", "SELECT nme FROM singer"]
+
+
+def _exec_mode(r):
+    """meta.reason (v1, selector): mode exec means the candidates ran on the database."""
+    reason = r.meta.reason
+    return reason["mode"] if isinstance(reason, dict) else reason.mode
+
+
+def test_cohere_database_by_model_name(server):
+    v1 = cohere.Client(api_key=KEY, base_url=server)
+    r = v1.rerank(model="caper:shop", query=QUERY, documents=DB_DOCS)
+    assert not any("neither schema nor db_id" in w for w in (r.meta.warnings or []))
+    assert _exec_mode(r) == "exec"
+    # The two candidates that count French singers return the same result and win together.
+    assert {x.index for x in r.results[:2]} == {1, 2}
+    plain = v1.rerank(model="caper", query=QUERY, documents=DB_DOCS)
+    assert _exec_mode(plain) == "sql"
+    assert any("neither schema nor db_id" in w for w in plain.meta.warnings)
+
+    v2 = cohere.ClientV2(api_key=KEY, base_url=server)
+    r2 = v2.rerank(model="caper:shop", query=QUERY, documents=DB_DOCS)
+    assert [x.index for x in r2.results] == [x.index for x in r.results]
+    assert not any("neither schema nor db_id" in w for w in (r2.meta.warnings or []))
+    # vote needs a database: it works with the model name and is refused without it.
+    voted = v2.rerank(model="caper:shop", query=QUERY, documents=DB_DOCS,
+                      request_options={"additional_body_parameters": {"strategy": "vote"}})
+    assert {x.index for x in voted.results[:2]} == {1, 2}
+    with pytest.raises(cohere.core.api_error.ApiError) as e:
+        v2.rerank(model="caper", query=QUERY, documents=DB_DOCS,
+                  request_options={"additional_body_parameters": {"strategy": "vote"}})
+    assert e.value.status_code == 422
+    with pytest.raises(cohere.core.api_error.ApiError) as e:
+        v2.rerank(model="caper:no_such_db", query=QUERY, documents=DB_DOCS)
+    assert e.value.status_code == 422 and "no_such_db" in str(e.value.body)
+
+
+def test_cohere_database_by_header_or_body_parameter(server):
+    v2 = cohere.ClientV2(api_key=KEY, base_url=server)
+    want = [x.index for x in v2.rerank(model="caper:shop", query=QUERY, documents=DB_DOCS).results]
+    by_header = v2.rerank(model="rerank-v3.5", query=QUERY, documents=DB_DOCS,
+                          request_options={"additional_headers": {"X-Caper-Db-Id": "shop"}})
+    by_body = v2.rerank(model="rerank-v3.5", query=QUERY, documents=DB_DOCS,
+                        request_options={"additional_body_parameters": {"db_id": "shop"}})
+    assert [x.index for x in by_header.results] == want
+    assert [x.index for x in by_body.results] == want
+    for r in (by_header, by_body):
+        assert not any("neither schema nor db_id" in w for w in (r.meta.warnings or []))
+
+
+def test_span_unit_codepoint_and_byte_slice_in_python(server):
+    """Python's own slicing on the spans the server returns, with emoji in the SQL."""
+    import json
+    sql = "SELECT name FROM singer WHERE name = '😀🎤 Ann' OR country = 'Fr😀nce' ORDER BY age"
+
+    def post(unit):
+        req = urllib.request.Request(server + "/rerank", method="POST", headers={
+            "content-type": "application/json", "authorization": f"Bearer {KEY}"},
+            data=json.dumps({"question": QUERY, "db_id": "shop", "candidates": [sql], "span_unit": unit}).encode())
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.load(r)["results"][0]
+
+    cp = post("codepoint")
+    assert len(cp["clauses"]) >= 4
+    for c in cp["clauses"]:
+        assert sql[c["start"]:c["end"]] == c["text"]
+    assert sql[cp["blame"]["start"]:cp["blame"]["end"]] == cp["blame"]["text"]
+    raw = sql.encode("utf-8")
+    for c in post("byte")["clauses"]:
+        assert raw[c["start"]:c["end"]].decode("utf-8") == c["text"]
+    # The default (UTF-16 code units) is not what Python's str slicing wants after an emoji.
+    last = post("utf16")["clauses"][-1]
+    assert sql[last["start"]:last["end"]] != last["text"]

@@ -2,8 +2,8 @@
 // clauses of its SELECT and the enclosing ones (correlated subqueries), with the schema deciding
 // unqualified names. Mutations use it to stay type-preserving; the counterfactual uses it to
 // compare clauses by meaning (T1.name vs singer.name) rather than by text.
-import type { TreeNode } from '../clauses/types.js';
-import type { SchemaInfo } from '../clauses/schema.js';
+import type { TreeNode } from './types.js';
+import type { SchemaInfo } from './schema.js';
 
 export interface ScopeEntry {
   /** Lower-case table name, or '' for a subquery/CTE item we cannot see into. */

@@ -1,15 +1,18 @@
-// Turning clause scores into a blame ranking. The model's output at the k-th marker estimates
-// whether the query is still right after clause k. The root cause is defined (annotation,
-// counterfactual) as the earliest clause, in written order, that goes wrong, so:
+// The blame verdict: which clause of a scored candidate to blame, from what is known about it.
+// Pure functions over facts others computed (the model's clause outputs, the unit an execution
+// error names, single-query evidence, a consensus ranking, the question's conjunction cue) and
+// the model manifest's fitted combiners; the service, `caper localize`, the evaluations and the
+// blame-fit data all call blameOf, so they cannot disagree.
+//
+// Readouts of the model alone. The output at the k-th marker estimates whether the query is still
+// right after clause k; the root cause is the earliest clause that goes wrong, so:
 //  - "first": clauses the model judges wrong (score < 0.5) in written order, then the rest by drop;
 //  - "drop":  the clause where the score falls furthest from the previous prefix;
 //  - "min":   the lowest score first.
-// The default model is trained with a per-clause regression target at every marker (1 = this
-// clause is fine, 0 = it holds the root cause) beside the preference loss, so its marker outputs
-// read best as per-clause verdicts: "min" is the service's choice. On dev-open pool8 failures the
-// shipped model measured Top-1 min 0.413 / drop 0.346 / first 0.326 (an earlier, shorter-trained
-// checkpoint ordered them first > drop > min, so the choice is model-specific: re-check with
-// `caper eval localize`, which reports all three).
+// The default model is trained with a per-clause regression target at every marker beside the
+// preference loss, so its marker outputs read best as per-clause verdicts: "min" is the service's
+// choice. Which readout is best is model-specific: `caper eval localize` reports all three.
+import { CLAUSE_LABELS, EVIDENCE_QUERY_FACTS, EVIDENCE_UNIT_FACTS, FUNDAMENTAL_ORDER, type ClauseLabel } from '../clauses/labels.js';
 
 export type BlameStrategy = 'first' | 'drop' | 'min';
 export const BLAME_STRATEGIES: readonly BlameStrategy[] = ['first', 'drop', 'min'];
@@ -39,8 +42,8 @@ export function blameOrder(scores: number[], base: number, strategy: BlameStrate
 export const sigmoid = (x: number): number => 1 / (1 + Math.exp(-x));
 
 /**
- * Fused blame (issue 12): the model's clause verdicts combined with the consensus root cause of the
- * other candidates (rootcause.ts consensusRootCause: the clause the differing candidates' results
+ * Fused blame: the model's clause verdicts combined with the consensus root cause of the
+ * other candidates (consensusRootCause: the clause the differing candidates' results
  * point at, no gold). Per unit, suspicion = -raw standardized over the candidate's units (the "min"
  * readout, scale-free) plus beta times the reciprocal rank of the unit's clause label in the
  * consensus ranking. beta comes from the model's caper.json (`blame.fused_beta`, fitted by
@@ -72,7 +75,7 @@ export function fusedBetaOf(manifest: { [k: string]: unknown }): number {
 }
 
 /** Clause labels in the order of the one-hot features of a fitted blame combiner (caper_train.readout LABELS). */
-export const BLAME_LABELS = ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'] as const;
+export const BLAME_LABELS = CLAUSE_LABELS;
 
 /** A linear blame combiner fitted by caper_train.readout (caper.json `blame.fused_linear`). */
 export interface LinearBlame {
@@ -115,19 +118,7 @@ export function blameFeatures(raw: number[], baseRaw: number, labels: string[], 
   });
 }
 
-/**
- * Names of the single-query evidence features (src/annotate/suspects.ts computes them; sparse:
- * an absent feature is 0). Query-level facts appear crossed with the unit's clause label
- * (`empty&WHERE`), unit facts alone.
- */
-export const EVIDENCE_QUERY_FACTS = [
-  'exec_error', 'empty', 'null_only', 'one_row', 'no_db',
-  'q_count', 'q_distinct', 'q_each', 'q_superl', 'q_order', 'q_neg', 'q_both', 'q_or', 'q_agg',
-  's_count', 's_distinct', 's_agg', 'count_mismatch', 'distinct_mismatch',
-  'join', 'tables2', 'subquery', 'setop', 'group', 'order', 'limit', 'having', 'left_join',
-  'q_table_missing', 'lit_missing_any', 'lit_elsewhere', 'dup_rows', 'agg_mismatch', 'sel_key', 'join_not_fk',
-] as const;
-export const EVIDENCE_UNIT_FACTS = ['lit_missing', 'lit_case', 'lit_notq', 'err_here', 'subq_here', 'neg_here', 'conds'] as const;
+export { EVIDENCE_QUERY_FACTS, EVIDENCE_UNIT_FACTS };
 
 const EVIDENCE_NAME = new RegExp(
   `^(?:(?:${EVIDENCE_QUERY_FACTS.join('|')})&(?:${BLAME_LABELS.join('|')})|${EVIDENCE_UNIT_FACTS.join('|')})$`,
@@ -141,7 +132,7 @@ export function isEvidenceFeature(name: string): boolean {
 /**
  * Unit indexes, most suspect first, by a fitted linear combiner; null when it names an unknown
  * feature (or an evidence feature and no evidence is given: its weights were fitted with it).
- * @param evidence per unit, the sparse features of src/annotate/suspects.ts
+ * @param evidence per unit, the sparse features of src/rootcause/suspects.ts
  */
 export function linearBlameOrder(lin: LinearBlame, raw: number[], baseRaw: number, labels: string[], consensus: readonly string[] | null,
   evidence: readonly Map<string, number>[] | null = null): number[] | null {
@@ -196,4 +187,85 @@ export function evidenceOrderFor(manifest: { [k: string]: unknown }, raw: number
   // combiner (blame.text_linear), fitted on features computed the same way.
   const lin = linearBlameOf(manifest, withDatabase ? 'solo_linear' : 'text_linear');
   return lin ? linearBlameOrder(lin, raw, logit(base), labels, null, evidence) : null;
+}
+
+/** Where a blame order comes from: the query's own execution error, the model alone, the model
+ * with the query's evidence, or the model fused with the other candidates' consensus. */
+export type BlameSource = 'model' | 'execution' | 'evidence' | 'fused';
+
+export interface Blame {
+  /** Unit indexes, most suspect first; empty when nothing was scored and no error names a unit. */
+  order: number[];
+  source: BlameSource;
+  /** A clause blamed before every unit because the query lacks it (missingClauseOf). */
+  missing_clause: 'SETOP' | null;
+}
+
+/** What is known about one scored candidate when its blame is decided. */
+export interface BlameFacts {
+  /** The model's output at each unit's marker. */
+  raw: readonly number[];
+  /** sigmoid of the output at <sql>. */
+  base: number;
+  /** False when the model could not score the candidate (its units carry no verdict). */
+  scored: boolean;
+  /** Each unit's clause label when the units are the query's top-level clauses, else null (the
+   * order may then only be the model's). */
+  labels: readonly ClauseLabel[] | null;
+  /** The unit the query's own execution error names (rootcause executionBlame), if any. */
+  executionUnit?: number | null;
+  /** Per unit, the single-query evidence features, when computed. */
+  evidence?: readonly Map<string, number>[] | null;
+  /** The evidence was computed with the database (solo combiner) rather than from text alone. */
+  withDatabase?: boolean;
+  /** The consensus root cause's clause ranking against the other candidates, when there is one. */
+  consensus?: readonly string[] | null;
+  /** The question asks for an intersection the query tests on one row (conjoinedValuesPerRow). */
+  conjunction?: boolean;
+}
+
+/**
+ * The blame of one candidate. An execution error that names a unit outranks everything (the
+ * database knows what the model may not); else, with a consensus ranking, the fused combiner;
+ * else, with evidence, the evidence combiner of the model's manifest; else the model's own
+ * verdicts ("min"). A combiner the manifest lacks leaves the order to the next rule.
+ */
+export function blameOf(f: BlameFacts, manifest: { [k: string]: unknown }): Blame {
+  const raw = [...f.raw];
+  const model = f.scored ? blameOrder(raw.map(sigmoid), f.base, DEFAULT_BLAME) : [];
+  const k = f.executionUnit;
+  if (k !== undefined && k !== null) return { order: [k, ...model.filter((x) => x !== k)], source: 'execution', missing_clause: null };
+  const labels = f.scored && f.labels && f.labels.length === raw.length && raw.length > 0 ? [...f.labels] : null;
+  if (labels && f.consensus) {
+    const order = fusedOrderFor(manifest, raw, f.base, labels, f.consensus, f.evidence ?? null);
+    return { order, source: 'fused', missing_clause: missingClauseOf(labels, f.consensus) };
+  }
+  if (labels && f.evidence) {
+    const order = evidenceOrderFor(manifest, raw, f.base, labels, f.evidence, f.withDatabase ?? true);
+    if (order) return { order, source: 'evidence', missing_clause: missingClauseOf(labels, null, f.conjunction ?? false) };
+  }
+  return { order: model, source: 'model', missing_clause: null };
+}
+
+/** Whether a manifest's combiners read single-query evidence (with a database or from text): without one, computing it is wasted. */
+export function usesEvidence(manifest: { [k: string]: unknown }, withDatabase: boolean): boolean {
+  return withDatabase
+    ? linearBlameOf(manifest, 'solo_linear') !== null || linearBlameOf(manifest, 'fused_linear') !== null
+    : linearBlameOf(manifest, 'text_linear') !== null;
+}
+
+/**
+ * A blame as a ranking of clause labels (how it is scored against expert labels): the missing
+ * clause first, then each unit's label once in blame order, then the labels no unit has, most
+ * fundamental first.
+ * @param unitLabels the clause label of each top-level unit of the query
+ */
+export function blameRanking(unitLabels: readonly ClauseLabel[], b: Pick<Blame, 'order' | 'missing_clause'>): ClauseLabel[] {
+  const out: ClauseLabel[] = b.missing_clause ? [b.missing_clause] : [];
+  for (const i of b.order) {
+    const l = unitLabels[i];
+    if (l !== undefined && !out.includes(l)) out.push(l);
+  }
+  for (const l of FUNDAMENTAL_ORDER) if (!out.includes(l)) out.push(l);
+  return out;
 }

@@ -6,7 +6,7 @@
 // clause holding it; SETOP covers a missing/wrong set operation and any error in an arm after the
 // first; FROM covers tables, joins and join conditions.
 //
-// Steps (each measured against the dev expert labels: scripts/eval-rootcause.ts, /work notes log):
+// Steps (each measured against the dev expert labels: scripts/eval-rootcause.ts, bench/results/localize-labels.md):
 // 1. Align the clauses of prediction and reference (counterfactual.ts alignSlots) and keep the
 //    slots whose canonical forms differ (canon() on trees normalised first: count(x) = count(*)).
 // 2. Execution evidence per differing slot: does the reference's clause, substituted into the
@@ -35,21 +35,13 @@ import {
   alignSlots, buildRepair, canon, clauseNodeFor, explainSlot, schemaFor, similarity, tokenText,
   type CanonCtx, type RootCause, type RootCauseDetail, type RootCauseInputs, type RootLabel, type Slot, type SqlRunner,
 } from './counterfactual.js';
-import type { SchemaIndex } from './scope.js';
+import type { SchemaIndex } from '../clauses/scope.js';
+import { FUNDAMENTAL_ORDER, unitLabel } from '../clauses/labels.js';
 
 export type { RootCause, RootCauseDetail, RootCauseInputs, RootLabel, SqlRunner } from './counterfactual.js';
 
-export const ROOT_LABELS: readonly RootLabel[] = ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'];
-
-/** A unit's clause label under the expert definition (an arm after the first belongs to SETOP). */
-export function unitLabel(kind: string, arm: number): RootLabel {
-  if (kind === 'SETOP' || arm > 0) return 'SETOP';
-  if (kind === 'WITH') return 'FROM';
-  return kind as RootLabel;
-}
-
-/** Most fundamental decision first (what forces or explains the others). */
-export const FUNDAMENTAL_ORDER: readonly RootLabel[] = ['FROM', 'SETOP', 'WHERE', 'GROUP BY', 'HAVING', 'SELECT', 'ORDER BY', 'LIMIT'];
+/** The clause labels (src/clauses/labels.ts, the one vocabulary), under the names root-cause callers use. */
+export { CLAUSE_LABELS as ROOT_LABELS, FUNDAMENTAL_ORDER, unitLabel } from '../clauses/labels.js';
 
 export interface SlotEvidence {
   slot: Slot;
@@ -100,9 +92,7 @@ export interface RootCauseEvidence {
 }
 
 function labelOf(s: Slot): RootLabel {
-  if (s.kind === 'SETOP' || s.arm > 0) return 'SETOP';
-  if (s.kind === 'WITH') return 'FROM';
-  return s.kind as RootLabel;
+  return unitLabel(s.kind, s.arm);
 }
 
 /** A copy of the tree with meaning-preserving variants rewritten to one form. */

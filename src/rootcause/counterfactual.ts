@@ -37,11 +37,12 @@ import type { ExecResult } from '../execution/executor.js';
 import { sameResult, rowOrderMatters, canonValue } from '../execution/equivalence.js';
 import { treeEditDistance } from './ted.js';
 import { nodeRewards, clauseRewards as unitRewards, propagationParams } from './propagation.js';
-import { SchemaIndex, resolveColumn, scopeOf, enclosingSelect } from './scope.js';
+import { SchemaIndex, resolveColumn, scopeOf, enclosingSelect } from '../clauses/scope.js';
 import { schemaFromSqlite } from '../clauses/schema.js';
+import { unitLabel, type ClauseLabel } from '../clauses/labels.js';
 
-/** Clause labels of the root-cause definition (the expert labels' vocabulary). */
-export type RootLabel = 'SELECT' | 'FROM' | 'WHERE' | 'GROUP BY' | 'HAVING' | 'ORDER BY' | 'LIMIT' | 'SETOP';
+/** Clause labels of the root-cause definition (the expert labels' vocabulary: src/clauses/labels.ts). */
+export type RootLabel = ClauseLabel;
 
 export interface RootCause {
   /** Index into topUnits(splitSql(pred)). */
@@ -565,7 +566,7 @@ export async function explainSlot(args: {
     }
   }
   return {
-    unitIndex, kind: u.kind, clause: hit.kind === 'SETOP' || hit.arm > 0 ? 'SETOP' : hit.kind === 'WITH' ? 'FROM' : hit.kind,
+    unitIndex, kind: u.kind, clause: unitLabel(hit.kind, hit.arm),
     node, editScript, clauseRewards, repairedSql, repairImproves,
     slot: slotKind, predResult, goldResult, repairedResult, predSimilarity: predSim, needsTables,
   };

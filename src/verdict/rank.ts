@@ -1,5 +1,6 @@
-// Reranking strategies as pure functions over already-computed facts (PRM scores, execution
-// keys), so the HTTP route, `caper eval rerank` and the tests all run the very same decisions.
+// The ranking verdict: which candidate wins, as pure functions over already-computed facts (PRM
+// scores, execution keys, the selector model's group scores), so the service, `caper eval rerank`
+// and the tests all run the very same decisions.
 //
 // Definitions (these are the contract the tests pin down):
 //
@@ -24,8 +25,9 @@
 //         group is first. Failed executions form one trailing group ordered by PRM; if every
 //         candidate failed, the ranking is the prm ranking.
 
-// selector  A fitted model over groups (src/scoring/selector.ts); it needs the candidates' SQL,
-//           clause scores and execution shapes, so it is run by the verifier core, not rerank().
+// selector  A fitted model over groups: src/scoring/selector.ts builds the groups and scores them
+//           (features of the candidates' SQL, clause scores and execution shapes, weights from
+//           caper.json); chooseGroups below orders them.
 
 export type Strategy = 'prm' | 'vote' | 'hybrid' | 'selector';
 export const STRATEGIES: readonly Strategy[] = ['prm', 'vote', 'hybrid', 'selector'];
@@ -33,33 +35,8 @@ export const STRATEGIES: readonly Strategy[] = ['prm', 'vote', 'hybrid', 'select
 export type PoolStrategy = Exclude<Strategy, 'selector'>;
 export const POOL_STRATEGIES: readonly PoolStrategy[] = ['prm', 'vote', 'hybrid'];
 
-/** Chosen on dev-open pool8 with `caper eval rerank` (bench/results/rerank.md). */
+/** Chosen with `caper eval rerank` (bench/results/rerank.md). */
 export const HYBRID_LAMBDA = 1.5;
-
-/** How one candidate's clause scores are folded into its candidate score. */
-export type CandidateScoreMode = 'min' | 'last' | 'mean';
-/** Chosen on dev-open pool8 (prm strategy): see bench/results/rerank.md. */
-export const CANDIDATE_SCORE_MODE: CandidateScoreMode = 'min';
-
-/**
- * Candidate score from its clause scores (each sigmoid(raw) in [0, 1]).
- * - min: a query is only as good as its worst clause prefix; a single blamed clause sinks it.
- * - last: the reward at the last marker, i.e. the model's verdict on the whole query.
- * - mean: average over prefixes.
- * No clauses (nothing scorable) gives 0, the bottom of the range, so such candidates sink.
- */
-export function candidateScore(clauseScores: readonly number[], mode: CandidateScoreMode = CANDIDATE_SCORE_MODE): number {
-  const xs = clauseScores.filter((x) => Number.isFinite(x));
-  if (xs.length === 0) return 0;
-  switch (mode) {
-    case 'min':
-      return Math.min(...xs);
-    case 'last':
-      return xs[xs.length - 1]!;
-    case 'mean':
-      return xs.reduce((a, b) => a + b, 0) / xs.length;
-  }
-}
 
 export interface RerankInput {
   /** PRM candidate score in [0, 1] (ignored by vote). */
@@ -161,4 +138,77 @@ function rankGroups(cands: readonly RerankInput[], strategy: 'vote' | 'hybrid', 
     return rankPrm(cands).map((r) => ({ ...r, cluster: 0, clusterSize: n }));
   }
   return out;
+}
+
+/** A selector group as the ranking sees it: its members (the chosen one first) and the model's score. */
+export interface RankedGroupInput {
+  members: number[];
+  score: number;
+  info: { prm: number; missingLiterals: boolean };
+}
+
+export interface GroupChoice<G extends RankedGroupInput> {
+  /** Caller indexes in ranking order. */
+  order: number[];
+  /** Per caller index: group number in ranking order (0 = chosen), -1 outside every group. */
+  cluster: number[];
+  clusterSize: number[];
+  /** Per caller index: softmax probability of its group (0 outside every group). */
+  prob: number[];
+  groups: (G & { prob: number })[];
+}
+
+/**
+ * The selector's decision over scored groups: P(g) = softmax of the group scores; groups in
+ * score order, except that a group whose answer rests on a value the database does not hold (most
+ * members compare a column with a literal that can match nothing) is passed over while a group
+ * without such literals exists (a rule: as a fitted feature it was too rare to keep a weight).
+ * Ties: the higher PRM, then the earliest caller index. Candidates outside every group follow by
+ * PRM; with no group at all the order is the PRM's.
+ * @param prm per caller index, the PRM candidate score
+ */
+export function chooseGroups<G extends RankedGroupInput>(groups: readonly G[], outside: readonly number[], prm: readonly number[]): GroupChoice<G> {
+  const n = prm.length;
+  const prmOrder = (xs: readonly number[]) => xs.slice().sort((a, b) => prm[b]! - prm[a]! || a - b);
+  const cluster = new Array<number>(n).fill(-1);
+  const clusterSize = new Array<number>(n).fill(0);
+  const prob = new Array<number>(n).fill(0);
+  if (groups.length === 0) {
+    const order = prmOrder(prm.map((_, i) => i));
+    for (const i of order) clusterSize[i] = outside.length;
+    return { order, cluster, clusterSize, prob, groups: [] };
+  }
+  const scored = groups.map((g) => ({ ...g, prob: 0 }));
+  const mx = Math.max(...scored.map((g) => g.score));
+  const z = scored.reduce((a, g) => a + Math.exp(g.score - mx), 0);
+  for (const g of scored) g.prob = Math.exp(g.score - mx) / z;
+  const clean = scored.filter((g) => !g.info.missingLiterals);
+  const demote = clean.length > 0 && clean.length < scored.length;
+  scored.sort((a, b) => (demote ? Number(a.info.missingLiterals) - Number(b.info.missingLiterals) : 0)
+    || b.score - a.score || b.info.prm - a.info.prm || Math.min(...a.members) - Math.min(...b.members));
+  const order: number[] = [];
+  scored.forEach((g, gi) => {
+    for (const i of g.members) {
+      order.push(i);
+      cluster[i] = gi;
+      clusterSize[i] = g.members.length;
+      prob[i] = g.prob;
+    }
+  });
+  for (const i of prmOrder(outside)) {
+    order.push(i);
+    clusterSize[i] = outside.length;
+  }
+  return { order, cluster, clusterSize, prob, groups: scored };
+}
+
+/** A selector choice as a ranking: candidates outside every group share the cluster after the last group. */
+export function rankingOfChoice(choice: GroupChoice<RankedGroupInput>): RerankOutput[] {
+  return choice.order.map((index, k) => ({
+    index,
+    rank: k + 1,
+    score: choice.prob[index]!,
+    cluster: choice.cluster[index]! >= 0 ? choice.cluster[index]! : choice.groups.length,
+    clusterSize: choice.clusterSize[index]!,
+  }));
 }

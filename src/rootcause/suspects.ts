@@ -1,7 +1,7 @@
 // Single-query evidence for blame: what a reviewer checks in one failing query before looking at
 // any other candidate or at gold. The Clause-PRM reads the question, schema and clause text; it
-// cannot look into the database, and on real failures its clause verdicts alone pick the expert's
-// clause half the time (issue 12). The facts here are cheap checks a reviewer makes:
+// cannot look into the database, and on real failures its clause verdicts alone often miss the
+// expert's clause (bench/results/localize-labels.md). The facts here are cheap checks a reviewer makes:
 //  - does a string literal the query compares a column with occur in that column at all (or only
 //    in another case)? Real systems write 'USA' for 'United States', 'female' for 'F', 'Dog' for
 //    'dog', and the expert then blames the clause holding it;
@@ -15,9 +15,10 @@
 import { splitSql, topUnits, walk, type SplitResult, type TreeNode } from '../clauses/index.js';
 import { tokenize, significant, identName } from '../clauses/lexer.js';
 import type { SchemaInfo } from '../clauses/schema.js';
-import { SchemaIndex, resolveColumn } from './scope.js';
-import { EVIDENCE_QUERY_FACTS, EVIDENCE_UNIT_FACTS } from '../scoring/blame.js';
-import { unitLabel, type RootLabel, type SqlRunner } from './rootcause.js';
+import { SchemaIndex, resolveColumn } from '../clauses/scope.js';
+import { EVIDENCE_QUERY_FACTS, EVIDENCE_UNIT_FACTS } from '../clauses/labels.js';
+import { unitLabel, type ClauseLabel as RootLabel } from '../clauses/labels.js';
+import type { SqlRunner } from './counterfactual.js';
 
 export interface SuspectInputs {
   question: string;

@@ -1,0 +1,164 @@
+// README figures from their sources: every number written as <!--fig:NAME-->value<!--/fig--> in
+// README.md (and src/annotate/README.md) is computed here from bench/results/*.json or the code,
+// so a re-run benchmark or a new mutation kind cannot leave the README behind.
+//   node dist/scripts/readme-figures.js           rewrite the marked values in place
+//   node dist/scripts/readme-figures.js --check   exit 1 listing every marked value that differs
+// (npm run readme does the first; test/readme-figures.test.ts the second.) A marker whose name
+// has no figure is an error too, so a typo cannot pass as a figure.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { MUTATION_KINDS } from '../src/annotate/mutations.js';
+
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const FILES = ['README.md', join('src', 'annotate', 'README.md')];
+
+const json = (name: string): any => JSON.parse(readFileSync(join(REPO, 'bench', 'results', `${name}.json`), 'utf8'));
+const int = (x: number) => Math.round(x).toLocaleString('en-US');
+const f = (x: number, d: number) => x.toFixed(d);
+const pct = (a: number, b: number, d: number) => `${((100 * a) / b).toFixed(d)}%`;
+/** Load averages as the bench recorded them ("load average before 15.0/..., after 16.4/..."): "15-16". */
+function loadRange(env: string): string {
+  const m = /before ([\d.]+)\/.*after ([\d.]+)\//.exec(env);
+  if (!m) throw new Error(`no load average in "${env}"`);
+  const [a, b] = [Math.round(Number(m[1])), Math.round(Number(m[2]))].sort((x, y) => x - y);
+  return a === b ? `${a}` : `${a}-${b}`;
+}
+
+const selectorRow = (pool: string, mode: string): any => {
+  const r = json('selector').results.find((x: { pool: string; mode: string }) => x.pool === pool && x.mode === mode);
+  if (!r) throw new Error(`bench/results/selector.json has no ${pool} ${mode} row`);
+  return r;
+};
+
+const confidenceRow = (pool: string, mode: string): any => {
+  const r = json('confidence').results.find((x: { pool: string; mode: string }) => x.pool === pool && x.mode === mode);
+  if (!r) throw new Error(`bench/results/confidence.json has no ${pool} ${mode} row`);
+  return r;
+};
+
+/** Every figure by name; each reads its source when asked. */
+export const FIGURES: Record<string, () => string> = {
+  'mutation.kinds': () => String(MUTATION_KINDS.length),
+
+  'annotate.pairs': () => int(json('annotate').train.pairs),
+  'annotate.trajectories': () => int(json('annotate').train.trajectories),
+  'annotate.clause_kinds': () => String(Object.keys(json('annotate').train.pairs_by_clause).length),
+  'annotate.seconds': () => f(json('annotate').train.seconds, 0),
+  'annotate.cpu_seconds': () => f(json('annotate').train.main_thread_cpu_seconds, 0),
+  'annotate.load': () => loadRange(json('annotate').env),
+  'selfcheck.recovery': () => f(json('annotate').self_check.recovery, 3),
+  'selfcheck.n': () => int(json('annotate').self_check.n),
+
+  'clauses.lines': () => int(json('clauses-validation').total.lines),
+  'clauses.spans_exact': () => pct(json('clauses-validation').total.spanOk, json('clauses-validation').total.lines, 0),
+  'clauses.parsed': () => pct(json('clauses-validation').total.parsed, json('clauses-validation').total.executes, 0),
+  'clauses.same': () => pct(json('clauses-validation').total.same, json('clauses-validation').total.rendered, 2),
+
+  ...Object.fromEntries(
+    (['pool8', 'pool16'] as const).flatMap((p) => [
+      [`rerank.${p}.hybrid`, () => f(json('rerank').summaries[p].ex.hybrid, 1)],
+      [`rerank.${p}.vote`, () => f(json('rerank').summaries[p].ex.vote, 1)],
+      [`rerank.${p}.prm`, () => f(json('rerank').summaries[p].ex.prm, 1)],
+      [`rerank.${p}.best_single`, () => f(json('rerank').summaries[p].bestSingle.ex, 1)],
+      [`rerank.${p}.oracle`, () => f(json('rerank').summaries[p].oracle, 1)],
+    ]),
+  ),
+
+  'rerank.n': () => String(json('rerank').summaries.pool8.n),
+  ...Object.fromEntries(
+    (['pool8', 'pool16'] as const).flatMap((p) =>
+      [
+        ...(['exec', 'sql'] as const).map((mode) => [`selector.${p}.${mode}`, () => f(selectorRow(p, mode).pooled.selector, 1)]),
+        [`selector.${p}.exec.worst_fold`, () => {
+          const folds = selectorRow(p, 'exec').folds as { ex: { selector: number; vote: number } }[];
+          return Math.min(...folds.map((x) => x.ex.selector - x.ex.vote)).toFixed(1).replace('-', '−');
+        }],
+      ],
+    ),
+  ),
+  'selector.pool8.text_vote': () => f(selectorRow('pool8', 'sql').pooled.text_vote, 1),
+
+  ...Object.fromEntries(
+    (['pool8', 'pool16'] as const).flatMap((p) => [
+      ...(['exec', 'sql'] as const).map((mode) => [`confidence.${p}.${mode}.auroc`, () => f(confidenceRow(p, mode).pooled.auroc, 2)]),
+      [`confidence.${p}.exec.ex80`, () => f(confidenceRow(p, 'exec').pooled.ex80, 1)],
+      [`confidence.${p}.exec.ex`, () => f(confidenceRow(p, 'exec').pooled.ex, 1)],
+    ]),
+  ),
+  'confidence.ece_range': () => {
+    const e = (json('confidence').results as { pooled: { ece: number } }[]).map((r) => r.pooled.ece.toFixed(2)).sort();
+    return e[0] === e[e.length - 1] ? e[0]! : `${e[0]}-${e[e.length - 1]}`;
+  },
+
+  'failures.n': () => int(json('dev-failures').failures),
+  'failures.by_clause': () => {
+    const by = json('dev-failures').byClause as Record<string, number>;
+    const n = Object.values(by).reduce((a, b) => a + b, 0);
+    return Object.entries(by)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => `${k} ${pct(v, n, 1)}`)
+      .join(', ');
+  },
+
+  'rootcause.gold_p50': () => f(json('rootcause').gold.p50_ms, 1),
+  'rootcause.consensus_p50': () => f(json('rootcause').consensus.p50_ms, 1),
+
+  'reward.ratio': () => f(json('reward').ratio16vs8, 2),
+  'reward.g8': () => f(json('reward').rows.find((r: { group: number }) => r.group === 8).samplesPerS, 1),
+  'reward.g16': () => f(json('reward').rows.find((r: { group: number }) => r.group === 16).samplesPerS, 1),
+
+  'serve.token_ratio': () => f(json('serve').tokens_per_request.pool8.ratio, 2),
+  'serve.tokens_shared': () => int(json('serve').tokens_per_request.pool8.shared),
+  'serve.tokens_unshared': () => int(json('serve').tokens_per_request.pool8.unshared),
+  'serve.big_schema_ratio': () => f(json('serve').tokens_per_request.big_schema.ratio, 1),
+  'serve.rps_ratio_c16': () => f(json('serve').shared_vs_unshared_c16, 2),
+
+  'gateway.small_min': () => f(Math.min(...json('gateway').fairness.small.map((s: { ms: number }) => s.ms)), 0),
+  'gateway.small_max': () => f(Math.max(...json('gateway').fairness.small.map((s: { ms: number }) => s.ms)), 0),
+  'gateway.small_median': () => {
+    const ms = json('gateway').fairness.small.map((s: { ms: number }) => s.ms).sort((a: number, b: number) => a - b);
+    return f(ms[Math.floor((ms.length - 1) / 2)], 0);
+  },
+  'gateway.heavy_timeouts': () => String(json('gateway').fairness.heavy.outcomes.timeout ?? 0),
+  'gateway.heavy_skipped': () => String(json('gateway').fairness.heavy.outcomes['skipped (deadline)'] ?? 0),
+  'gateway.heavy_s': () => f(json('gateway').fairness.heavy.ms / 1000, 2),
+  'gateway.fuzz_requests': () => String(json('gateway').fuzz.requests),
+  'gateway.fuzz_max_s': () => f(json('gateway').fuzz.max_ms / 1000, 2),
+};
+
+const MARK = /<!--fig:([\w.-]+)-->([\s\S]*?)<!--\/fig-->/g;
+
+export interface Mismatch { file: string; name: string; written: string; computed: string }
+
+/** The file with every marked value recomputed, and what differed. */
+export function render(file: string, text: string): { text: string; mismatches: Mismatch[]; names: string[] } {
+  const mismatches: Mismatch[] = [];
+  const names: string[] = [];
+  const out = text.replace(MARK, (_m, name: string, written: string) => {
+    const get = FIGURES[name];
+    if (!get) throw new Error(`${file}: no figure named "${name}" (scripts/readme-figures.ts)`);
+    names.push(name);
+    const computed = get();
+    if (computed !== written) mismatches.push({ file, name, written, computed });
+    return `<!--fig:${name}-->${computed}<!--/fig-->`;
+  });
+  return { text: out, mismatches, names };
+}
+
+function main(): number {
+  const check = process.argv.includes('--check');
+  let bad = 0;
+  for (const rel of FILES) {
+    const path = join(REPO, rel);
+    const before = readFileSync(path, 'utf8');
+    const r = render(rel, before);
+    for (const m of r.mismatches) console.log(`${m.file}: ${m.name}: written ${m.written}, data says ${m.computed}`);
+    bad += r.mismatches.length;
+    if (!check && r.text !== before) writeFileSync(path, r.text);
+    console.log(`${rel}: ${r.names.length} figures${check ? '' : ', written'}`);
+  }
+  return check && bad > 0 ? 1 : 0;
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) process.exitCode = main();
