@@ -31,6 +31,12 @@ const selectorRow = (pool: string, mode: string): any => {
   return r;
 };
 
+const confidenceRow = (pool: string, mode: string): any => {
+  const r = json('confidence').results.find((x: { pool: string; mode: string }) => x.pool === pool && x.mode === mode);
+  if (!r) throw new Error(`bench/results/confidence.json has no ${pool} ${mode} row`);
+  return r;
+};
+
 /** Every figure by name; each reads its source when asked. */
 export const FIGURES: Record<string, () => string> = {
   'mutation.kinds': () => String(MUTATION_KINDS.length),
@@ -72,6 +78,18 @@ export const FIGURES: Record<string, () => string> = {
     ),
   ),
   'selector.pool8.text_vote': () => f(selectorRow('pool8', 'sql').pooled.text_vote, 1),
+
+  ...Object.fromEntries(
+    (['pool8', 'pool16'] as const).flatMap((p) => [
+      ...(['exec', 'sql'] as const).map((mode) => [`confidence.${p}.${mode}.auroc`, () => f(confidenceRow(p, mode).pooled.auroc, 2)]),
+      [`confidence.${p}.exec.ex80`, () => f(confidenceRow(p, 'exec').pooled.ex80, 1)],
+      [`confidence.${p}.exec.ex`, () => f(confidenceRow(p, 'exec').pooled.ex, 1)],
+    ]),
+  ),
+  'confidence.ece_range': () => {
+    const e = (json('confidence').results as { pooled: { ece: number } }[]).map((r) => r.pooled.ece.toFixed(2)).sort();
+    return e[0] === e[e.length - 1] ? e[0]! : `${e[0]}-${e[e.length - 1]}`;
+  },
 
   'failures.n': () => int(json('dev-failures').failures),
   'failures.by_clause': () => {

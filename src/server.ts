@@ -56,6 +56,7 @@ function settingsOf(opts: ServerOptions, basePath: string): Record<string, strin
     'max-wait-ms': opts.maxWaitMs, 'max-batch-size': opts.maxBatchSize, 'max-queue-tokens': opts.maxQueueTokens,
     'max-candidates': opts.maxCandidates, 'body-limit': opts.bodyLimit, 'exec-timeout-ms': opts.execTimeoutMs,
     'exec-workers': opts.execWorkers, 'exec-cache-mb': opts.execCacheMb, 'exec-queue': opts.maxExecQueue, 'request-timeout-ms': opts.requestTimeoutMs,
+    'min-confidence': opts.minConfidence,
     'cors-origins': opts.corsOrigins, 'api-key': opts.apiKey !== undefined ? 'set' : undefined, quiet: opts.logger === false,
   };
   const out: Record<string, string | number | boolean | null> = {};

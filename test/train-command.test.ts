@@ -110,14 +110,15 @@ test('caper train --candidates DIR adds the real candidates\' failures and succe
     const e = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples', fixture, '--out', evalOut, '--steps', '4',
       '--eval-data', join(dir, 'split'), '--pool', 'a,b'], { cwd: ROOT, encoding: 'utf8', timeout: 110_000 });
     assert.equal(e.status, 0, e.stdout + e.stderr);
-    assert.match(e.stdout, /\[caper train 7\/7 manifest/);
-    const em = JSON.parse(readFileSync(join(evalOut, 'caper.json'), 'utf8')) as { selector?: unknown; blame?: Record<string, { features: string[] }>; evaluation?: { localize: { n: number; pool: string } } };
+    assert.match(e.stdout, /\[caper train 8\/8 manifest/);
+    const em = JSON.parse(readFileSync(join(evalOut, 'caper.json'), 'utf8')) as { selector?: unknown; confidence?: { exec?: unknown; sql?: unknown }; blame?: Record<string, { features: string[] }>; evaluation?: { localize: { n: number; pool: string } } };
     assert.ok(em.selector);
+    assert.ok(em.confidence?.exec && em.confidence?.sql, 'the confidence maps follow the selector');
     for (const key of ['solo_linear', 'text_linear', 'fused_linear']) assert.ok(em.blame?.[key]?.features.length, key);
     assert.equal(em.evaluation?.localize.pool, 'a,b');
     assert.ok((em.evaluation?.localize.n ?? 0) > 0, 'the failures were localized');
     // Every section came from a step's output file, and those files alone rebuild the manifest.
-    assert.deepEqual(readdirSync(join(evalOut, 'steps')).sort(), ['blame.json', 'evaluate.json', 'selector.json', 'train.json']);
+    assert.deepEqual(readdirSync(join(evalOut, 'steps')).sort(), ['blame.json', 'confidence.json', 'evaluate.json', 'selector.json', 'train.json']);
     assert.deepEqual(assembleFromSteps(evalOut), em);
     writeFileSync(join(evalOut, 'caper.json'), '{}');
     const again = spawnSync(process.execPath, [CLI, 'train', '--only', 'manifest', '--out', evalOut], { cwd: ROOT, encoding: 'utf8' });

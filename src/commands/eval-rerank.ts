@@ -10,12 +10,14 @@ export const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --stra
        [--model DIR] [--device auto|cuda|cpu] [--out PICKS.jsonl] [--facts FILE] [--lambda X]
        [--score min|last|mean] [--limit N] [--timeout-ms MS]
   --strategy selector: cross-validated per-fold figures and the EX plot, or with --weights shipped the
-  model's own selector weights scored without a refit (caper eval rerank --strategy selector --help)`;
+  model's own selector weights scored without a refit (caper eval rerank --strategy selector --help)
+  --confidence: how well the pick's confidence separates right from wrong, per fold (caper eval rerank --confidence --help)`;
 
 const fmt = (x: number) => x.toFixed(1);
 
 export async function run(argv: string[]): Promise<number> {
-  // The selector evaluation takes its own flags and usage (src/commands/eval-selector.ts).
+  // The selector and confidence evaluations take their own flags and usage (eval-selector.ts, eval-confidence.ts).
+  if (argv.includes('--confidence')) return (await import('./eval-confidence.js')).run(argv);
   if (flagString(parseArgs(argv, ['help']), 'strategy') === 'selector') return (await import('./eval-selector.js')).run(argv);
   // --help wins over everything else on the line, as for every other command (src/cli.ts).
   if (argv.includes('--help') || argv.includes('-h')) {

@@ -10,6 +10,7 @@ const USAGE = `usage: caper eval <rerank|localize> [options]
   rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid [--model DIR] [--out PICKS.jsonl]
   rerank --strategy selector --data DIR [--pools pool8+pool16] [--fit-out MODEL_DIR] [--out PICKS.jsonl]   (per-fold CV figures, EX plot)
   rerank --strategy selector --weights shipped --data DIR [--pool NAME] [--out PICKS.jsonl]   (the model's own weights, no refit)
+  rerank --confidence --data DIR [--pools pool8+pool16] [--fit-out MODEL_DIR]   (the pick's confidence: AUROC, ECE, EX at coverage)
   localize --data DIR --pool NAME [--model DIR] [--prior TRAINING.jsonl] [--blame first|drop|min] [--out FILE]`;
 
 export async function run(argv: string[]): Promise<number> {

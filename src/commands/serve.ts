@@ -58,6 +58,7 @@ export async function run(argv: string[]): Promise<number> {
     ...opt<number>('exec-cache-mb', (x) => ({ execCacheMb: x })),
     ...opt<number>('exec-queue', (x) => ({ maxExecQueue: x })),
     ...opt<number>('request-timeout-ms', (x) => ({ requestTimeoutMs: x })),
+    ...opt<number>('min-confidence', (x) => ({ minConfidence: x })),
     ...opt<string>('cors-origins', (x) => ({ corsOrigins: x })),
     basePath,
     ...(apiKey !== undefined ? { apiKey } : {}),

@@ -15,9 +15,9 @@ const CLI = resolve(import.meta.dirname, '..', 'cli.js');
 
 export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--candidates DIR] [--out models/NAME]
                    [--steps N | --epochs E] [--seed S] [--loss pref|pref+reg] [--max-minutes M]
-                   [--eval-data DIR] [--pool NAMES] [--no-eval] [--no-selector] [--no-blame]
+                   [--eval-data DIR] [--pool NAMES] [--no-eval] [--no-selector] [--no-confidence] [--no-blame]
                    [--nproc N [--nnodes M --node-rank R --master ADDR:PORT]] [--only STEP,...]
-  steps: annotate, train, evaluate, selector, blame-data, blame, manifest (in this order)
+  steps: annotate, train, evaluate, selector, confidence, blame-data, blame, manifest (in this order)
   --data DIR      Spider-layout training split to annotate (default ../shared/data/spider/train)
   --tuples FILE   an existing training JSONL (docs/FORMATS.md): skips annotation
   --candidates DIR  also learn from real candidates: a Spider-layout split with predictions/<system>.sql
@@ -35,7 +35,8 @@ export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [
                   refits everything but the weights of a trained model
   evaluate runs caper eval localize on that split (caper.json evaluation); selector fits the selector
   strategy's weights on it (folds by database, caper.json selector); --no-selector (or --no-eval) skips it,
-  and the service's selector then falls back to the vote; blame-data and blame fit the blame combiners
+  and the service's selector then falls back to the vote; confidence fits the confidence maps after it
+  (caper.json confidence; --no-confidence skips it, and the service gives no confidence); blame-data and blame fit the blame combiners
   (caper.json blame.solo_linear, text_linear, fused_linear) on that split's real failures
   (caper_train.blamefit, folds by database); --no-blame skips them`;
 
@@ -66,7 +67,7 @@ export function launcherArgs(a: ParsedArgs): string[] | null | string {
 }
 
 /** The steps, in order; each writes files (runs/NAME/..., MODEL_DIR/steps/<step>.json), never parsed stdout. */
-export const STEPS = ['annotate', 'train', 'evaluate', 'selector', 'blame-data', 'blame', 'manifest'] as const;
+export const STEPS = ['annotate', 'train', 'evaluate', 'selector', 'confidence', 'blame-data', 'blame', 'manifest'] as const;
 type Step = (typeof STEPS)[number];
 
 function stamp(t0: number): string {
@@ -99,7 +100,7 @@ export async function run(argv: string[]): Promise<number> {
     values: ['preset', 'base', 'data', 'tuples', 'candidates', 'out', 'steps', 'epochs', 'seed', 'loss', 'max-minutes', 'max-length',
       'batch-size', 'lr', 'pref-form', 'reg-weight', 'threads', 'eval-data', 'pool', 'nproc', 'nnodes', 'node-rank', 'master',
       'only'],
-    booleans: ['no-eval', 'no-selector', 'no-blame'],
+    booleans: ['no-eval', 'no-selector', 'no-confidence', 'no-blame'],
   });
   if (a.flags.has('help')) {
     console.log(USAGE);
@@ -271,6 +272,24 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
 
+  // confidence -> MODEL_DIR/steps/confidence.json: the maps read the selector's choice and the PRM's
+  // scores, so they are refit after the selector's weights, on the same cached facts.
+  if (todo.has('confidence')) {
+    if (noEval || a.flags.has('no-selector') || a.flags.has('no-confidence')) {
+      step('confidence', `confidence fit skipped (${noEval ? '--no-eval' : a.flags.has('no-selector') ? '--no-selector' : '--no-confidence'}): the service gives no confidence`);
+    } else {
+      const args = ['eval', 'rerank', '--confidence', '--data', evalData, '--pools', pool, '--model', out,
+        '--facts', join(runDir, 'selector.facts.json'), '--fit-out', out, '--fit-pool', pool, '--no-plot'];
+      step('confidence', `caper ${args.join(' ')}`);
+      const r = await runChild(process.execPath, [CLI, ...args], { capture: true });
+      if (r.code !== 0) {
+        console.error(`caper train: confidence fit failed (exit ${r.code}); the model is written, without confidence`);
+        return r.code;
+      }
+      card(`Confidence (${basename(evalData)}, pool ${pool}, cross-validated by database)`, `Output of \`caper ${args.join(' ')}\`:\n\n${r.out}`);
+    }
+  }
+
   // blame-data -> runs/NAME/blame-data.jsonl; blame -> runs/NAME/blame-<mode>.json, recorded as the
   // blame section. The model's clause verdicts are one of the combiners' inputs, so, like the
   // selector, they are refit with every model, on the split's real failures: it must be a candidate
@@ -347,3 +366,4 @@ export function localizeSection(r: LocalizeReport, evalData: string, pool: strin
     baselines: { prior: tally(r.prior), consensus: tally(r.consensus), random: tally(r.random) },
   };
 }
+

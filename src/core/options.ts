@@ -35,6 +35,7 @@ export interface OptionSpec {
   defaultText?: string;
   help: string;
   min?: number;
+  max?: number;
   /** Never echoed back (/info says only whether it is set). */
   secret?: boolean;
 }
@@ -60,6 +61,7 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   { flag: 'exec-workers', type: 'int', min: 1, default: DEFAULT_EXEC_WORKERS, help: 'SQL executor processes; one request holds at most exec-workers - 1 of them (at least 1)' },
   { flag: 'exec-cache-mb', type: 'int', min: 0, default: 256, help: 'execution result cache (LRU, approximate MiB; timeouts cached too); 0 disables it. It fills with use, so RSS grows up to this bound' },
   { flag: 'exec-queue', type: 'int', min: 1, default: MAX_EXEC_QUEUE, help: 'queries waiting for an executor worker beyond which requests get 429 queue_full' },
+  { flag: 'min-confidence', type: 'number', arg: 'P', min: 0, max: 1, defaultText: 'none (never abstain)', help: "/rerank answers abstained: true when the top pick's confidence is below P, unless the request sets min_confidence (docs/SERVICE.md: choosing a threshold)" },
   { flag: 'request-timeout-ms', type: 'int', min: 1, default: DEFAULT_REQUEST_TIMEOUT_MS, help: 'per-request deadline: executions still running shortly before it are skipped (execution error "skipped (deadline)"), the candidates still scored' },
   { flag: 'cors-origins', type: 'string', arg: 'ORIGINS', defaultText: 'none (no CORS headers)', help: 'comma-separated origins allowed by CORS, or * for any' },
   { flag: 'api-key', type: 'string', arg: 'KEY', secret: true, defaultText: 'none (no auth)', help: 'require Authorization: Bearer KEY on every route but the probes and /docs (prefer the environment variable: flags show in ps)' },
@@ -93,6 +95,7 @@ function parseValue(o: OptionSpec, raw: string | true, where: string): OptionVal
     throw new OptionError(`${where} must be ${o.type === 'int' ? 'an integer' : 'a number'}, got "${raw}"`);
   }
   if (o.min !== undefined && n < o.min) throw new OptionError(`${where} must be at least ${o.min}, got ${n}`);
+  if (o.max !== undefined && n > o.max) throw new OptionError(`${where} must be at most ${o.max}, got ${n}`);
   return n;
 }
 

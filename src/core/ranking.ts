@@ -1,6 +1,8 @@
 // How the core asks for a ranking: the selector model scores the groups (src/scoring/selector.ts)
 // and the ranking verdict orders them (src/verdict/rank.ts); the pool strategies are verdicts
-// over PRM scores and execution keys alone.
+// over PRM scores and execution keys alone. The confidence of each candidate reads the same
+// choice: its features come from the scorer (src/scoring/confidence-features.ts), the probability
+// and the abstention from the verdict (src/verdict/confidence.ts).
 import { execShape, scoreGroups, explain, type SelectorCandidate, type SelectorChoice, type SelectorModel, type SelectorReason } from '../scoring/selector.js';
 import type { ScoredCandidate } from '../scoring/scorer.js';
 import type { ExecResult } from '../execution/executor.js';
@@ -9,6 +11,9 @@ import type { SchemaIndex } from '../clauses/scope.js';
 import type { SqlRunner } from '../rootcause/rootcause.js';
 import { ROOT_CAUSE_MAX_CHARS } from './limits.js';
 import { chooseGroups, rankingOfChoice, rerank, type RerankInput, type RerankOutput, type Strategy } from '../verdict/rank.js';
+import { confidenceFeatureNames, confidenceFeatures } from '../scoring/confidence-features.js';
+import { abstention, confidenceModelsFrom, probability, type Abstention, type ConfidenceMode, type ConfidenceModel, type ConfidenceModels } from '../verdict/confidence.js';
+import { VerifierError } from './errors.js';
 
 /** The selector's choice: the model's group scores, the verdict's order. */
 export function selectGroups(cands: readonly SelectorCandidate[], w: SelectorModel['exec'], question?: string): SelectorChoice {
@@ -18,18 +23,62 @@ export function selectGroups(cands: readonly SelectorCandidate[], w: SelectorMod
 
 /**
  * The ranking of a request's candidates by strategy: for the selector, the model for the request's
- * mode (`exec` when the candidates were executed) with a reason per candidate.
+ * mode (`exec` when the candidates were executed) with a reason per candidate. The selector's
+ * facts are needed for the selector and for confidence (given a model for the mode), whatever the
+ * strategy: the confidence of every candidate reads the selector's grouping.
  */
 export function rankCandidates(strategy: Strategy, facts: {
   inputs: readonly RerankInput[];
   selector?: { cands: readonly SelectorCandidate[]; model: SelectorModel; executed: boolean; question: string };
-}): { ranking: RerankOutput[]; reasons?: SelectorReason[] } {
-  if (strategy !== 'selector') return { ranking: rerank(facts.inputs, strategy) };
-  const s = facts.selector!;
-  const mode = s.executed ? 'exec' : 'sql';
-  const w = s.model[mode];
-  const choice = selectGroups(s.cands, w, s.question);
-  return { ranking: rankingOfChoice(choice), reasons: explain(choice, w, s.model.source[mode], s.cands.length, s.cands) };
+  confidence?: ConfidenceModel | null;
+}): { ranking: RerankOutput[]; reasons?: SelectorReason[]; confidence?: number[] } {
+  const s = facts.selector;
+  const mode = s?.executed ? 'exec' : 'sql';
+  const choice = s ? selectGroups(s.cands, s.model[mode], s.question) : null;
+  const confidence = s && choice && facts.confidence ? confidenceOf(facts.confidence, s.cands, choice, s.question) : undefined;
+  const extra = confidence ? { confidence } : {};
+  if (strategy !== 'selector') return { ranking: rerank(facts.inputs, strategy), ...extra };
+  const w = s!.model[mode];
+  return { ranking: rankingOfChoice(choice!), reasons: explain(choice!, w, s!.model.source[mode], s!.cands.length, s!.cands), ...extra };
+}
+
+/** The `confidence` section of caper.json, checked against the features the scorer computes. */
+export function confidenceModelsOf(section: unknown): ConfidenceModels {
+  return confidenceModelsFrom(section, { exec: confidenceFeatureNames('exec'), sql: confidenceFeatureNames('sql') });
+}
+
+/** Per caller index: the probability that the candidate is right, given the selector's choice. */
+export function confidenceOf(m: ConfidenceModel, cands: readonly SelectorCandidate[], choice: SelectorChoice, question?: string): number[] {
+  return confidenceFeatures(cands, choice, m.mode, question).map((x) => probability(m, x));
+}
+
+/** One query's confidence judged in the pool it came from (index 0; the others are its rivals). */
+export function confidenceInPool(m: ConfidenceModel, cands: readonly SelectorCandidate[], selector: SelectorModel, question: string): number {
+  return confidenceOf(m, cands, selectGroups(cands, selector[m.mode], question), question)[0]!;
+}
+
+/**
+ * The abstention threshold in effect: the request's, else the server's. A request that asks for
+ * one from a model without a confidence map is refused; the server's default is then skipped
+ * with a warning.
+ */
+export function thresholdOf(requested: number | undefined, serverDefault: number | undefined, models: ConfidenceModels, mode: ConfidenceMode, modelName: string): { value?: number; warnings: string[] } {
+  const has = models[mode] !== null;
+  const what = mode === 'exec' ? 'executed' : 'unexecuted';
+  if (requested !== undefined) {
+    if (!(requested >= 0 && requested <= 1)) throw new VerifierError('invalid_value', `min_confidence must be a probability in [0, 1], got ${requested}`, { field: 'min_confidence' });
+    if (!has) throw new VerifierError('invalid_value', `min_confidence needs a confidence map, and model "${modelName}" ships none for ${what} candidates (caper train fits one)`, { field: 'min_confidence' });
+    return { value: requested, warnings: [] };
+  }
+  if (serverDefault === undefined) return { warnings: [] };
+  return has ? { value: serverDefault, warnings: [] } : { warnings: [`--min-confidence ignored: the model ships no confidence map for ${what} candidates`] };
+}
+
+/** Whether the top pick falls below the threshold (absent without a threshold or a confidence). */
+export function abstentionOf(ranking: readonly RerankOutput[], confidence: readonly number[] | undefined, threshold: number | undefined): (Abstention & { minConfidence: number }) | undefined {
+  if (threshold === undefined || !confidence) return undefined;
+  const top = ranking[0] ? confidence[ranking[0].index] : undefined;
+  return { ...abstention(top, threshold), minConfidence: threshold };
 }
 
 /**

@@ -6,6 +6,7 @@ import type { SelectorReason } from '../scoring/selector.js';
 import type { SampleRewards } from '../scoring/returns.js';
 import type { BlameSource } from '../verdict/blame.js';
 import type { RootCause, ConsensusOutcome } from '../rootcause/rootcause.js';
+import type { Abstention } from '../verdict/confidence.js';
 
 export interface VerifierOptions {
   /** Directory with caper.json, tokenizer.json and the ONNX file; without it scoring is not_ready. */
@@ -36,6 +37,8 @@ export interface VerifierOptions {
   maxExecQueue?: number;
   /** Per-request deadline (default DEFAULT_REQUEST_TIMEOUT_MS). */
   requestTimeoutMs?: number;
+  /** /rerank abstains when the top pick's confidence is below this, unless the request sets its own. */
+  minConfidence?: number;
 }
 
 export interface Timing {
@@ -86,6 +89,8 @@ export interface RerankRequest extends Context {
   strategy?: Strategy;
   /** Compute a consensus root cause for the candidates outside the winning group (needs execution). */
   consensus?: boolean;
+  /** Abstain when the top pick's confidence is below this (default: the server's). */
+  minConfidence?: number;
 }
 
 export interface RerankResult {
@@ -102,6 +107,10 @@ export interface RerankResult {
   strategy: Strategy;
   /** Per candidate (request order), for the selector: why its group ranks where it does. */
   reasons?: SelectorReason[];
+  /** Per candidate (request order): the probability that it is right; absent when the model ships no confidence map. */
+  confidence?: number[];
+  /** Whether the top pick fell below the threshold in effect (absent without a threshold). */
+  abstention?: Abstention & { minConfidence: number };
   model: string;
   timing: Timing;
   usage: ScoreUsage;
@@ -129,6 +138,8 @@ export interface LocalizeResult {
   };
   /** Present when candidates were given. */
   consensus?: ConsensusOutcome;
+  /** The probability that the query is right, judged with the candidates when given; absent without a confidence map. */
+  confidence?: number;
   /** 'fused' when blame combines the model's clause verdicts with the consensus root cause
    * (src/verdict/blame.ts), 'execution' when the query's own error names the clause, else 'model'. */
   blameSource: BlameSource;

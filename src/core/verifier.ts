@@ -18,6 +18,7 @@ import { HYBRID_LAMBDA, type Strategy } from '../verdict/rank.js';
 import { DEFAULT_BLAME } from '../verdict/blame.js';
 import { CANDIDATE_SCORE_MODE } from '../scoring/candidate-score.js';
 import { selectorModelFrom, type SelectorModel } from '../scoring/selector.js';
+import type { ConfidenceModels } from '../verdict/confidence.js';
 import { groupRewards, EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
 import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SchemaIndex } from '../clauses/scope.js';
@@ -25,7 +26,7 @@ import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { groupKey, matchesGold } from '../execution/equivalence.js';
 import type { RootCause, ConsensusOutcome } from '../rootcause/rootcause.js';
 import { extractSql } from './candidates.js';
-import { rankCandidates, selectorCandidates } from './ranking.js';
+import { abstentionOf, confidenceInPool, confidenceModelsOf, rankCandidates, selectorCandidates, thresholdOf } from './ranking.js';
 import { evidenceOf, verdictOf } from './verdicts.js';
 import { goldVerdict, localizeConsensus, rerankConsensus } from './analysis.js';
 import { createDeadline, untilDeadline, type Deadline } from './deadline.js';
@@ -89,6 +90,8 @@ export class Verifier {
   batcher: Batcher<PackedRow> | null = null;
   /** The selector strategy's weights (caper.json `selector`, else the vote fallback). */
   selector: SelectorModel = selectorModelFrom(undefined);
+  /** The confidence maps (caper.json `confidence`); a null mode gives no confidence. */
+  confidence: ConfidenceModels = confidenceModelsOf(undefined);
   /** Why scoring is not available (loading, missing, corrupt); null once ready. */
   notReadyReason: string | null;
   /** Resolves when loading finished, successfully or not (after start()). */
@@ -190,6 +193,7 @@ export class Verifier {
       this.model = model;
       this.batcher = batcher;
       this.selector = selectorModelFrom(model.manifest.selector);
+      this.confidence = confidenceModelsOf(model.manifest.confidence);
       const scorer = new Scorer(model, batcher, {
         onCandidate: (parsed) => m.candidates.inc({ parsed: String(parsed) }),
         ...(this.opts.prefixSharing !== undefined ? { prefixSharing: this.opts.prefixSharing } : {}),
@@ -239,12 +243,15 @@ export class Verifier {
     }
     const found = req.sqls.map(extractSql);
     const sqls = found.map((f) => f.sql);
+    const runs = strategy !== 'prm' && ctx.dbPath !== null;
+    const mode = runs ? 'exec' : 'sql';
+    const threshold = thresholdOf(req.minConfidence, this.opts.minConfidence, this.confidence, mode, this.modelName);
     const dl = this.deadline();
     try {
       // Scoring and execution are independent: run them side by side.
       const [scored, exec] = await this.both(
         this.score(scorer, req.question, ctx.schema, sqls, dl),
-        strategy !== 'prm' && ctx.dbPath ? this.executeAll(ctx.dbPath, sqls, dl) : null,
+        runs ? this.executeAll(ctx.dbPath!, sqls, dl) : null,
       );
       const keys: (string | null)[] = [];
       if (exec) {
@@ -255,9 +262,10 @@ export class Verifier {
       }
       const index = ctx.dbPath ? this.schemaOf(req.db_id!).index : null;
       const evidence: (Map<string, number>[] | null)[] = sqls.map(() => null);
-      const { ranking, reasons } = rankCandidates(strategy, {
+      const { ranking, reasons, confidence } = rankCandidates(strategy, {
         inputs: scored.candidates.map((c, i) => ({ score: c.score, ...(exec ? { execKey: keys[i]! } : {}) })),
-        ...(strategy === 'selector' ? {
+        confidence: this.confidence[mode],
+        ...(strategy === 'selector' || this.confidence[mode] ? {
           selector: {
             cands: await selectorCandidates(scored.candidates, exec?.results ?? null, index && ctx.dbPath ? { index, dbPath: ctx.dbPath, run: this.runner(dl) } : null),
             model: this.selector, executed: exec !== null, question: req.question,
@@ -291,11 +299,14 @@ export class Verifier {
       const candidates = scored.candidates.map((c, i) => verdictOf(this.manifest, req.question, c, found[i]!, {
         exec: exec?.results[i], index, evidence: evidence[i], withDatabase: ctx.dbPath !== null, consensus: consensus?.[i]?.rootCause ?? null,
       }));
+      const abstention = abstentionOf(ranking, confidence, threshold.value);
       return {
         candidates,
-        warnings: contextWarnings(req),
+        warnings: [...contextWarnings(req), ...threshold.warnings],
         consensus,
         ranking,
+        ...(confidence ? { confidence } : {}),
+        ...(abstention ? { abstention } : {}),
         executions: exec ? exec.results.map(outcome) : null,
         strategy,
         ...(reasons ? { reasons } : {}),
@@ -326,10 +337,14 @@ export class Verifier {
     const withGold = gold !== undefined && canRun;
     if (canRun) this.checkExecQueue((withGold ? 2 : 1) + (cands?.length ?? 0));
     const dl = this.deadline();
+    const confModel = this.confidence[canRun ? 'exec' : 'sql'];
     try {
+      // The confidence of the query is judged in the pool it came from: the other candidates are
+      // scored too when there is a confidence map to read their evidence.
+      const pool = [sql, ...(cands !== undefined && confModel ? cands : [])];
       const [scored, exec, candExec] = await Promise.all([
         this.both(
-          this.score(scorer, req.question, ctx.schema, [sql], dl),
+          this.score(scorer, req.question, ctx.schema, pool, dl),
           canRun ? this.executeAll(ctx.dbPath!, withGold ? [gold!, sql] : [sql], dl) : null,
         ),
         cands !== undefined && cands.length > 0 ? this.executeAll(ctx.dbPath!, [sql, ...cands], dl) : null,
@@ -353,6 +368,11 @@ export class Verifier {
         timing: { ...scored.timing, execution_ms: 0, total_ms: 0 },
         usage: scored.usage,
       };
+      if (confModel) {
+        const results = canRun ? (candExec && pool.length > 1 ? candExec.results : [predResult!]) : null;
+        const sc = await selectorCandidates(scored.candidates, results, canRun && index ? { index, dbPath: ctx.dbPath!, run: this.runner(dl) } : null);
+        out.confidence = confidenceInPool(confModel, sc, this.selector, req.question);
+      }
       if (cands !== undefined) {
         const t1 = performance.now();
         out.consensus = await localizeConsensus(found, cands, candExec?.results ?? null, split, {

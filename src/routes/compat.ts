@@ -3,6 +3,7 @@
 import type { FastifyRequest } from 'fastify';
 import { DEFAULT_LIMITS as L, HttpError } from './context.js';
 import * as S from './schemas.js';
+import { abstentionBody } from './shape.js';
 import { warningOf, type Strategy, type RerankResult, type RerankRequest } from '../core/verifier.js';
 
 export interface V1Body {
@@ -14,6 +15,7 @@ export interface V1Body {
   db_id?: string;
   strategy?: Strategy;
   model?: string;
+  min_confidence?: number;
 }
 
 /** `model: "caper:<db_id>"`: the Cohere SDKs always send a model and have no db_id argument. */
@@ -45,6 +47,7 @@ export const compatBody = {
     db_id: S.dbId,
     strategy: S.strategy,
     model: { type: 'string', description: MODEL_DESCRIPTION },
+    min_confidence: S.minConfidence,
   },
   examples: [
     {
@@ -93,6 +96,23 @@ export function compatRequest(b: V1Body, req: FastifyRequest): RerankRequest {
     ...(db !== undefined ? { db_id: db } : {}),
     sqls: b.documents.map((d) => (typeof d === 'string' ? d : d.text)),
     ...(b.strategy ? { strategy: b.strategy } : {}),
+    ...(b.min_confidence !== undefined ? { minConfidence: b.min_confidence } : {}),
+  };
+}
+
+/**
+ * meta.confidence (per returned result, in result order: relevance_score stays the ranking's
+ * score) and the selective-answering fields, for either Cohere shape.
+ */
+export const compatConfidenceMeta = {
+  confidence: { type: 'array', items: S.confidenceOut, description: 'per result, in result order: the estimated probability that it is right (relevance_score is unchanged)' },
+  ...S.abstentionOut,
+} as const;
+
+export function compatConfidence(r: RerankResult, shown: readonly { index: number }[]) {
+  return {
+    ...(r.confidence ? { confidence: shown.map((o) => r.confidence![o.index]!) } : {}),
+    ...abstentionBody(r),
   };
 }
 

@@ -91,6 +91,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
               },
               units: { type: 'array', items: unitOut },
               base_score: { type: ['number', 'null'], description: 'score at the <sql> token, before any clause' },
+              confidence: { ...S.confidenceOut, description: 'estimated probability that sql is right, judged as /rerank would among the candidates given (alone without them); absent when the model ships no confidence map' },
               blame: { type: 'array', items: blameItem, description: 'most suspect clause first' },
               blame_source: S.blameSource,
               missing_clause: S.missingClause,

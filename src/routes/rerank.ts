@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
-import { num, timingBody, usageBody, blameOf, blameSourceOf, rootCauseBody, spanOffsets, type SpanUnit } from './shape.js';
+import { num, timingBody, usageBody, blameOf, blameSourceOf, rootCauseBody, spanOffsets, abstentionBody, type SpanUnit } from './shape.js';
 import { warningOf, type Strategy } from '../core/verifier.js';
 
 interface RerankBody {
@@ -14,6 +14,7 @@ interface RerankBody {
   top_n?: number;
   strategy?: Strategy;
   return_clauses?: boolean;
+  min_confidence?: number;
   span_unit?: SpanUnit;
 }
 
@@ -44,6 +45,7 @@ const body = {
     top_n: { type: 'integer', minimum: 1, description: 'return only the best n (default: all)' },
     strategy: S.strategy,
     return_clauses: { type: 'boolean', default: true, description: 'include every clause with its score' },
+    min_confidence: S.minConfidence,
     span_unit: S.spanUnit,
   },
   examples: [
@@ -64,6 +66,7 @@ const result = {
     sql: { type: 'string' },
     score: { type: 'number', description: 'what the strategy ranked by, in [0, 1]' },
     prm_score: { type: 'number', description: 'PRM candidate score: the minimum clause-prefix score' },
+    confidence: S.confidenceOut,
     rank: { type: 'integer', description: '1 = best' },
     parsed: { type: 'boolean', description: 'false: the clause parser rejected the SQL; units come from the lexer' },
     warning: { type: 'string', description: 'why the candidate was not (fully) scored, e.g. SQL longer than max_length' },
@@ -105,6 +108,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
               results: { type: 'array', items: result },
               warnings: S.warningsOut,
               strategy: S.strategy,
+              ...S.abstentionOut,
               model: { type: 'string' },
               timing: S.timingOut,
               usage: S.usageOut,
@@ -125,6 +129,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
         sqls: cands.map((c) => c.sql),
         ...(b.strategy ? { strategy: b.strategy } : {}),
         consensus: true,
+        ...(b.min_confidence !== undefined ? { minConfidence: b.min_confidence } : {}),
       });
       const withClauses = b.return_clauses !== false;
       const unit = b.span_unit ?? 'utf16';
@@ -141,6 +146,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
           sql: cand.sql,
           score: o.score,
           prm_score: c.score,
+          ...(r.confidence ? { confidence: r.confidence[o.index]! } : {}),
           rank: o.rank,
           parsed: c.parsed,
           ...(warning ? { warning } : {}),
@@ -170,7 +176,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
             : {}),
         };
       });
-      return { results, ...(r.warnings.length ? { warnings: r.warnings } : {}), strategy: r.strategy, model: r.model, timing: timingBody(r.timing), usage: usageBody(r.usage), span_unit: unit };
+      return { results, ...(r.warnings.length ? { warnings: r.warnings } : {}), strategy: r.strategy, ...abstentionBody(r), model: r.model, timing: timingBody(r.timing), usage: usageBody(r.usage), span_unit: unit };
     },
   );
 }

@@ -70,6 +70,24 @@ export const spanUnit = {
   description: `the unit of every start/end offset (and node.span) in the response, each into the caller's own string: ${SPAN_UNITS.slice(SPAN_UNITS.indexOf(':') + 2)}. They differ only for non-ASCII text (an emoji is 2 UTF-16 units, 1 code point, 4 bytes)`,
 } as const;
 
+/** A request's abstention threshold; out of [0, 1] is 422 invalid_value (checked by the verifier). */
+export const minConfidence = {
+  type: 'number',
+  description: "abstain (abstained: true, the ranking still returned) when the top pick's confidence is below this, in [0, 1]; default: the server's --min-confidence, else never. Needs a model whose caper.json has a confidence map (else 422)",
+} as const;
+
+export const confidenceOut = {
+  type: 'number',
+  description: 'estimated probability that this candidate is right (returns the reference answer), calibrated on held-out databases (caper.json confidence); absent when the model ships no confidence map. Not the relevance score: see docs/SERVICE.md',
+} as const;
+
+/** The response fields of selective answering (present when a threshold is in effect). */
+export const abstentionOut = {
+  abstained: { type: 'boolean', description: "true when the top pick's confidence is below min_confidence: the ranking is returned, but no candidate should be trusted" },
+  abstain_reason: { type: 'string', description: 'why it abstained' },
+  min_confidence: { type: 'number', description: 'the threshold in effect (the request\'s or the server\'s)' },
+} as const;
+
 export const span = {
   kind: { type: 'string', description: 'clause kind: WITH, SELECT, FROM, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT, SETOP' },
   text: { type: 'string' },

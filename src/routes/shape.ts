@@ -1,5 +1,5 @@
 // Shape mapping shared by the scoring routes: the verifier core's results -> JSON fields.
-import { warningOf, type VerifiedCandidate, type ScoredCandidate, type ScoreUsage, type Timing, type RootCause, type ConsensusRootCause, type LocalizeResult } from '../core/verifier.js';
+import { warningOf, type VerifiedCandidate, type ScoredCandidate, type ScoreUsage, type Timing, type RootCause, type ConsensusRootCause, type LocalizeResult, type RerankResult } from '../core/verifier.js';
 
 /** The unit every start/end offset of a response is counted in (request field span_unit). */
 export type SpanUnit = 'utf16' | 'codepoint' | 'byte';
@@ -109,6 +109,7 @@ export function localizeBody(sql: string, r: LocalizeResult, unit: SpanUnit = 'u
   });
   const out: Record<string, unknown> = { sql, parsed: c.parsed, units, base_score: num(c.base), blame, blame_source: r.blameSource, model: r.model };
   if (c.missingClause) out.missing_clause = c.missingClause;
+  if (r.confidence !== undefined) out.confidence = r.confidence;
   const w = warningOf(c);
   if (w) out.warning = w;
   if (r.warnings.length) out.warnings = r.warnings;
@@ -127,4 +128,11 @@ export function localizeBody(sql: string, r: LocalizeResult, unit: SpanUnit = 'u
   out.usage = usageBody(r.usage);
   out.span_unit = unit;
   return out;
+}
+
+/** The selective-answering fields (schemas.abstentionOut), when a threshold was in effect. */
+export function abstentionBody(r: RerankResult) {
+  const a = r.abstention;
+  if (!a) return {};
+  return { abstained: a.abstained, ...(a.reason !== undefined ? { abstain_reason: a.reason } : {}), min_confidence: a.minConfidence };
 }

@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { timingBody, usageBody } from './shape.js';
-import { compatBody, compatRequest, compatWarnings, type V1Body } from './compat.js';
+import { compatBody, compatRequest, compatWarnings, compatConfidence, compatConfidenceMeta, type V1Body } from './compat.js';
 
 export default async function v1RerankRoute(app: FastifyInstance): Promise<void> {
   app.post<{ Body: V1Body }>(
@@ -42,6 +42,7 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
                   strategy: S.strategy,
                   timing: S.timingOut,
                   reason: { ...S.selectorReason, description: 'selector only: why the first result was chosen' },
+                  ...compatConfidenceMeta,
                   usage: S.usageOut,
                   warnings: {
                     type: 'array',
@@ -63,9 +64,10 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
       const r = await app.caper.rerank(request);
       // This shape has no per-result field for it, so unscored documents are listed in meta.
       const warnings = compatWarnings(r);
+      const shown = r.ranking.slice(0, b.top_n ?? r.ranking.length);
       return {
         id: req.id,
-        results: r.ranking.slice(0, b.top_n ?? r.ranking.length).map((o) => ({
+        results: shown.map((o) => ({
           index: o.index,
           relevance_score: o.score,
           ...(b.return_documents ? { document: { text: sqls[o.index]! } } : {}),
@@ -75,6 +77,7 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
           strategy: r.strategy,
           timing: timingBody(r.timing),
           ...(r.reasons && r.ranking[0] ? { reason: r.reasons[r.ranking[0].index]! } : {}),
+          ...compatConfidence(r, shown),
           usage: usageBody(r.usage),
           ...(warnings.length ? { warnings } : {}),
         },

@@ -8,7 +8,7 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { timingBody, usageBody } from './shape.js';
-import { compatBody, compatRequest, compatWarnings, type V1Body } from './compat.js';
+import { compatBody, compatRequest, compatWarnings, compatConfidence, compatConfidenceMeta, type V1Body } from './compat.js';
 
 /** Cohere bills one search unit per query with up to 100 documents. */
 const DOCS_PER_SEARCH_UNIT = 100;
@@ -51,6 +51,7 @@ export default async function v2RerankRoute(app: FastifyInstance): Promise<void>
                   model: { type: 'string' },
                   strategy: S.strategy,
                   timing: S.timingOut,
+                  ...compatConfidenceMeta,
                   usage: S.usageOut,
                 },
               },
@@ -66,9 +67,10 @@ export default async function v2RerankRoute(app: FastifyInstance): Promise<void>
       const { sqls } = request;
       const r = await app.caper.rerank(request);
       const warnings = compatWarnings(r);
+      const shown = r.ranking.slice(0, b.top_n ?? r.ranking.length);
       return {
         id: req.id,
-        results: r.ranking.slice(0, b.top_n ?? r.ranking.length).map((o) => ({ index: o.index, relevance_score: o.score })),
+        results: shown.map((o) => ({ index: o.index, relevance_score: o.score })),
         meta: {
           api_version: { version: '2' },
           billed_units: { search_units: Math.ceil(sqls.length / DOCS_PER_SEARCH_UNIT) },
@@ -76,6 +78,7 @@ export default async function v2RerankRoute(app: FastifyInstance): Promise<void>
           model: r.model,
           strategy: r.strategy,
           timing: timingBody(r.timing),
+          ...compatConfidence(r, shown),
           usage: usageBody(r.usage),
         },
       };

@@ -1,0 +1,231 @@
+// Confidence: the estimated probability that a candidate is right (executes to the reference's
+// answer), and the decision to abstain when the pick is not trustworthy enough. Pure functions,
+// shared by the service, `caper eval rerank --confidence` and the fitter.
+//
+// Model (one per mode: `exec` with a database, `sql` without)
+//   x    the candidate's features: its selector group's feature vector and what the selector's
+//        choice says about it and about the pool (src/scoring/confidence-features.ts);
+//   s    w . z + b, z = (x - mean) / sd with the training set's mean and spread;
+//   p    the calibration map applied to s: isotonic (a monotone step function, interpolated
+//        linearly between the centres of its steps) or Platt (sigmoid(a s + c)), fitted on
+//        scores the model gave to questions it was not fitted on (confidence-fit.ts).
+//   p is then kept inside [floor, 1 - floor]: the calibration set can justify no probability
+//   nearer to 0 or 1 than about one in its size, and a step with no wrong answer is no proof of
+//   certainty.
+//
+// A lone candidate carries no agreement evidence: the features say so (`n_inv`, `lone`), and the
+// model is fitted on pools thinned down to one candidate as well, so its probability is what the
+// PRM and the result's shape alone support.
+
+/** `exec` with a database (candidates executed), `sql` without: the selector's two modes. */
+export type ConfidenceMode = 'exec' | 'sql';
+
+/**
+ * Feature sets of the regression. `agreement` (the default): how the pool agrees (share, margin,
+ * distinct answers, failures, pool size), the selector's verdict on the group, and how hard the
+ * question looks (its wording, the candidate's SQL length and clause count). `rich` adds the PRM,
+ * clause agreement and the result's shape: on dev-open they did not generalize across databases
+ * (docs/SERVICE.md, bench/results/confidence.md).
+ */
+const AGREEMENT = ['share', 'margin', 'groups', 'failed_share', 'n_inv', 'lone', 'failed', 'chosen', 'prob', 'logit', 'prob_gap',
+  'q_words', 'q_count', 'q_superlative', 'q_asked', 'sql_tokens', 'sql_clauses'];
+export const CONFIDENCE_SETS: Record<'agreement' | 'rich', Record<ConfidenceMode, readonly string[]>> = {
+  agreement: {
+    exec: AGREEMENT,
+    sql: AGREEMENT.filter((f) => f !== 'failed_share' && f !== 'failed'),
+  },
+  rich: {
+    exec: [...AGREEMENT, 'agree_mean', 'agree_min', 'sql_agree', 'prm_gap', 'clause_mean', 'prm_self', 'empty', 'one_row', 'log_rows', 'cols_modal', 'order_major'],
+    sql: [...AGREEMENT.filter((f) => f !== 'failed_share' && f !== 'failed'), 'agree_mean', 'agree_min', 'prm_gap', 'clause_mean', 'prm_self', 'text_cols_modal'],
+  },
+};
+export type ConfidenceSet = keyof typeof CONFIDENCE_SETS;
+export const CONFIDENCE_SELECTED = CONFIDENCE_SETS.agreement;
+
+export type Calibration =
+  | { kind: 'isotonic'; x: number[]; y: number[] }
+  | { kind: 'platt'; a: number; c: number };
+
+export interface ConfidenceModel {
+  mode: ConfidenceMode;
+  features: string[];
+  mean: number[];
+  sd: number[];
+  weights: number[];
+  bias: number;
+  calibration: Calibration;
+  /** Smallest distance of a probability from 0 and 1. */
+  floor: number;
+}
+
+const sigmoid = (s: number) => 1 / (1 + Math.exp(-s));
+
+/** The model's uncalibrated score of one feature vector. */
+export function rawScore(m: ConfidenceModel, x: readonly number[]): number {
+  let s = m.bias;
+  for (let k = 0; k < m.weights.length; k++) s += m.weights[k]! * ((x[k]! - m.mean[k]!) / m.sd[k]!);
+  return s;
+}
+
+/** The calibration map: non-decreasing in s, values in [0, 1]. */
+export function calibrate(cal: Calibration, s: number): number {
+  if (cal.kind === 'platt') return sigmoid(cal.a * s + cal.c);
+  const { x, y } = cal;
+  if (x.length === 0) return 0.5;
+  if (s <= x[0]!) return y[0]!;
+  if (s >= x[x.length - 1]!) return y[y.length - 1]!;
+  let lo = 0;
+  let hi = x.length - 1;
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if (x[mid]! <= s) lo = mid;
+    else hi = mid;
+  }
+  const t = x[hi]! > x[lo]! ? (s - x[lo]!) / (x[hi]! - x[lo]!) : 0;
+  return y[lo]! + t * (y[hi]! - y[lo]!);
+}
+
+export function probability(m: ConfidenceModel, x: readonly number[]): number {
+  const p = calibrate(m.calibration, rawScore(m, x));
+  return Math.min(1 - m.floor, Math.max(m.floor, p));
+}
+
+function finiteArray(v: unknown, len?: number): v is number[] {
+  return Array.isArray(v) && (len === undefined || v.length === len) && v.every((x) => typeof x === 'number' && Number.isFinite(x));
+}
+
+function parseModel(v: unknown, mode: ConfidenceMode, names: readonly string[]): ConfidenceModel | null {
+  if (!v || typeof v !== 'object') return null;
+  const o = v as Record<string, unknown>;
+  const features = o.features;
+  if (!Array.isArray(features) || features.length !== names.length || !features.every((f, k) => f === names[k])) return null;
+  const d = names.length;
+  if (!finiteArray(o.mean, d) || !finiteArray(o.sd, d) || !finiteArray(o.weights, d)) return null;
+  if (!(o.sd as number[]).every((s) => s > 0)) return null;
+  if (typeof o.bias !== 'number' || !Number.isFinite(o.bias)) return null;
+  const floor = typeof o.floor === 'number' && o.floor > 0 && o.floor < 0.5 ? o.floor : null;
+  if (floor === null) return null;
+  const c = o.calibration as Record<string, unknown> | undefined;
+  let calibration: Calibration;
+  if (c?.kind === 'isotonic' && finiteArray(c.x) && finiteArray(c.y, (c.x as number[]).length) && (c.x as number[]).length > 0) {
+    const x = c.x as number[];
+    const y = c.y as number[];
+    if (!x.every((xi, k) => k === 0 || xi >= x[k - 1]!) || !y.every((yi, k) => yi >= 0 && yi <= 1 && (k === 0 || yi >= y[k - 1]!))) return null;
+    calibration = { kind: 'isotonic', x, y };
+  } else if (c?.kind === 'platt' && typeof c.a === 'number' && typeof c.c === 'number' && Number.isFinite(c.a) && Number.isFinite(c.c) && c.a >= 0) {
+    calibration = { kind: 'platt', a: c.a, c: c.c };
+  } else return null;
+  return { mode, features: [...names], mean: o.mean as number[], sd: o.sd as number[], weights: o.weights as number[], bias: o.bias, calibration, floor };
+}
+
+export interface ConfidenceModels {
+  exec: ConfidenceModel | null;
+  sql: ConfidenceModel | null;
+}
+
+/**
+ * The `confidence` section of caper.json ({exec, sql}); a missing or invalid mode is null (no
+ * confidence), and so is a mode fitted on other features than `names` (the feature vector the
+ * scorer computes, src/scoring/confidence-features.ts).
+ */
+export function confidenceModelsFrom(section: unknown, names: Record<ConfidenceMode, readonly string[]>): ConfidenceModels {
+  const s = (section && typeof section === 'object' ? section : {}) as { exec?: unknown; sql?: unknown };
+  return { exec: parseModel(s.exec, 'exec', names.exec), sql: parseModel(s.sql, 'sql', names.sql) };
+}
+
+export interface Abstention {
+  abstained: boolean;
+  /** Why, in words, when abstained. */
+  reason?: string;
+}
+
+/** Selective answering: abstain when the top pick's probability is below the threshold. */
+export function abstention(topConfidence: number | undefined, minConfidence: number | undefined): Abstention {
+  if (minConfidence === undefined || topConfidence === undefined) return { abstained: false };
+  if (topConfidence >= minConfidence) return { abstained: false };
+  return {
+    abstained: true,
+    reason: `the top candidate's confidence ${topConfidence.toFixed(3)} is below min_confidence ${minConfidence}`,
+  };
+}
+
+// ---------- measuring a confidence ----------
+
+/**
+ * Area under the ROC curve of `scores` for `labels` (true = positive): the chance that a random
+ * positive scores above a random negative, ties counting half. NaN without both classes.
+ */
+export function auroc(scores: readonly number[], labels: readonly boolean[]): number {
+  const idx = scores.map((_, i) => i).sort((a, b) => scores[a]! - scores[b]!);
+  let pos = 0;
+  let neg = 0;
+  let rankSum = 0;
+  for (let k = 0; k < idx.length; ) {
+    let e = k;
+    while (e + 1 < idx.length && scores[idx[e + 1]!] === scores[idx[k]!]) e++;
+    // Ranks k+1..e+1 share their mean.
+    const mid = (k + e + 2) / 2;
+    for (let j = k; j <= e; j++) {
+      if (labels[idx[j]!]) {
+        pos++;
+        rankSum += mid;
+      } else neg++;
+    }
+    k = e + 1;
+  }
+  if (pos === 0 || neg === 0) return NaN;
+  return (rankSum - (pos * (pos + 1)) / 2) / (pos * neg);
+}
+
+export interface ReliabilityBin {
+  lo: number;
+  hi: number;
+  n: number;
+  /** Mean predicted probability and observed rate of right answers in the bin (NaN when empty). */
+  confidence: number;
+  accuracy: number;
+}
+
+/** Equal-width bins over [0, 1]; p = 1 falls in the last bin; a value that is not a number counts nowhere. */
+export function reliabilityBins(probs: readonly number[], labels: readonly boolean[], bins = 10): ReliabilityBin[] {
+  const out = Array.from({ length: bins }, (_, b) => ({ lo: b / bins, hi: (b + 1) / bins, n: 0, sp: 0, sy: 0 }));
+  probs.forEach((p, i) => {
+    if (!Number.isFinite(p)) return;
+    const b = Math.min(bins - 1, Math.max(0, Math.floor(p * bins)));
+    out[b]!.n++;
+    out[b]!.sp += p;
+    out[b]!.sy += labels[i] ? 1 : 0;
+  });
+  return out.map((b) => ({ lo: b.lo, hi: b.hi, n: b.n, confidence: b.n ? b.sp / b.n : NaN, accuracy: b.n ? b.sy / b.n : NaN }));
+}
+
+/** Expected calibration error: the bins' |confidence - accuracy|, weighted by their share. */
+export function ece(probs: readonly number[], labels: readonly boolean[], bins = 10): number {
+  const bs = reliabilityBins(probs, labels, bins);
+  const n = bs.reduce((a, b) => a + b.n, 0);
+  if (n === 0) return NaN;
+  return bs.reduce((a, b) => a + (b.n ? (b.n / n) * Math.abs(b.confidence - b.accuracy) : 0), 0);
+}
+
+/**
+ * Accuracy (percent) over the ceil(coverage x n) most confident items; ties at the cut are taken
+ * in input order.
+ */
+export function accuracyAtCoverage(probs: readonly number[], labels: readonly boolean[], coverage: number): number {
+  const order = probs.map((_, i) => i).sort((a, b) => probs[b]! - probs[a]! || a - b);
+  const k = Math.max(1, Math.ceil(coverage * probs.length - 1e-9));
+  const kept = order.slice(0, k);
+  return kept.length ? (100 * kept.filter((i) => labels[i]).length) / kept.length : NaN;
+}
+
+/** Risk-coverage curve: for each k = 1..n most confident items, coverage k/n and the error rate among them. */
+export function riskCoverage(probs: readonly number[], labels: readonly boolean[]): { coverage: number; risk: number; threshold: number }[] {
+  const order = probs.map((_, i) => i).sort((a, b) => probs[b]! - probs[a]! || a - b);
+  const out: { coverage: number; risk: number; threshold: number }[] = [];
+  let wrong = 0;
+  order.forEach((i, k) => {
+    if (!labels[i]) wrong++;
+    out.push({ coverage: (k + 1) / order.length, risk: wrong / (k + 1), threshold: probs[i]! });
+  });
+  return out;
+}
