@@ -28,7 +28,7 @@ test('every section names one writer, and that writer is a step of caper train',
   const writers = sectionWriters();
   assert.ok(Object.keys(writers).length > 10);
   for (const [section, step] of Object.entries(writers)) assert.ok((STEPS as readonly string[]).includes(step), `${section}: "${step}"`);
-  assert.deepEqual(manifestSteps(), ['train', 'evaluate', 'selector', 'blame']);
+  assert.deepEqual(manifestSteps(), ['train', 'evaluate', 'selector', 'confidence', 'blame']);
   assert.equal(manifestSchema().additionalProperties, false, 'a section without a writer is refused');
 });
 

@@ -143,5 +143,5 @@ test('caper train rejects bad flags without starting anything', () => {
   assert.match(t.stderr, /does not exist/);
   const o = spawnSync(process.execPath, [CLI, 'train', '--only', 'manifest,tuning'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(o.status, 2);
-  assert.match(o.stderr, /--only takes steps among annotate, train, evaluate, selector, blame-data, blame, manifest, got "tuning"/);
+  assert.match(o.stderr, /--only takes steps among annotate, train, evaluate, selector, confidence, blame-data, blame, manifest, got "tuning"/);
 });

@@ -27,7 +27,7 @@ def test_fixture_problem_lines(path):
 
 def test_every_section_has_one_writer_among_the_steps():
     writers = section_writers()
-    assert set(writers.values()) == {"train", "evaluate", "selector", "blame"}
+    assert set(writers.values()) == {"train", "evaluate", "selector", "confidence", "blame"}
     assert manifest_steps() == ["train", "evaluate", "selector", "confidence", "blame"]
 
 
