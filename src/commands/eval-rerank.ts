@@ -3,11 +3,11 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs, parseStrict, flagString, flagNumber } from './args.js';
 import { loadQuestions, resolvePool, loadPredictions } from '../eval/spider.js';
 import { computeFacts, summarize, picks, type Facts } from '../eval/rerank.js';
-import { STRATEGIES, POOL_STRATEGIES, HYBRID_LAMBDA, type PoolStrategy, type CandidateScoreMode } from '../scoring/rerank.js';
+import { STRATEGIES, POOL_STRATEGIES, HYBRID_LAMBDA, CANDIDATE_SCORE_MODES, type PoolStrategy, type CandidateScoreMode } from '../scoring/rerank.js';
 
 export const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid|selector
        [--model DIR] [--device auto|cuda|cpu] [--out PICKS.jsonl] [--facts FILE] [--lambda X]
-       [--score min|last|mean] [--limit N] [--timeout-ms MS]
+       [--score min|min_clauses|terminal|last|mean] [--limit N] [--timeout-ms MS]
   --strategy selector: cross-validated per-fold figures and the EX plot (caper eval rerank --strategy selector --help)`;
 
 const fmt = (x: number) => x.toFixed(1);
@@ -33,8 +33,8 @@ export async function run(argv: string[]): Promise<number> {
   }
   const device = flagString(a, 'device', 'auto') as 'auto' | 'cuda' | 'cpu';
   const score = flagString(a, 'score') as CandidateScoreMode | undefined;
-  if (score !== undefined && !['min', 'last', 'mean'].includes(score)) {
-    console.error('caper eval rerank: --score must be min, last or mean');
+  if (score !== undefined && !CANDIDATE_SCORE_MODES.includes(score)) {
+    console.error(`caper eval rerank: --score must be one of ${CANDIDATE_SCORE_MODES.join(', ')}`);
     return 2;
   }
   const lambda = a.flags.has('lambda') ? flagNumber(a, 'lambda', HYBRID_LAMBDA) : undefined;
