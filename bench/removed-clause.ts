@@ -114,11 +114,11 @@ function summarize(rows: Scored[], mode?: CandidateScoreMode) {
   return { all: by(() => true), ...Object.fromEntries(kinds.map((k) => [k, by((r) => r.kind === k)])) };
 }
 
-async function postRerank(url: string, body: unknown): Promise<{ sql: string; score: number; rank: number }[]> {
+async function postRerank(url: string, body: unknown): Promise<{ sql: string; score: number; prm_score: number; rank: number }[]> {
   const r = await fetch(url + '/rerank', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const j = (await r.json()) as { results?: { sql: string; score: number; rank: number; index: number }[] };
+  const j = (await r.json()) as { results?: { sql: string; score: number; prm_score: number; rank: number; index: number }[] };
   if (r.status !== 200 || !j.results) throw new Error(`/rerank ${r.status}: ${JSON.stringify(j)}`);
-  return j.results.map((x) => ({ sql: x.sql, score: x.score, rank: x.rank }));
+  return j.results.map((x) => ({ sql: x.sql, score: x.score, prm_score: x.prm_score, rank: x.rank }));
 }
 
 /** The /rerank example of openapi.json (the operation's request example). */
@@ -228,7 +228,8 @@ async function main(): Promise<void> {
   writeFileSync(outBase + '.json', JSON.stringify({ ...result, rows: scored }, null, 1) + '\n');
   const line = (k: string, s: { n: number; complete_higher: number; ties: number; pct_complete_higher: number }) =>
     `| ${k} | ${s.n} | ${s.complete_higher} | ${s.ties} | ${Number.isNaN(s.pct_complete_higher) ? '-' : s.pct_complete_higher.toFixed(1)} |`;
-  const ex = examples as { openapi: { ranked: { sql: string; score: number }[] }; readme: { ranked: { sql: string; score: number }[] } };
+  type Ranked = { sql: string; score: number; prm_score: number }[];
+  const ex = examples as { openapi: { ranked: Ranked }; readme: { ranked: Ranked } };
   const md = [
     `# Removed-clause pairs (${modelName}, product path)`,
     '',
@@ -236,7 +237,7 @@ async function main(): Promise<void> {
     '',
     `${questions.length} dev-open gold queries -> ${variants} one-clause removals; kept ${pairs.length} that run and change the result ` +
       `(dropped: ${dropped.error} fail to run, ${dropped.same_result} same result, ${dropped.gold_error} gold fails). ` +
-      `Scored with the shipped Scorer (candidate score = ${CANDIDATE_SCORE_MODE} of the clause scores); ${scoreS.toFixed(1)} s.`,
+      `Scored with the shipped Scorer (candidate score = ${CANDIDATE_SCORE_MODE} of the clause scores${terminal ? ' and the terminal verdict' : ''}); ${scoreS.toFixed(1)} s.`,
     '',
     '| removed | pairs | complete scores higher | ties | % complete higher |',
     '|---|---|---|---|---|',
@@ -250,7 +251,7 @@ async function main(): Promise<void> {
     '',
     ...(['openapi', 'readme'] as const).flatMap((k) => [
       `- ${k === 'openapi' ? 'openapi.json /rerank example' : 'README two-candidate example'}: ` +
-        ex[k].ranked.map((r) => `\`${r.sql.replace(/\n/g, ' ')}\` ${r.score.toFixed(5)}`).join(' > '),
+        ex[k].ranked.map((r) => `\`${r.sql.replace(/\n/g, ' ')}\` ${r.score.toFixed(5)} (prm_score ${r.prm_score.toFixed(5)})`).join(' > '),
     ]),
     '',
   ].join('\n');
