@@ -238,6 +238,12 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
         if (o.selfCheck) {
           const rc = await rootCauseDetail(m.sql, q.query, db.path, exec, { alpha, sigma, predSplit: m.split, goldSplit: split, question: q.question });
           const ok = rc !== null && rc.unitIndex === m.topUnit;
+          const bk = (s.selfCheck.byKind[m.kind] ??= { n: 0, ok: 0 });
+          bk.n++;
+          if (ok) bk.ok++;
+          // A deletion mutant has no unit of its own to find back (its fault is what is missing):
+          // it is counted by kind, not in the recovery figure of the unit mutations.
+          if (DELETION_KINDS.includes(m.kind)) continue;
           s.selfCheck.n++;
           if (ok) s.selfCheck.recovered++;
           if (ok && rc && m.mutatedInMutant >= 0) {
@@ -250,9 +256,6 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
               }
             }
           }
-          const bk = (s.selfCheck.byKind[m.kind] ??= { n: 0, ok: 0 });
-          bk.n++;
-          if (ok) bk.ok++;
           continue;
         }
         out.push(...faultRecords(m, split, gold, base, alpha, sigma, s));
