@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { CLAUSE_KINDS } from '../src/clauses/types.js';
+import { DELETION_KINDS } from '../src/annotate/mutations.js';
 
 // dist/test/annotate-cli.test.js -> dist/src/cli.js
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli.js');
@@ -77,10 +78,13 @@ test('caper annotate writes pair and trajectory records in the documented format
     assert.equal(units.length, rewards.length);
     assert.equal(typeof t.correct, 'boolean');
     if (t.correct) assert.ok(rewards.every((x) => x === 0));
+    // A mutant that deleted its last units has no wrong unit: only correct: false says it is wrong.
+    else if (DELETION_KINDS.includes(t.mutation as never)) assert.ok(rewards.every((x) => x <= 0) && units.length > 0);
     else assert.ok(Math.min(...rewards) < 0);
     assert.ok(['gold', 'fault', 'counterfactual'].includes(t.source as string));
   }
   assert.equal(trajs.filter((t) => t.source === 'gold').length, 4, 'one gold trajectory per question with a database');
+  assert.ok(trajs.some((t) => t.source === 'fault' && DELETION_KINDS.includes(t.mutation as never)), 'a deletion mutant');
   // sysA: question 1 is wrong in WHERE (a literal), 3 lacks HAVING, 4 lacks its UNION arm; 2 is right.
   const cf = recs.filter((x) => x.source === 'counterfactual');
   const cfWrong = cf.filter((x) => x.type === 'trajectory' && x.correct === false);

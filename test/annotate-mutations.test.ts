@@ -9,7 +9,7 @@ import { schemaFromSqlite } from '../src/clauses/schema.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { sameResult } from '../src/execution/equivalence.js';
 import { SchemaIndex } from '../src/clauses/scope.js';
-import { makeMutants, fetchValues, literalColumns, MUTATION_KINDS, type MutationKind, type Mutant } from '../src/annotate/mutations.js';
+import { makeMutants, fetchValues, literalColumns, MUTATION_KINDS, DELETION_KINDS, type MutationKind, type Mutant, type MutateStats } from '../src/annotate/mutations.js';
 import { rootCause } from '../src/rootcause/rootcause.js';
 import { Rng } from '../src/annotate/rng.js';
 
@@ -44,13 +44,13 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function mutate(sql: string, kind: MutationKind, seed = 7, n = 3): Promise<Mutant[]> {
+async function mutate(sql: string, kind: MutationKind, seed = 7, n = 3, stats?: MutateStats): Promise<Mutant[]> {
   const split = splitSql(sql);
   assert.ok(split.tree, `fixture query parses: ${sql}`);
   const gold = await ex.run(db, sql);
   assert.equal(gold.ok, true, sql);
   const values = await fetchValues(ex, db, schema, literalColumns(split, schema));
-  return makeMutants({ sql, split, dbPath: db, exec: ex, schema, values, gold, rng: new Rng(seed), n, kinds: [kind] });
+  return makeMutants({ sql, split, dbPath: db, exec: ex, schema, values, gold, rng: new Rng(seed), n, kinds: [kind] }, stats);
 }
 
 const CASES: { kind: MutationKind; sql: string; clauses: string[]; vstar: string[] }[] = [
@@ -76,9 +76,52 @@ const CASES: { kind: MutationKind; sql: string; clauses: string[]; vstar: string
   { kind: 'extra_join', sql: 'SELECT T1.name FROM stadium AS T1 WHERE T1.capacity > 1000', clauses: ['FROM'], vstar: ['clause'] },
 ];
 
+// Deletion kinds: the mutant lacks whole units (`deleted`: their indexes in the original).
+const DELETION_CASES: { kind: MutationKind; sql: string; deleted: number[] }[] = [
+  { kind: 'drop_where', sql: "SELECT count(*) FROM singer WHERE country = 'France'", deleted: [2] },
+  { kind: 'drop_where', sql: 'SELECT name FROM singer WHERE age > 30 ORDER BY age', deleted: [2] },
+  { kind: 'drop_group_by', sql: 'SELECT country, count(*) FROM singer GROUP BY country', deleted: [2] },
+  { kind: 'drop_group_by', sql: 'SELECT country FROM singer GROUP BY country HAVING count(*) > 1', deleted: [2, 3] },
+  { kind: 'drop_having', sql: 'SELECT country FROM singer GROUP BY country HAVING count(*) > 1', deleted: [3] },
+  { kind: 'drop_set_arm', sql: "SELECT name FROM singer WHERE age > 30 EXCEPT SELECT name FROM singer WHERE country = 'France'", deleted: [3, 4, 5, 6] },
+  { kind: 'drop_set_arm', sql: "SELECT name FROM singer WHERE age > 30 INTERSECT SELECT name FROM singer WHERE country = 'France' ORDER BY name", deleted: [3, 4, 5, 6] },
+];
+
 test('the catalogue has at least 10 kinds and every kind is exercised below', () => {
   assert.ok(MUTATION_KINDS.length >= 10);
-  assert.deepEqual([...new Set(CASES.map((c) => c.kind))].sort(), [...MUTATION_KINDS].sort());
+  assert.deepEqual([...new Set([...CASES, ...DELETION_CASES].map((c) => c.kind))].sort(), [...MUTATION_KINDS].sort());
+  assert.deepEqual([...new Set(DELETION_CASES.map((c) => c.kind))].sort(), [...DELETION_KINDS].sort());
+});
+
+for (const c of DELETION_CASES) {
+  test(`deletion ${c.kind}: ${c.sql} loses units ${c.deleted.join(',')}, the rest verbatim, result changed`, async () => {
+    const ms = await mutate(c.sql, c.kind);
+    assert.equal(ms.length, 1, `one ${c.kind} mutant for ${c.sql}`);
+    const m = ms[0]!;
+    const tops = topUnits(splitSql(c.sql));
+    const kept = tops.filter((_, i) => !c.deleted.includes(i));
+    assert.deepEqual(topUnits(splitSql(m.sql)).map((u) => u.text), kept.map((u) => u.text));
+    assert.equal(m.topUnit, c.deleted[0]);
+    assert.equal(m.clause, tops[c.deleted[0]!]!.kind);
+    const gold = await ex.run(db, c.sql);
+    const r = await ex.run(db, m.sql);
+    assert.equal(r.ok, true, m.sql);
+    assert.equal(sameResult(gold, r, c.sql), false, `${m.sql} should change the result`);
+  });
+}
+
+test('a deletion that leaves the result unchanged is tried but not kept', async () => {
+  for (const [kind, sql] of [
+    ['drop_where', 'SELECT name FROM singer WHERE age > 0'],
+    ['drop_group_by', 'SELECT DISTINCT country FROM singer GROUP BY country'],
+    ['drop_having', 'SELECT country FROM singer GROUP BY country HAVING count(*) >= 1'],
+    ['drop_set_arm', 'SELECT name FROM singer UNION SELECT name FROM singer WHERE age > 40'],
+  ] as const) {
+    const stats: MutateStats = { tried: {}, kept: {} };
+    assert.deepEqual(await mutate(sql, kind, 7, 3, stats), [], `${kind} kept for ${sql}`);
+    assert.equal(stats.tried[kind], 1, `${kind} tried once on ${sql}`);
+    assert.equal(stats.kept[kind] ?? 0, 0);
+  }
 });
 
 for (const c of CASES) {

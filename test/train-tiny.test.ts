@@ -16,7 +16,9 @@ const SKIP = existsSync(PY) ? false : `no Python training environment at ${PY} (
 
 interface Dump {
   max_length: number;
-  prompts: { schema: string; question: string; units: string[]; ids: number[]; markers: number[]; rewards: number[] }[];
+  terminal_verdict: boolean;
+  prompts: { schema: string; question: string; units: string[]; ids: number[]; markers: number[]; rewards: number[];
+    terminal: number; terminal_reward?: number }[];
 }
 
 test('tiny preset: Python train + export, TypeScript reproduces the rewards to 1e-4', { skip: SKIP, timeout: 120_000 }, async () => {
@@ -37,17 +39,26 @@ test('tiny preset: Python train + export, TypeScript reproduces the rewards to 1
       const m = await loadModel(out, { device: 'cpu', quantized });
       try {
         assert.equal(m.manifest.max_length, dump.max_length);
-        const prompts = dump.prompts.map((p) => buildPrompt(m.tokenizer, p, m.manifest.max_length));
+        // New trainings have the terminal verdict, and the manifest says so.
+        assert.equal(m.manifest.terminal_verdict, true);
+        assert.equal(dump.terminal_verdict, true);
+        const prompts = dump.prompts.map((p) => buildPrompt(m.tokenizer, p, m.manifest.max_length, { terminal: m.manifest.terminal_verdict }));
         prompts.forEach((p, i) => {
           assert.ok(p.ok, `prompt ${i} rejected`);
           assert.deepEqual(p.ids, dump.prompts[i]!.ids, `prompt ${i}: TS ids differ from Python ids`);
           assert.deepEqual(p.markers, dump.prompts[i]!.markers);
+          assert.equal(p.terminal, dump.prompts[i]!.terminal);
+          assert.ok(p.terminal > 0 && dump.prompts[i]!.terminal_reward !== undefined);
         });
         const outs = await m.run(prompts.map((p) => (p.ok ? p.ids : [])));
         let maxDiff = 0;
-        outs.forEach((o, i) => dump.prompts[i]!.markers.forEach((mk, k) => {
-          maxDiff = Math.max(maxDiff, Math.abs(o[mk]! - dump.prompts[i]!.rewards[k]!));
-        }));
+        outs.forEach((o, i) => {
+          const d = dump.prompts[i]!;
+          d.markers.forEach((mk, k) => {
+            maxDiff = Math.max(maxDiff, Math.abs(o[mk]! - d.rewards[k]!));
+          });
+          maxDiff = Math.max(maxDiff, Math.abs(o[d.terminal]! - d.terminal_reward!));
+        });
         if (!quantized) assert.ok(maxDiff <= 1e-4, `fp32 max |TS - Python| = ${maxDiff}`);
         else assert.ok(maxDiff < 0.5, `int8 drifted by ${maxDiff}`);
       } finally {

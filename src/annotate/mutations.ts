@@ -7,7 +7,7 @@
 // none of whose texts round-trips is dropped. A mutant is kept only if it executes and its result
 // differs from the original's (sameResult with the original's ORDER BY rule).
 import { splitSql, renderSql, walk, cloneTree, topUnits, nodeTopUnit, makeNode } from '../clauses/index.js';
-import type { ClauseKind, SplitResult, TreeNode } from '../clauses/types.js';
+import type { ClauseKind, ClauseUnit, SplitResult, TreeNode } from '../clauses/types.js';
 import type { ExecResult, SqlExecutor } from '../execution/executor.js';
 import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
 import { SchemaIndex, clauseOf, enclosingSelect, resolveColumn, scopeOf, type TypeClass } from '../clauses/scope.js';
@@ -17,8 +17,16 @@ export const MUTATION_KINDS = [
   'column_swap', 'column_swap_join', 'comparison_op', 'aggregate', 'distinct', 'and_or', 'literal',
   'join_key', 'order_direction', 'order_key', 'limit', 'group_key', 'having', 'drop_conjunct',
   'in_not_in', 'set_op', 'literal_case', 'min_max', 'drop_join', 'extra_join',
+  'drop_where', 'drop_group_by', 'drop_having', 'drop_set_arm',
 ] as const;
 export type MutationKind = (typeof MUTATION_KINDS)[number];
+
+/**
+ * Kinds that delete whole depth-0 units: the mutant has fewer units than the original, so no unit
+ * of it is the wrong one (when the deleted unit was the last, every remaining prefix is a prefix of
+ * the right query). Only a verdict on the whole query can score them low.
+ */
+export const DELETION_KINDS: readonly MutationKind[] = ['drop_where', 'drop_group_by', 'drop_having', 'drop_set_arm'];
 
 export interface NodeRef {
   id: number;
@@ -59,6 +67,8 @@ interface Candidate {
   kind: MutationKind;
   target: number;
   apply(byId: Map<number, TreeNode>, rng: Rng): Applied | null;
+  /** Deletion kinds: indexes (into topUnits) of the units removed from the text; apply is unused. */
+  deleteUnits?: number[];
 }
 
 const CMP_ORDER = ['=', '!=', '<', '<=', '>', '>='];
@@ -634,7 +644,40 @@ export function enumerateCandidates(split: SplitResult, schema: SchemaIndex, val
       for (const p of propose(n, ctx)) out.push({ kind, target: p.target.id, apply: p.apply });
     }
   }
+  for (const d of deletionProposals(split)) out.push({ kind: d.kind, target: -1, apply: () => null, deleteUnits: d.units });
   return out;
+}
+
+/**
+ * Whole depth-0 units a query could have left out: a WHERE, a GROUP BY (with its HAVING, which
+ * means little without it), a HAVING, and the right arm of a set operation (the operator and its
+ * SELECT ... up to the next operator; a final ORDER BY / LIMIT stays, it orders the whole result).
+ */
+export function deletionProposals(split: SplitResult): { kind: MutationKind; units: number[] }[] {
+  const tops = topUnits(split);
+  const out: { kind: MutationKind; units: number[] }[] = [];
+  tops.forEach((u, i) => {
+    if (u.kind === 'WHERE') out.push({ kind: 'drop_where', units: [i] });
+    if (u.kind === 'GROUP BY') out.push({ kind: 'drop_group_by', units: tops[i + 1]?.kind === 'HAVING' ? [i, i + 1] : [i] });
+    if (u.kind === 'HAVING') out.push({ kind: 'drop_having', units: [i] });
+    if (u.kind === 'SETOP') {
+      const units = [i];
+      for (let j = i + 1; j < tops.length && tops[j]!.kind !== 'SETOP'; j++) units.push(j);
+      const finalArm = !tops.slice(i + 1).some((x) => x.kind === 'SETOP');
+      if (finalArm) while (units.length > 1 && ['ORDER BY', 'LIMIT'].includes(tops[units[units.length - 1]!]!.kind)) units.pop();
+      out.push({ kind: 'drop_set_arm', units });
+    }
+  });
+  return out;
+}
+
+/** The SQL without the given depth-0 units (consecutive), with the whitespace before them. */
+export function deleteUnitsText(sql: string, split: SplitResult, units: readonly number[]): string {
+  const tops = topUnits(split);
+  const first = tops[units[0]!]!;
+  const last = tops[units[units.length - 1]!]!;
+  const before = units[0]! > 0 ? tops[units[0]! - 1]!.end : first.start;
+  return (sql.slice(0, before) + sql.slice(last.end)).trim();
 }
 
 // ---- splicing and verification ----
@@ -831,6 +874,7 @@ export const KIND_WEIGHTS: Partial<Record<MutationKind, number>> = {
   column_swap: 0.35, group_key: 0.6, order_key: 0.4, order_direction: 0.4, limit: 0.4, comparison_op: 0.7,
   column_swap_join: 1.5, join_key: 1.5, drop_join: 3, extra_join: 2.5, set_op: 3, drop_conjunct: 3, and_or: 2,
   distinct: 1.5, min_max: 1.5, in_not_in: 1.5, literal_case: 1.2,
+  drop_where: 3, drop_group_by: 3, drop_having: 3, drop_set_arm: 3,
 };
 
 export interface MutateStats {
@@ -887,6 +931,15 @@ export async function makeMutants(o: MutateOptions, stats?: MutateStats): Promis
     // A kind weighted below 1 is also thinned: real systems make these errors less often than
     // they are available to inject (column swaps especially), so only that share of them is kept.
     if (w(c.kind) < 1 && o.rng.next() >= w(c.kind)) continue;
+    if (c.deleteUnits) {
+      const m = await deletionMutant(o, c.kind, c.deleteUnits, tops, seenSql, orderMatters, stats);
+      if (m === 'tried') tries++;
+      else if (m) {
+        tries++;
+        kept.push(m);
+      }
+      continue;
+    }
     const clone = cloneTree(tree);
     const byId = new Map(walk(clone).map((x) => [x.id, x]));
     let ap: Applied | null;
@@ -917,6 +970,34 @@ export async function makeMutants(o: MutateOptions, stats?: MutateStats): Promis
     });
   }
   return kept;
+}
+
+/**
+ * A deletion candidate, executed: the mutant when it parses into the original's units less the
+ * deleted ones and its result differs from gold's; 'tried' when it ran but was not kept.
+ */
+async function deletionMutant(o: MutateOptions, kind: MutationKind, del: number[], tops: ClauseUnit[],
+  seenSql: Set<string>, orderMatters: boolean, stats?: MutateStats): Promise<Mutant | 'tried' | null> {
+  const sql = deleteUnitsText(o.sql, o.split, del);
+  if (seenSql.has(sql)) return null;
+  seenSql.add(sql);
+  const split = splitSql(sql);
+  if (!split.ok || !split.tree) return null;
+  const want = tops.filter((_, i) => !del.includes(i)).map((u) => u.kind);
+  const mu = topUnits(split);
+  if (mu.length !== want.length || mu.some((u, i) => u.kind !== want[i])) return null;
+  if (stats) stats.tried[kind] = (stats.tried[kind] ?? 0) + 1;
+  const r = await o.exec.run(o.dbPath, sql);
+  if (!r.ok || sameResult(o.gold, r, { ordered: orderMatters })) return 'tried';
+  const k = del[0]!;
+  const v = walk(o.split.tree!).find((x) => x.unit >= 0 && nodeTopUnit(o.split, x) === k) ?? o.split.tree!;
+  if (stats) stats.kept[kind] = (stats.kept[kind] ?? 0) + 1;
+  return {
+    kind, sql, split, result: r, topUnit: k, clause: tops[k]!.kind,
+    vStar: { id: v.id, kind: v.kind, label: v.label },
+    mutated: { id: v.id, kind: v.kind, label: v.label },
+    mutatedInMutant: -1,
+  };
 }
 
 /** Child indexes from the root down to n. */

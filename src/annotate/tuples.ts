@@ -16,7 +16,7 @@ import { schemaFromSqlite, schemaFromSpiderTables, schemaText, type SchemaInfo }
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
 import { SchemaIndex } from '../clauses/scope.js';
-import { makeMutants, literalColumns, fetchValues, MUTATION_KINDS, type MutationKind, type MutateStats, type ValueTable, type Mutant } from './mutations.js';
+import { makeMutants, literalColumns, fetchValues, MUTATION_KINDS, DELETION_KINDS, type MutationKind, type MutateStats, type ValueTable, type Mutant } from './mutations.js';
 import { similarity } from '../rootcause/counterfactual.js';
 import { rootCauseDetail } from '../rootcause/rootcause.js';
 import { nodeRewards, clauseRewards, propagationParams } from '../rootcause/propagation.js';
@@ -238,6 +238,12 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
         if (o.selfCheck) {
           const rc = await rootCauseDetail(m.sql, q.query, db.path, exec, { alpha, sigma, predSplit: m.split, goldSplit: split, question: q.question });
           const ok = rc !== null && rc.unitIndex === m.topUnit;
+          const bk = (s.selfCheck.byKind[m.kind] ??= { n: 0, ok: 0 });
+          bk.n++;
+          if (ok) bk.ok++;
+          // A deletion mutant has no unit of its own to find back (its fault is what is missing):
+          // it is counted by kind, not in the recovery figure of the unit mutations.
+          if (DELETION_KINDS.includes(m.kind)) continue;
           s.selfCheck.n++;
           if (ok) s.selfCheck.recovered++;
           if (ok && rc && m.mutatedInMutant >= 0) {
@@ -250,9 +256,6 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
               }
             }
           }
-          const bk = (s.selfCheck.byKind[m.kind] ??= { n: 0, ok: 0 });
-          bk.n++;
-          if (ok) bk.ok++;
           continue;
         }
         out.push(...faultRecords(m, split, gold, base, alpha, sigma, s));
@@ -345,6 +348,7 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
 function faultRecords(m: Mutant, split: SplitResult, gold: ExecResult, base: Record<string, string>,
   alpha: number, sigma: number, s: AnnotateSummary): string[] {
   const out: string[] = [];
+  if (DELETION_KINDS.includes(m.kind)) return deletionRecords(m, split, gold, base, alpha, s);
   const tree = split.tree!;
   const v = walk(tree).find((x) => x.id === m.vStar.id);
   if (!v) return out;
@@ -364,6 +368,33 @@ function faultRecords(m: Mutant, split: SplitResult, gold: ExecResult, base: Rec
   out.push(JSON.stringify({ type: 'pair', ...base, prefix: tops.slice(0, k).map((u) => u.text), chosen: chosen.text,
     rejected: rejected.text, clause: chosen.kind, margin: marginOf(Math.abs(rewards[k]!) || alpha, gold, m.result),
     source: 'fault', mutation: m.kind }));
+  s.pairs++;
+  s.pairsBySource.fault++;
+  inc(s.pairsByClause, chosen.kind);
+  return out;
+}
+
+/**
+ * A mutant that lost whole units. Its trajectory blames the unit that now stands where the deleted
+ * one stood (that prefix is no longer a prefix of the right query); when the deleted units were the
+ * last, no unit is wrong and only the whole-query verdict (the trajectory's `correct: false`) says
+ * so. The pair compares the deleted unit with its replacement after the same prefix.
+ */
+function deletionRecords(m: Mutant, split: SplitResult, gold: ExecResult, base: Record<string, string>,
+  alpha: number, s: AnnotateSummary): string[] {
+  const out: string[] = [];
+  const tops = topUnits(split);
+  const mu = topUnits(m.split);
+  const k = m.topUnit;
+  const rewards = mu.map((_, i) => (i === k ? -alpha : 0));
+  out.push(JSON.stringify({ type: 'trajectory', ...base, units: mu.map((u) => ({ kind: u.kind, text: u.text })),
+    rewards: rewards.map(round4), correct: false, source: 'fault', mutation: m.kind }));
+  s.trajectories++;
+  const chosen = tops[k];
+  const rejected = mu[k];
+  if (!chosen || !rejected || tops.slice(0, k).some((u, i) => mu[i]?.text !== u.text)) return out;
+  out.push(JSON.stringify({ type: 'pair', ...base, prefix: tops.slice(0, k).map((u) => u.text), chosen: chosen.text,
+    rejected: rejected.text, clause: chosen.kind, margin: marginOf(alpha, gold, m.result), source: 'fault', mutation: m.kind }));
   s.pairs++;
   s.pairsBySource.fault++;
   inc(s.pairsByClause, chosen.kind);

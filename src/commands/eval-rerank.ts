@@ -4,11 +4,11 @@ import { parseArgs, parseStrict, flagString, flagNumber } from './args.js';
 import { loadQuestions, resolvePool, loadPredictions } from '../eval/spider.js';
 import { computeFacts, summarize, picks, type Facts } from '../eval/rerank.js';
 import { STRATEGIES, POOL_STRATEGIES, HYBRID_LAMBDA, type PoolStrategy } from '../verdict/rank.js';
-import type { CandidateScoreMode } from '../scoring/candidate-score.js';
+import { CANDIDATE_SCORE_MODES, type CandidateScoreMode } from '../scoring/candidate-score.js';
 
 export const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid|selector
        [--model DIR] [--device auto|cuda|cpu] [--out PICKS.jsonl] [--facts FILE] [--lambda X]
-       [--score min|last|mean] [--limit N] [--timeout-ms MS]
+       [--score min|min_clauses|terminal|last|mean] [--limit N] [--timeout-ms MS]
   --strategy selector: cross-validated per-fold figures and the EX plot, or with --weights shipped the
   model's own selector weights scored without a refit (caper eval rerank --strategy selector --help)
   --confidence: how well the pick's confidence separates right from wrong, per fold (caper eval rerank --confidence --help)`;
@@ -38,8 +38,8 @@ export async function run(argv: string[]): Promise<number> {
   }
   const device = flagString(a, 'device', 'auto') as 'auto' | 'cuda' | 'cpu';
   const score = flagString(a, 'score') as CandidateScoreMode | undefined;
-  if (score !== undefined && !['min', 'last', 'mean'].includes(score)) {
-    console.error('caper eval rerank: --score must be min, last or mean');
+  if (score !== undefined && !CANDIDATE_SCORE_MODES.includes(score)) {
+    console.error(`caper eval rerank: --score must be one of ${CANDIDATE_SCORE_MODES.join(', ')}`);
     return 2;
   }
   const lambda = a.flags.has('lambda') ? flagNumber(a, 'lambda', HYBRID_LAMBDA) : undefined;

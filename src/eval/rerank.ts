@@ -22,6 +22,8 @@ export interface QuestionFacts {
   keys: (string | null)[];
   correct: boolean[];
   clauseScores: number[][];
+  /** Per candidate: the terminal (whole-query) score, null when unscored; absent for models without one. */
+  terminalScores?: (number | null)[];
 }
 
 export interface Facts {
@@ -43,7 +45,7 @@ export interface EvalSummary {
 export function picks(facts: Facts, strategy: Strategy, opts: { lambda?: number; score?: CandidateScoreMode } = {}): number[] {
   return facts.questions.map((q) => {
     const inputs = q.clauseScores.map((cs, i) => ({
-      score: candidateScore(cs, opts.score),
+      score: candidateScore(cs, opts.score, q.terminalScores?.[i] ?? undefined),
       ...(strategy === 'prm' ? {} : { execKey: q.keys[i] ?? null }),
     }));
     return rerank(inputs, strategy, opts.lambda !== undefined ? { lambda: opts.lambda } : {})[0]?.index ?? 0;
@@ -76,6 +78,7 @@ export async function computeFacts(dataDir: string, systems: string[], modelDir:
       keys: results.map(groupKey),
       correct: results.map(correct),
       clauseScores: scored.map((c) => c.units.map((u) => u.score)),
+      ...(scored.some((c) => c.terminal !== undefined) ? { terminalScores: scored.map((c) => c.terminal ?? null) } : {}),
     };
   });
   return { data: dataDir, systems, model: run.model, questions: out };

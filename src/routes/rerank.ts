@@ -65,7 +65,7 @@ const result = {
     id: S.candidateId,
     sql: { type: 'string' },
     score: { type: 'number', description: 'what the strategy ranked by, in [0, 1]' },
-    prm_score: { type: 'number', description: 'PRM candidate score: the minimum clause-prefix score' },
+    prm_score: { type: 'number', description: 'PRM candidate score: the minimum of the clause-prefix scores and, for models with a terminal verdict, the whole-query score' },
     confidence: S.confidenceOut,
     rank: { type: 'integer', description: '1 = best' },
     parsed: { type: 'boolean', description: 'false: the clause parser rejected the SQL; units come from the lexer' },

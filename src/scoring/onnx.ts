@@ -25,6 +25,8 @@ export interface Manifest {
   files: { model: string; model_int8?: string; model_int4?: string; tokenizer: string };
   /** Set by exports that take packed prefix-tree rows; absent on older models. */
   packing?: string;
+  /** true: prompts end in `</s>` and the output there is the whole-query verdict; absent on older models. */
+  terminal_verdict?: boolean;
   [k: string]: unknown;
 }
 

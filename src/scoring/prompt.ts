@@ -4,18 +4,28 @@
 // the question is cut to its first 96 tokens, then the schema (head kept) to what is left, and if
 // even an empty schema leaves no room the question is cut further. A SQL part that does not fit
 // rejects the candidate.
+// With the terminal verdict (caper.json `terminal_verdict`) one `</s>` follows the last marker: the
+// output there judges the whole query. It is part of the SQL part, so it is never cut.
 import type { CaperTokenizer } from './tokenizer.js';
 
 export const QUESTION_MAX_TOKENS = 96;
 
 export type PromptResult =
-  | { ok: true; ids: number[]; markers: number[]; truncated: { schema: boolean; question: boolean } }
+  | {
+    ok: true;
+    ids: number[];
+    markers: number[];
+    /** Position of the terminal `</s>`; -1 without the terminal verdict. */
+    terminal: number;
+    truncated: { schema: boolean; question: boolean };
+  }
   | { ok: false; error: string };
 
 export function buildPrompt(
   tok: CaperTokenizer,
   input: { schema: string; question: string; units: string[] },
   maxLength: number,
+  opts: { terminal?: boolean } = {},
 ): PromptResult {
   try {
     if (!input || !Array.isArray(input.units)) return { ok: false, error: 'units must be an array of strings' };
@@ -32,6 +42,7 @@ export function buildPrompt(
       markersRel.push(sql.length);
       sql.push(marker);
     }
+    if (opts.terminal) sql.push(tok.specialId('</s>'));
     const fixed = 2; // <s> and <q>
     if (fixed + sql.length > maxLength) {
       return { ok: false, error: `SQL part needs ${sql.length + fixed} tokens, max_length is ${maxLength}` };
@@ -58,7 +69,10 @@ export function buildPrompt(
     }
     const ids = [bos, ...s, qTok, ...q, ...sql];
     const base = 2 + s.length + q.length;
-    return { ok: true, ids, markers: markersRel.map((m) => base + m), truncated: { schema: ts, question: tq } };
+    return {
+      ok: true, ids, markers: markersRel.map((m) => base + m), terminal: opts.terminal ? ids.length - 1 : -1,
+      truncated: { schema: ts, question: tq },
+    };
   } catch (e) {
     return { ok: false, error: e instanceof Error ? e.message : String(e) };
   }

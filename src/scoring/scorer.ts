@@ -45,6 +45,11 @@ export interface ScoredCandidate {
   base: number;
   /** Candidate score (see CANDIDATE_SCORE_MODE); 0 when nothing could be scored. */
   score: number;
+  /**
+   * sigmoid of the output at the terminal position: the model's verdict on the whole query
+   * (models with caper.json `terminal_verdict`); absent for older models and unscored candidates.
+   */
+  terminal?: number;
   /** Set when the candidate could not be scored at all (e.g. its SQL alone exceeds max_length). */
   error?: string;
   truncated?: { schema: boolean; question: boolean };
@@ -82,6 +87,8 @@ interface Prepared {
   ids: number[] | null;
   markers: number[];
   sqlPos: number;
+  /** Position of the terminal token, -1 when the model has none. */
+  terminal: number;
   error?: string;
   truncated?: { schema: boolean; question: boolean };
 }
@@ -187,6 +194,7 @@ export class Scorer {
       ids: null,
       markers: [],
       sqlPos: -1,
+      terminal: -1,
     };
     this.onCandidate?.(split.ok);
     if (units.length === 0) return { ...base, error: 'no clause units in the SQL' };
@@ -195,10 +203,11 @@ export class Scorer {
     if (this.charsPerToken > 0 && sqlChars > this.charsPerToken * maxLength) {
       return { ...base, error: `SQL part needs at least ${Math.ceil(sqlChars / this.charsPerToken)} tokens, max_length is ${maxLength}` };
     }
-    const p = buildPrompt(this.tok, { schema, question, units: units.map((u) => u.text) }, this.model.manifest.max_length);
+    const p = buildPrompt(this.tok, { schema, question, units: units.map((u) => u.text) }, this.model.manifest.max_length,
+      { terminal: this.model.manifest.terminal_verdict === true });
     if (!p.ok) return { ...base, error: p.error };
     const sqlPos = p.ids.lastIndexOf(this.sqlId, p.markers[0] ?? p.ids.length);
-    return { ...base, ids: p.ids, markers: p.markers, sqlPos, truncated: p.truncated };
+    return { ...base, ids: p.ids, markers: p.markers, sqlPos, terminal: p.terminal, truncated: p.truncated };
   }
 
   private finish(p: Prepared, out: Float32Array | null): ScoredCandidate {
@@ -224,7 +233,8 @@ export class Scorer {
     });
     const scores = units.map((u) => u.score);
     const base = p.sqlPos >= 0 ? sigmoid(out[p.sqlPos]!) : 0.5;
-    return { ...common, units, base, score: candidateScore(scores, this.mode) };
+    const terminal = p.terminal >= 0 ? sigmoid(out[p.terminal]!) : undefined;
+    return { ...common, units, base, score: candidateScore(scores, this.mode, terminal), ...(terminal !== undefined ? { terminal } : {}) };
   }
 
   /** Scores all candidates of one request; the batcher may merge them with other requests'. */

@@ -19,6 +19,10 @@ class PairExample:
     rejected_marker: int
     margin: float
     group: str
+    # True: a whole-query pair (a right and a wrong query of one question) compared at their
+    # terminal positions instead of a clause pair at the last marker.
+    terminal: bool = False
+    mutation: str | None = None
 
 
 @dataclass
@@ -28,6 +32,12 @@ class TrajExample:
     targets: list[float]  # regression labels in [0, 1], one per marker
     rewards: list[float]
     group: str
+    terminal: int = -1  # position of the terminal token, -1 without the terminal verdict
+    correct: bool | None = None  # the terminal's label: is the whole query right?
+
+
+# Margin of a whole-query pair: trajectories carry no annotated margin; a wrong result is wrong.
+TERMINAL_MARGIN = 1.0
 
 
 @dataclass
@@ -104,7 +114,7 @@ class Encoder:
         self.tok = tok
         self.max_length = max_length
         self.cache: dict[str, list[int]] = {}
-        self.specials = {t: tok.special_id(t) for t in ("<s>", "<q>", "<sql>", "<clause>")}
+        self.specials = {t: tok.special_id(t) for t in ("<s>", "<q>", "<sql>", "<clause>", "</s>")}
 
     def enc(self, text: str) -> list[int]:
         ids = self.cache.get(text)
@@ -113,14 +123,19 @@ class Encoder:
             self.cache[text] = ids
         return ids
 
-    def prompt(self, schema: str, question: str, units: list[str]):
+    def prompt(self, schema: str, question: str, units: list[str], terminal: bool = False):
         return build_from_ids(self.enc(schema), self.enc(question), [self.enc(u) for u in units],
-                              self.max_length, self.specials)
+                              self.max_length, self.specials, terminal)
 
 
-def build_dataset(records: list[dict], tok, max_length: int) -> Dataset:
+def build_dataset(records: list[dict], tok, max_length: int, terminal: bool = False) -> Dataset:
+    """Pairs and trajectories as ids. With `terminal`, trajectories end in the terminal token
+    (labelled with `correct`), and every wrong trajectory of a question is paired with its right
+    one (gold's, else the first right candidate) at the terminal positions: a mutant that deleted a
+    clause has no wrong clause, so only these pairs teach the model that it is worse."""
     ds = Dataset()
     enc = Encoder(tok, max_length)
+    by_group: dict[str, list[tuple[TrajExample, dict]]] = {}
     for r in records:
         try:
             schema, question = str(r.get("schema", "")), str(r.get("question", ""))
@@ -141,11 +156,26 @@ def build_dataset(records: list[dict], tok, max_length: int) -> Dataset:
                 if len(units) != len(rewards) or not units:
                     ds.skip("bad_trajectory")
                     continue
-                p = enc.prompt(schema, question, units)
-                ds.trajs.append(TrajExample(p.ids, p.markers, [reward_target(x) for x in rewards], rewards,
-                                            group_key(r)))
+                p = enc.prompt(schema, question, units, terminal)
+                correct = r.get("correct")
+                t = TrajExample(p.ids, p.markers, [reward_target(x) for x in rewards], rewards, group_key(r),
+                                p.terminal, correct if isinstance(correct, bool) else None)
+                ds.trajs.append(t)
+                if terminal and t.correct is not None:
+                    by_group.setdefault(t.group, []).append((t, r))
         except PromptError:
             ds.skip("sql_too_long")
         except (KeyError, TypeError, ValueError):
             ds.skip("malformed")
+    for group, ts in by_group.items():
+        right = [t for t, r in ts if t.correct and r.get("source") == "gold"] or [t for t, _ in ts if t.correct]
+        if not right:
+            continue
+        good = right[0]
+        for t, r in ts:
+            if t.correct or t.ids == good.ids:
+                continue
+            m = r.get("mutation")
+            ds.pairs.append(PairExample(good.ids, good.terminal, t.ids, t.terminal, TERMINAL_MARGIN, group,
+                                        terminal=True, mutation=m if isinstance(m, str) else r.get("source")))
     return ds

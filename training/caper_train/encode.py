@@ -2,6 +2,8 @@
 
     python -m caper_train.encode --tokenizer tokenizer.json --in strings.json --out ids.json
         [--train-vocab N]   # first train a tokenizer of N ids on the input strings, save it at --tokenizer
+    python -m caper_train.encode --tokenizer tokenizer.json --prompts --in prompts.json --out built.json
+        # prompts.json: [{schema, question, units, max_length, terminal}], built: [{ids, markers, terminal} | {error}]
 """
 from __future__ import annotations
 
@@ -17,12 +19,25 @@ def main(argv=None) -> int:
     ap.add_argument("--in", dest="inp", required=True, help="JSON array of strings")
     ap.add_argument("--out", required=True)
     ap.add_argument("--train-vocab", type=int)
+    ap.add_argument("--prompts", action="store_true", help="--in holds prompt inputs; build them with prompt.py")
     a = ap.parse_args(argv)
     with open(a.inp, encoding="utf-8") as f:
         texts = json.load(f)
     if a.train_vocab:
         CaperTokenizer(train_tokenizer(texts, vocab_size=a.train_vocab)).save(a.tokenizer)
     tok = CaperTokenizer.load(a.tokenizer)
+    if a.prompts:
+        from .prompt import PromptError, build_prompt
+        built = []
+        for x in texts:
+            try:
+                p = build_prompt(tok, x["schema"], x["question"], x["units"], x["max_length"], terminal=x["terminal"])
+                built.append({"ids": p.ids, "markers": p.markers, "terminal": p.terminal})
+            except PromptError as e:
+                built.append({"error": str(e)})
+        with open(a.out, "w", encoding="utf-8") as f:
+            json.dump(built, f)
+        return 0
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(tok.encode_batch(texts), f)
     return 0

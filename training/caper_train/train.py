@@ -14,6 +14,11 @@ Loss (per batch):
     L_reg = mean_k BCEWithLogits(r_k, y_k),  y_k = clamp(1 + reward_k, 0, 1)
   (propagated clause reward 0 -> label 1 'fine', blamed clauses lower), and L = L_pref + lambda*L_reg
   with lambda = --reg-weight (default 0.5).
+Terminal verdict (default; --no-terminal turns it off): every trajectory ends in `</s>`, whose output
+judges the whole query. Its L_reg label is the record's `correct` (1 right, 0 wrong), and each wrong
+trajectory of a question forms a pair with the right one (gold's) compared at the two `</s>`
+positions in L_pref, with delta = 1: a mutant that deleted a WHERE / GROUP BY / set-operation arm
+has no clause to carry its low reward, only the terminal can.
 """
 from __future__ import annotations
 
@@ -34,6 +39,9 @@ import torch.nn.functional as F
 from . import MARKER, PAD_ID, SPECIAL_TOKENS, SQL_ID, TEMPLATE
 from .data import (Dataset, PairExample, TrajExample, build_dataset, corpus_texts, file_sha256,
                    in_validation, read_records)
+
+# Mutation kinds (src/annotate/mutations.ts DELETION_KINDS) that remove whole units.
+DELETION_KINDS = ("drop_where", "drop_group_by", "drop_having", "drop_set_arm")
 from .export import manifest_inputs
 from .model import PRESETS, RewardModel, build_from_base, build_from_preset, use_attention
 from .tok import CaperTokenizer, train_tokenizer
@@ -93,7 +101,7 @@ def collate(batch: list, device: torch.device, packed: bool = False):
         else:
             row = len(seqs)
             seqs.append(it.ids)
-            traj_pos += [(row, m, t) for m, t in zip(it.markers, it.targets)]
+            traj_pos += [(row, m, t) for m, t in traj_targets(it)]
     L = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), L), PAD_ID, dtype=torch.long)
     mask = torch.zeros((len(seqs), L), dtype=torch.long)
@@ -208,7 +216,7 @@ def collate_rows(rows: list, device: torch.device):
                 pair_idx.append((r, oc + it.chosen_marker, r, orj + it.rejected_marker, it.margin))
             else:
                 o = branch(it.ids)
-                traj_pos += [(r, o + m, t) for m, t in zip(it.markers, it.targets)]
+                traj_pos += [(r, o + m, t) for m, t in traj_targets(it)]
         seqs.append(seq)
         poss.append(pos)
         bids.append(bid)
@@ -229,6 +237,14 @@ def collate_rows(rows: list, device: torch.device):
     mask = torch.zeros((B, 1, L, L), dtype=torch.float32)
     mask.masked_fill_(~allow.unsqueeze(1), torch.finfo(torch.float32).min)
     return ids.to(device), mask.to(device), pids.to(device), pair_idx, traj_pos, sum(len(s) for s in seqs)
+
+
+def traj_targets(it: TrajExample) -> list[tuple[int, float]]:
+    """(position, label) of a trajectory's supervised outputs: every marker, then the terminal."""
+    out = list(zip(it.markers, it.targets))
+    if it.terminal >= 0 and it.correct is not None:
+        out.append((it.terminal, 1.0 if it.correct else 0.0))
+    return out
 
 
 def compute_loss(rewards: torch.Tensor, pair_idx, traj_pos, args,
@@ -279,7 +295,7 @@ def step_counts(batch: list, packed: bool, loss: str) -> tuple[int, int]:
     """(pairs, trajectory markers) of a global step: the denominators of its means."""
     recs = [it for _, rs in batch for it in rs] if packed else batch
     pairs = sum(1 for it in recs if isinstance(it, PairExample))
-    marks = sum(len(it.markers) for it in recs if isinstance(it, TrajExample)) if loss == "pref+reg" else 0
+    marks = sum(len(traj_targets(it)) for it in recs if isinstance(it, TrajExample)) if loss == "pref+reg" else 0
     return pairs, marks
 
 
@@ -339,19 +355,29 @@ def evaluate(model: RewardModel, pairs: list[PairExample], trajs: list[TrajExamp
             chunk = rows[i:i + 8]
             yield [it for _, recs in chunk for it in recs], collate_rows(chunk, device)
 
-    if pairs:
-        correct, total, lsum = 0, 0, 0.0
-        for _, (ids, mask, pids, pidx, _, _) in batches(pairs):
+    def pair_wins(ps) -> list[float]:
+        out: list[float] = []
+        for _, (ids, mask, pids, pidx, _, _) in batches(ps):
             r = model(ids, mask, pids)
             t = torch.tensor(pidx)
-            rp = r[t[:, 0].long(), t[:, 1].long()]
-            rn = r[t[:, 2].long(), t[:, 3].long()]
-            correct += int((rp > rn).sum())
-            total += len(pidx)
-            lsum += float(F.softplus(-(rp - rn)).sum())
-        res["pair_accuracy"] = correct / total
-        res["pair_logloss"] = lsum / total
-        res["pairs"] = total
+            out += (r[t[:, 0].long(), t[:, 1].long()] - r[t[:, 2].long(), t[:, 3].long()]).float().tolist()
+        return out
+
+    clause_pairs = [p for p in pairs if not p.terminal]
+    if clause_pairs:
+        d = torch.tensor(pair_wins(clause_pairs))
+        res["pair_accuracy"] = float((d > 0).float().mean())
+        res["pair_logloss"] = float(F.softplus(-d).mean())
+        res["pairs"] = len(clause_pairs)
+    term_pairs = [p for p in pairs if p.terminal]
+    if term_pairs:
+        d = pair_wins(term_pairs)
+        res["terminal_pair_accuracy"] = sum(x > 0 for x in d) / len(d)
+        res["terminal_pairs"] = len(d)
+        dele = [x for x, p in zip(d, term_pairs) if p.mutation in DELETION_KINDS]
+        if dele:
+            res["terminal_deletion_pair_accuracy"] = sum(x > 0 for x in dele) / len(dele)
+            res["terminal_deletion_pairs"] = len(dele)
     faulty = [t for t in trajs if any(x < 0 for x in t.rewards)]
     if faulty:
         hit, rr, n = 0, 0.0, 0
@@ -360,7 +386,7 @@ def evaluate(model: RewardModel, pairs: list[PairExample], trajs: list[TrajExamp
             k = 0
             for t in recs:
                 scores = [float(r[row, p]) for row, p, _ in tpos[k:k + len(t.markers)]]
-                k += len(t.markers)
+                k += len(traj_targets(t))
                 target = int(np.argmin(t.rewards))
                 ranked = sorted(range(len(scores)), key=lambda j: scores[j])
                 hit += int(ranked[0] == target)
@@ -391,6 +417,8 @@ def parse_args(argv=None):
     ap.add_argument("--loss", default="pref+reg", choices=["pref", "pref+reg"])
     ap.add_argument("--pref-form", default="weighted", choices=["weighted", "margin"])
     ap.add_argument("--reg-weight", type=float, default=0.5)
+    ap.add_argument("--no-terminal", dest="terminal", action="store_false",
+                    help="no terminal verdict: prompts end at the last marker (models before it)")
     ap.add_argument("--batch-size", type=int, help="records per step (default: the preset's, 16 with --base)")
     ap.add_argument("--lr", type=float, help="peak learning rate (default: the preset's, 2e-5 with --base)")
     ap.add_argument("--warmup", type=float, default=0.05, help="warm-up fraction of the steps")
@@ -546,7 +574,7 @@ def load_data(s: Setup) -> Data | None:
     tok = CaperTokenizer(Tokenizer.from_str(tok_json))
     log(f"tokenizer: {tok.vocab_size} ids")
 
-    ds = build_dataset(records, tok, s.max_length)
+    ds = build_dataset(records, tok, s.max_length, terminal=a.terminal)
     train = Dataset(skipped=ds.skipped)
     val = Dataset()
     for p in ds.pairs:
@@ -559,7 +587,8 @@ def load_data(s: Setup) -> Data | None:
     if not train.pairs:  # a tiny file can hash every question into validation
         train, val = ds, Dataset()
     items: list = list(train.pairs) + (list(train.trajs) if a.loss == "pref+reg" else [])
-    log(f"train: {len(train.pairs)} pairs, {len(train.trajs)} trajectories; val: {len(val.pairs)} pairs, "
+    log(f"train: {len(train.pairs)} pairs ({sum(p.terminal for p in train.pairs)} terminal), {len(train.trajs)} trajectories; "
+        f"val: {len(val.pairs)} pairs, "
         f"{len(val.trajs)} trajectories; skipped {ds.skipped}")
     return Data(records, tok, ds, train, val, items, sha)
 
@@ -761,7 +790,7 @@ def final_metrics(s: Setup, model: RewardModel, data: Data, run: TrainRun) -> di
 def save_and_export(s: Setup, model: RewardModel, data: Data) -> dict | None:
     """Checkpoint, tokenizer, ONNX export (fp32 + int8) and the optional reward dump."""
     a = s.a
-    model.save(s.ckpt, {"preset": a.preset, "base": a.base, "max_length": s.max_length})
+    model.save(s.ckpt, {"preset": a.preset, "base": a.base, "max_length": s.max_length, "terminal_verdict": a.terminal})
     data.tok.save(s.out / "tokenizer.json")
     data.tok.save(s.ckpt / "tokenizer.json")
     export_info = None
@@ -775,7 +804,8 @@ def save_and_export(s: Setup, model: RewardModel, data: Data) -> dict | None:
         export_info = export(model.cpu(), s.out, sample_seqs)
         log(f"exported: {json.dumps(export_info)}")
     if a.dump_rewards:
-        dump_rewards(model.cpu().float(), data.tok, data.records[: a.dump_count], s.max_length, a.dump_rewards)
+        dump_rewards(model.cpu().float(), data.tok, data.records[: a.dump_count], s.max_length, a.dump_rewards,
+                     terminal=a.terminal)
     return export_info
 
 
@@ -790,6 +820,9 @@ def write_manifest(s: Setup, model: RewardModel, data: Data, sch: Schedule, run:
         "special_ids": {t: tok.special_id(t) for t in SPECIAL_TOKENS if t in tok._special},
         "pad_id": PAD_ID,
         "max_length": s.max_length,
+        # The prompt ends in `</s>` after the last marker and the output there is the whole-query
+        # verdict; absent (older models): no terminal position.
+        "terminal_verdict": bool(a.terminal),
         "output_name": "rewards",
         **manifest_inputs(export_info),
         "parameters": model.parameter_count(),
@@ -801,7 +834,8 @@ def write_manifest(s: Setup, model: RewardModel, data: Data, sch: Schedule, run:
             "preset": None if a.base else a.preset, "base": a.base, "init": a.init, "seed": a.seed, "steps": run.steps,
             "epochs": round(run.steps / sch.steps_per_epoch, 3), "batch_size": a.batch_size, "lr": sch.lr, "loss": a.loss,
             "pref_form": a.pref_form, "reg_weight": a.reg_weight if a.loss == "pref+reg" else None,
-            "train_pairs": len(data.train.pairs), "train_trajectories": len(data.train.trajs),
+            "train_pairs": len(data.train.pairs), "train_terminal_pairs": sum(p.terminal for p in data.train.pairs),
+            "train_trajectories": len(data.train.trajs),
             "val_pairs": len(data.val.pairs), "val_trajectories": len(data.val.trajs), "skipped": data.ds.skipped,
             "records": len(data.records), "data_file": os.path.basename(a.data),
             "train_seconds": round(train_s, 1), "total_seconds": round(time.time() - s.t_start, 1),
@@ -848,7 +882,8 @@ def main(argv=None) -> int:
             dist.destroy_process_group()
 
 
-def dump_rewards(model: RewardModel, tok, records: list[dict], max_length: int, path: str) -> None:
+def dump_rewards(model: RewardModel, tok, records: list[dict], max_length: int, path: str,
+                 terminal: bool = False) -> None:
     """Python-side reference for the TypeScript parity test: prompts as (schema, question, units)
     plus the ids and the raw rewards at each marker."""
     from .export import torch_rewards
@@ -857,16 +892,18 @@ def dump_rewards(model: RewardModel, tok, records: list[dict], max_length: int, 
     for r in records:
         units = (list(r.get("prefix", [])) + [r["chosen"]]) if r["type"] == "pair" else [u["text"] for u in r["units"]]
         try:
-            p = build_prompt(tok, r["schema"], r["question"], units, max_length)
+            p = build_prompt(tok, r["schema"], r["question"], units, max_length, terminal=terminal)
         except PromptError:
             continue
         rows.append({"schema": r["schema"], "question": r["question"], "units": units, "ids": p.ids,
-                     "markers": p.markers})
+                     "markers": p.markers, "terminal": p.terminal})
     outs = torch_rewards(model.eval(), [x["ids"] for x in rows]) if rows else []
     for x, o in zip(rows, outs):
         x["rewards"] = [float(o[m]) for m in x["markers"]]
+        if x["terminal"] >= 0:
+            x["terminal_reward"] = float(o[x["terminal"]])
         x["all_rewards"] = [float(v) for v in o]
-    Path(path).write_text(json.dumps({"max_length": max_length, "prompts": rows}))
+    Path(path).write_text(json.dumps({"max_length": max_length, "terminal_verdict": terminal, "prompts": rows}))
 
 
 def model_card(m: dict, model: RewardModel) -> str:
@@ -887,7 +924,7 @@ vocabulary {getattr(cfg, 'vocab_size', '?')}) with a linear reward head on every
 Prompt template `{m['template']}` (docs/FORMATS.md): `<s> schema <q> question <sql> unit_1 <clause> unit_2 <clause> ...`,
 max length {m['max_length']}. The raw output at the k-th `{m['marker']}` (id {m['marker_id']}) scores the clause
 prefix ending at unit k; it depends on tokens up to that marker only (causal attention). Scores shown to users are
-`sigmoid(raw)`.
+`sigmoid(raw)`.{' Terminal verdict (caper.json `terminal_verdict`): one `</s>` follows the last marker; the output there judges the whole query (trained on right vs wrong whole queries, deletion mutants included).' if m.get('terminal_verdict') else ''}
 
 ## Files
 - `model.onnx` fp32 ({exp.get('fp32_bytes', '?')} bytes), `model.int8.onnx` int8 dynamic-quantized ({exp.get('int8_bytes', '?')} bytes):
