@@ -101,21 +101,35 @@ def fit_rows(rows: list[dict], mode: str, l2: float, train: str, use_prm: bool) 
     return names, clogit_fit(lists, l2, iters=300, standardize=False)
 
 
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
 def score_rows(rows: list[dict], names: dict[str, int], w: torch.Tensor, mode: str, use_prm: bool) -> list[list[str]]:
-    """Rankings as the service gives them: the unit the query's own execution error names
-    (err_here) first whatever the weights say, then the combiner's order."""
+    """Rankings as the service gives them (src/verdict/blame.ts blameOf): the unit the query's own
+    execution error names (err_here) first, then the other units in the model's own order (lowest
+    clause score first), the combiner not consulted; without an error, the combiner's order."""
     out = []
     for r in rows:
+        feats = r["feats_text"] if mode == "text" else r["feats"]
+        err = next((i for i, f in enumerate(feats) if f.get("err_here")), None)
+        if err is not None:
+            # The service's "min" readout over sigmoid scores (ties in written order), as blameOrder.
+            p = [_sigmoid(x) for x in r["raw"]]
+            rest = sorted((i for i in range(len(p)) if i != err), key=lambda i: (p[i], i))
+            s = [0.0] * len(p)
+            for j, i in enumerate([err] + rest):
+                s[i] = float(-j)
+            out.append(ranking(r["labels"], s))
+            continue
         s = (to_tensor(unit_features(r, mode, use_prm), names) @ w).tolist()
-        s = [v + (1e6 if f.get("err_here") else 0.0) for v, f in zip(s, r["feats_text"] if mode == "text" else r["feats"])]
         k = ranking(r["labels"], s)
         c = (r.get("consensus") or []) if mode == "fused" else []
-        feats = r["feats_text"] if mode == "text" else r["feats"]
         # missing_clause (src/verdict/blame.ts missingClauseOf): a set operation the query lacks
         # comes before every unit it wrote, when the consensus ranks it first or, without a
         # consensus, when the question asks for an intersection the query tests on one row.
         missing = (c[0] == "SETOP") if c else bool(r.get("conj"))
-        if missing and "SETOP" not in r["labels"] and not any(f.get("err_here") for f in feats):
+        if missing and "SETOP" not in r["labels"]:
             k = ["SETOP"] + [x for x in k if x != "SETOP"]
         out.append(k)
     return out

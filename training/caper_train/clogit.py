@@ -2,12 +2,20 @@
 combiners (blamefit.py) ship with, and the clause ranking a score vector gives."""
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 
-# The fundamental order of clause labels (src/rootcause/rootcause.ts FUNDAMENTAL_ORDER): labels a
-# ranking does not reach are appended in it.
-FUNDAMENTAL = ["FROM", "SETOP", "WHERE", "GROUP BY", "HAVING", "SELECT", "ORDER BY", "LIMIT"]
+# The clause-label vocabulary is written once, by src/clauses/labels.ts; this is its JSON copy,
+# which the node tests keep byte-equal to it (training runs from the repository).
+LABELS_PATH = Path(os.environ.get("CAPER_LABELS", Path(__file__).resolve().parents[2] / "test" / "fixtures" / "blame" / "labels.json"))
+_VOCAB = json.loads(LABELS_PATH.read_text())
+CLAUSE_LABELS: list[str] = _VOCAB["clause_labels"]
+# Most fundamental first: labels a ranking does not reach are appended in it.
+FUNDAMENTAL: list[str] = _VOCAB["fundamental_order"]
 
 
 def pad_lists(lists: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
