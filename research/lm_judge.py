@@ -270,7 +270,52 @@ def evaluate(a) -> dict:
     c = Counter(x["label"] for x in labs)
     bl["most_common_label_share"] = max(c.values()) / len(labs) if labs else None
     res["blame_expert"] = bl
+    if a.facts:
+        res["shipped_same_questions"] = shipped(items, a, qs, sc)
+        res["shipped_all_questions"] = shipped(items, a, {q["qi"] for q in items["pool8"]})
     return res
+
+
+def shipped(items: dict, a, qs: set, scores: dict | None = None) -> dict:
+    """models/default on the same questions: candidate score = min clause score, blame = lowest
+    clause score first (the service's defaults), from `caper eval rerank --facts` and
+    bench/results/removed-clause.json."""
+    facts = json.loads(Path(a.facts).read_text())["questions"]
+    out = {}
+    pool = [q for q in items["pool8"] if q["qi"] in qs]
+    hit = 0
+    lm_only = shipped_only = 0
+    for q in pool:
+        cs = facts[q["qi"]]["clauseScores"]
+        sc = [min(c) if c else 0.0 for c in cs]
+        best = max(range(len(sc)), key=lambda i: (sc[i], -i))
+        hit += q["correct"][best]
+        if scores is not None:
+            vs = [verdict(scores[(q["qi"], s)], "mean") for s in q["candidates"]]
+            lm = q["correct"][max(range(len(vs)), key=lambda i: (vs[i], -i))]
+            lm_only += lm and not q["correct"][best]
+            shipped_only += q["correct"][best] and not lm
+    out["rerank_prm_pool8"] = 100 * hit / len(pool)
+    if scores is not None:
+        out["rerank_discordant_vs_mean"] = {"lm_only": lm_only, "shipped_only": shipped_only}
+    labs = [x for x in items["labels"] if x["qi"] in qs]
+    top1 = mrr = 0.0
+    for x in labs:
+        q = items["pool8"][x["qi"]]
+        i = q["candidates"].index(x["sql"])
+        c = facts[x["qi"]]["clauseScores"][i]
+        us = items["units"][x["sql"]]
+        order = sorted(range(len(c)), key=lambda k: (c[k], k))
+        ranked = labels_of(us, order, items["fundamental_order"])
+        k = ranked.index(x["label"]) if x["label"] in ranked else -1
+        top1 += k == 0
+        mrr += 1 / (k + 1) if k >= 0 else 0
+    out["blame_min"] = {"n": len(labs), "top1": top1 / len(labs), "mrr": mrr / len(labs)}
+    if a.removed:
+        rows = [r for r in json.loads(Path(a.removed).read_text())["rows"] if r["qi"] in qs]
+        out["removed_clause_pct_complete_higher"] = 100 * sum(r["complete_score"] > r["reduced_score"] for r in rows) / len(rows)
+        out["removed_clause_n"] = len(rows)
+    return out
 
 
 def main(argv=None) -> int:
@@ -289,6 +334,8 @@ def main(argv=None) -> int:
     e.add_argument("--items", required=True)
     e.add_argument("--scores", required=True)
     e.add_argument("--json-out")
+    e.add_argument("--facts", help="caper eval rerank --facts FILE of models/default on pool8 (shipped figures on the same questions)")
+    e.add_argument("--removed", help="bench/results/removed-clause.json (shipped pair scores)")
     a = ap.parse_args(argv)
     if a.cmd == "score":
         return score(a)
