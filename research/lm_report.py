@@ -95,9 +95,9 @@ def main() -> int:
     L.append(f"{c['seconds_per_question_mean']:.1f} s per question (median {c['seconds_per_question_median']:.1f}) for "
              f"{c['sql_per_question_mean']:.1f} distinct SQL and {c['tokens_per_question_mean']:.0f} tokens per question "
              "(prompt once, every SQL as a continuation of its cached prefix in one batch), 2 torch threads, bf16, on "
-             "the 2 shared cores at load average 8-15 (several engineers' jobs at once): CPU time was shared, so "
+             "the 2 shared cores at load average 7-15 (several engineers' jobs at once): CPU time was shared, so "
              "an idle machine is faster. models/default serves a pool8 /rerank in 22 ms p50 at concurrency 1 "
-             "(bench/results/serve.md), about a thousand times less.")
+             "(bench/results/serve.md), about 700 times less.")
     if ex:
         L.append("")
         L.append("## Documented examples (research/lm_examples.py)")
