@@ -37,10 +37,13 @@ def main() -> int:
              "character); blame `sum` = highest total surprisal first, `mean` = per token, `max` = the unit with the "
              "single most surprising token, `first_jump` = the first unit with a token under 5% (3 nats, fixed in advance).")
     L.append("")
-    L.append(f"Subsample: {n} of {r['questions_total']} dev-open questions, a uniform random sample (questions in a "
-             "seed-0 random order, scored until the time budget ran out on the shared 2 cores). Every figure below is "
-             "on those questions, with models/default on the same questions beside it (its all-question figure "
-             "in brackets). ± is a 95% normal-approximation interval.")
+    if n == r["questions_total"]:
+        L.append(f"All {n} dev-open questions; models/default beside it. ± is a 95% normal-approximation interval.")
+    else:
+        L.append(f"Subsample: {n} of {r['questions_total']} dev-open questions, a uniform random sample (questions in a "
+                 "seed-0 random order, scored until the time budget ran out on the shared 2 cores). Every figure below is "
+                 "on those questions, with models/default on the same questions beside it (its all-question figure "
+                 "in brackets). ± is a 95% normal-approximation interval.")
     L.append("")
     L.append("```")
     L.append("node research/lm-items.mjs                      # units, schema texts, pool8 correctness, pairs")
@@ -96,8 +99,9 @@ def main() -> int:
              f"{c['sql_per_question_mean']:.1f} distinct SQL and {c['tokens_per_question_mean']:.0f} tokens per question "
              "(prompt once, every SQL as a continuation of its cached prefix in one batch), 2 torch threads, bf16, on "
              "the 2 shared cores at load average 7-15 (several engineers' jobs at once): CPU time was shared, so "
-             "an idle machine is faster. models/default serves a pool8 /rerank in 22 ms p50 at concurrency 1 "
-             "(bench/results/serve.md), about 700 times less.")
+             "an idle machine is faster (the last 25 questions, scored with the other jobs finished at load "
+             "average ~2: 3.5 s per question). models/default serves a pool8 /rerank in 22 ms p50 at concurrency 1 "
+             "(bench/results/serve.md): 150-500 times less.")
     if ex:
         L.append("")
         L.append("## Documented examples (research/lm_examples.py)")
