@@ -1,0 +1,159 @@
+"""caper_train.base: joining chunk packages under a pinned sha256, and GGUF -> HF folder.
+
+The real base is a 491 MB download; these tests build their own chunks and their own tiny Qwen2
+GGUF (written with the `gguf` package from a randomly initialised model), so they check the same
+code paths in seconds. The conversion tests need `gguf` and `accelerate`
+(training/requirements-base.txt) and are skipped where they are not installed.
+"""
+import hashlib
+import json
+import sys
+import types
+
+import pytest
+import torch
+
+from caper_train import base
+
+
+def _chunks(tmp_path, sizes):
+    parts = []
+    for i, n in enumerate(sizes):
+        p = tmp_path / f"part{i:02d}.bin"
+        p.write_bytes(bytes((i * 31 + j) % 256 for j in range(n)))
+        parts.append(p)
+    return parts
+
+
+def test_join_checks_sha256_and_keeps_order(tmp_path):
+    parts = _chunks(tmp_path, [1000, 4097, 3])
+    whole = b"".join(p.read_bytes() for p in parts)
+    want = hashlib.sha256(whole).hexdigest()
+    dest = tmp_path / "out" / "m.gguf"
+    # A small chunk size makes the join cross chunk boundaries inside each part.
+    assert base.join_parts(parts, dest, want, chunk=512) == want
+    assert dest.read_bytes() == whole
+    assert base.file_sha256(dest, chunk=100) == want
+
+
+def test_join_rejects_a_wrong_or_reordered_download(tmp_path):
+    parts = _chunks(tmp_path, [2000, 2000])
+    want = hashlib.sha256(b"".join(p.read_bytes() for p in parts)).hexdigest()
+    dest = tmp_path / "m.gguf"
+    with pytest.raises(base.ChecksumError):
+        base.join_parts(list(reversed(parts)), dest, want)
+    # Nothing that looks like a finished file is left behind.
+    assert not dest.exists() and not (tmp_path / "m.gguf.part").exists()
+
+
+def test_part_paths_reads_installed_chunk_packages(tmp_path, monkeypatch):
+    parts = _chunks(tmp_path, [10, 20])
+    for i, p in enumerate(parts):
+        m = types.ModuleType(f"caper_test_chunk{i}")
+        m.get_part_path = (lambda q: (lambda: str(q)))(p)
+        monkeypatch.setitem(sys.modules, m.__name__, m)
+    assert base.part_paths(["caper_test_chunk0", "caper_test_chunk1"]) == parts
+    with pytest.raises(FileNotFoundError, match="not installed"):
+        base.part_paths(["caper_test_chunk0", "caper_no_such_chunk_package"])
+
+
+def test_pinned_base_lists_six_chunks():
+    s = base.BASES["qwen2.5-coder-0.5b"]
+    assert len(s.modules) == len(s.requirement) == 6
+    assert all(r.endswith("==0.9.0") for r in s.requirement)
+    assert len(s.sha256) == 64 and int(s.sha256, 16) >= 0
+
+
+def _write_tiny_qwen2_gguf(path):
+    """A random 2-layer Qwen2 and a byte-level vocabulary, written as an fp32 GGUF."""
+    gguf = pytest.importorskip("gguf")
+    pytest.importorskip("accelerate")
+    import numpy as np
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    # GPT-2 byte alphabet, so every token is a valid byte-level BPE token.
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    tokens = [chr(c) for c in cs] + ["Ġs", "<|endoftext|>", "<|im_end|>"]
+    merges = ["Ġ s"]
+    vocab = len(tokens) + 5  # padded rows, like real checkpoints
+    cfg = Qwen2Config(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False)
+    m = Qwen2ForCausalLM(cfg).eval()
+    for p in m.parameters():  # biases start at zero; make them count
+        p.data.normal_(0, 0.1)
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in m.state_dict().items()}
+    w = gguf.GGUFWriter(str(path), "qwen2")
+    w.add_name("tiny")
+    w.add_context_length(128)
+    w.add_embedding_length(32)
+    w.add_block_count(2)
+    w.add_feed_forward_length(64)
+    w.add_head_count(4)
+    w.add_head_count_kv(2)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(10000.0)
+    w.add_file_type(0)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens + [f"[PAD{i}]" for i in range(vocab - len(tokens))])
+    w.add_token_types([1] * len(tokens) + [3] * (vocab - len(tokens)))
+    w.add_token_merges(merges)
+    w.add_bos_token_id(len(tokens) - 2)
+    w.add_eos_token_id(len(tokens) - 1)
+    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+             "lm_head.weight": "output.weight"}
+    per = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+           "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+           "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+    for k, v in sd.items():
+        if k in names:
+            g = names[k]
+        else:
+            _, _, i, *rest = k.split(".")
+            mod, kind = ".".join(rest[:-1]), rest[-1]
+            g = f"blk.{i}.{per[mod]}.{kind}"
+        w.add_tensor(g, v)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return m
+
+
+def test_gguf_to_hf_folder_reproduces_the_model(tmp_path):
+    src = tmp_path / "gguf"
+    src.mkdir()
+    ref = _write_tiny_qwen2_gguf(src / "tiny.gguf")
+    out = tmp_path / "hf"
+    s = base.gguf_to_hf(src / "tiny.gguf", out)
+    assert s["model_type"] == "qwen2" and s["layers"] == 2 and s["hidden_size"] == 32
+    assert s["reload_max_abs_diff"] <= 1e-4
+    assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
+    assert json.loads((out / "caper-base.json").read_text())["gguf_sha256"] == base.file_sha256(src / "tiny.gguf")
+    # The folder is an ordinary checkpoint: AutoModel reads it, and it computes what the model
+    # that was written into the GGUF computes.
+    from transformers import AutoModelForCausalLM, AutoModel
+    back = AutoModelForCausalLM.from_pretrained(str(out)).eval()
+    ids = torch.tensor([[3, 70, 5, 200, 9, 1]])
+    with torch.no_grad():
+        assert float((back(ids).logits - ref(ids).logits).abs().max()) < 1e-4
+    assert AutoModel.from_pretrained(str(out)).config.num_hidden_layers == 2
+
+
+def test_gguf_to_hf_bf16_folder(tmp_path):
+    src = tmp_path / "gguf"
+    src.mkdir()
+    _write_tiny_qwen2_gguf(src / "tiny.gguf")
+    s = base.gguf_to_hf(src / "tiny.gguf", tmp_path / "hf16", dtype="bfloat16")
+    assert s["dtype"] == "bfloat16"
+    from transformers import AutoConfig
+    assert AutoConfig.from_pretrained(str(tmp_path / "hf16")).dtype in (torch.bfloat16, "bfloat16")
