@@ -7,8 +7,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { parseStrict, flagString, flagNumber } from './args.js';
-import { resolvePool } from '../eval/spider.js';
-import { loadOrComputeFacts, subsetFacts, type SelectorFacts } from '../eval/selector-data.js';
+import { subsetFacts, type SelectorFacts } from '../eval/selector-data.js';
+import { poolFacts } from './eval-selector.js';
 import { crossValidateConfidence, fitConfidenceAll, figures, type ConfidenceCv, type ConfidenceCvOptions, type RowSet } from '../eval/confidence.js';
 import { chooseL2, fitQuestion } from '../eval/selector.js';
 import { riskCoverage, reliabilityBins, CONFIDENCE_SETS, type ConfidenceSet } from '../verdict/confidence.js';
@@ -83,21 +83,12 @@ export async function run(argv: string[]): Promise<number> {
   const modelDir = resolve(flagString(a, 'model', 'models/default')!);
   const fitOut = flagString(a, 'fit-out');
   const fitPool = flagString(a, 'fit-pool', 'pool8')!;
-  let poolSystems: Record<string, string[]>;
-  try {
-    poolSystems = Object.fromEntries([...new Set([...pools, ...(fitOut ? [fitPool] : [])])].map((p) => [p, resolvePool(data, p)]));
-  } catch (e) {
-    console.error(`caper eval rerank --confidence: ${(e as Error).message}`);
+  const pf = await poolFacts(a, data, pools, modelDir, fitOut ? fitPool : undefined);
+  if (typeof pf === 'string') {
+    console.error(`caper eval rerank --confidence: ${pf}`);
     return 2;
   }
-  const union = [...new Set(Object.values(poolSystems).flat())];
-  const factsPath = flagString(a, 'facts') ?? join('runs', 'selector', `${basename(resolve(data))}.${basename(modelDir)}.facts.json`);
-  const limit = flagNumber(a, 'limit', 0);
-  const all = await loadOrComputeFacts(factsPath, data, union, modelDir, {
-    ...(limit > 0 ? { limit } : {}),
-    timeoutMs: flagNumber(a, 'timeout-ms', 5000),
-    device: flagString(a, 'device', 'auto') as 'auto' | 'cuda' | 'cpu',
-  });
+  const { poolSystems, all } = pf;
   const opts: ConfidenceCvOptions = { k, rows, calibration, l2, set, ...(selectorL2 !== undefined ? { selectorL2 } : {}) };
   console.log(`confidence evaluation: ${all.questions.length} questions, model ${all.model}, ${k} folds by database, features ${set}, calibration ${calibration}, rows ${rows}, l2 ${l2}, selector l2 ${selectorL2 ?? 'by inner CV'}`);
 

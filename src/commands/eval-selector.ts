@@ -75,21 +75,12 @@ export async function run(argv: string[]): Promise<number> {
   const fitOut = flagString(a, 'fit-out');
   const allFeatures = a.flags.has('all-features');
   const fitPool = flagString(a, 'fit-pool', 'pool8')!;
-  let poolSystems: Record<string, string[]>;
-  try {
-    poolSystems = Object.fromEntries([...new Set([...pools, ...(fitOut ? [fitPool] : [])])].map((p) => [p, resolvePool(data, p)]));
-  } catch (e) {
-    console.error(`caper eval rerank: ${(e as Error).message}`);
+  const pf = await poolFacts(a, data, pools, modelDir, fitOut ? fitPool : undefined);
+  if (typeof pf === 'string') {
+    console.error(`caper eval rerank: ${pf}`);
     return 2;
   }
-  const union = [...new Set(Object.values(poolSystems).flat())];
-  const factsPath = flagString(a, 'facts') ?? join('runs', 'selector', `${basename(resolve(data))}.${basename(modelDir)}.facts.json`);
-  const limit = flagNumber(a, 'limit', 0);
-  const all = await loadOrComputeFacts(factsPath, data, union, modelDir, {
-    ...(limit > 0 ? { limit } : {}),
-    timeoutMs: flagNumber(a, 'timeout-ms', 5000),
-    device: flagString(a, 'device', 'auto') as 'auto' | 'cuda' | 'cpu',
-  });
+  const { poolSystems, all } = pf;
   if (weights === 'shipped') return runShipped(a, all, modelDir, pools, poolSystems, modes);
   console.log(`selector evaluation: ${all.questions.length} questions, model ${all.model}, ${k} folds by database, l2 ${fixedL2 ?? 'by inner CV'}`);
 
@@ -208,4 +199,27 @@ function writeWeights(modelDir: string, all: SelectorFacts, systems: string[], p
     console.log(`fitted ${mode} selector on ${pool} (${facts.questions.length} questions, l2 ${l2}) -> ${path}`);
   }
   writeStep(modelDir, 'selector', { selector: section });
+}
+
+/**
+ * The pools' systems (plus --fit-pool when fitting) and the cached selector facts of their union:
+ * the first step of every selector-facts evaluation. A string is a usage error to print.
+ */
+export async function poolFacts(a: ParsedArgs, data: string, pools: string[], modelDir: string, fitPool: string | undefined):
+  Promise<{ poolSystems: Record<string, string[]>; all: SelectorFacts } | string> {
+  let poolSystems: Record<string, string[]>;
+  try {
+    poolSystems = Object.fromEntries([...new Set([...pools, ...(fitPool ? [fitPool] : [])])].map((p) => [p, resolvePool(data, p)]));
+  } catch (e) {
+    return (e as Error).message;
+  }
+  const union = [...new Set(Object.values(poolSystems).flat())];
+  const factsPath = flagString(a, 'facts') ?? join('runs', 'selector', `${basename(resolve(data))}.${basename(modelDir)}.facts.json`);
+  const limit = flagNumber(a, 'limit', 0);
+  const all = await loadOrComputeFacts(factsPath, data, union, modelDir, {
+    ...(limit > 0 ? { limit } : {}),
+    timeoutMs: flagNumber(a, 'timeout-ms', 5000),
+    device: flagString(a, 'device', 'auto') as 'auto' | 'cuda' | 'cpu',
+  });
+  return { poolSystems, all };
 }
