@@ -133,3 +133,25 @@ test('--min-confidence / CAPER_MIN_CONFIDENCE: a probability, refused outside [0
   assert.throws(() => resolveServeOptions(new Map([['min-confidence', '1.5']]), {}), { name: 'OptionError', message: /--min-confidence must be at most 1/ });
   assert.throws(() => resolveServeOptions(new Map(), { CAPER_MIN_CONFIDENCE: '-0.1' }), { name: 'OptionError', message: /CAPER_MIN_CONFIDENCE must be at least 0/ });
 });
+
+test('models/default: an empty reply or a failed execution gets the floor, however the pool looks', () => {
+  const models = confidenceModelsFrom(manifest.confidence);
+  const selector = selectorModelFrom(manifest.selector);
+  const units = [{ kind: 'SELECT' as const, text: 'SELECT count(*)', score: 0.8 }, { kind: 'FROM' as const, text: 'FROM singer', score: 0.7 }];
+  const ok = execShape({ ok: true, columns: ['count(*)'], rows: [[2]], ms: 1 } as never);
+  const failed = execShape({ ok: false, error: 'no such column: nation', ms: 1 } as never);
+  const q = 'How many singers are from France?';
+  for (const mode of ['exec', 'sql'] as const) {
+    const m = models[mode] as ConfidenceModel;
+    const good: SelectorCandidate = { sql: 'SELECT count(*) FROM singer', units, ...(mode === 'exec' ? { exec: ok } : {}) };
+    const cands: SelectorCandidate[] = [good, good, { sql: '', units: [], unscored: true }];
+    if (mode === 'exec') cands.push({ sql: 'SELECT count(*) FROM singer WHERE nation = 1', units, exec: failed });
+    const ps = confidenceOf(m, cands, selectGroups(cands, selector[mode], q), q);
+    for (const i of mode === 'exec' ? [2, 3] : [2]) assert.equal(ps[i], m.floor, `${mode}: candidate ${i} cannot be right`);
+    assert.ok(ps[0]! > m.floor, `${mode}: the agreeing pair keeps a real probability (${ps[0]})`);
+  }
+  const m = models.exec as ConfidenceModel;
+  const x = new Array<number>(m.features.length).fill(0);
+  assert.equal(probability(m, x, true), m.floor);
+  assert.ok(probability(m, x) >= m.floor);
+});

@@ -8,7 +8,7 @@
 //   its calibration map: fitted on out-of-fold scores inside those rows (confidence-fit.ts).
 import { type SelectorMode, type SelectorWeights } from '../scoring/selector.js';
 import { selectGroups } from '../core/ranking.js';
-import { confidenceFeatureNames, confidenceFeatures } from '../scoring/confidence-features.js';
+import { cannotMatch, confidenceFeatureNames, confidenceFeatures } from '../scoring/confidence-features.js';
 import { fitSelector } from '../scoring/selector-fit.js';
 import { probability, auroc, ece, accuracyAtCoverage, CONFIDENCE_SETS, type ConfidenceModel, type ConfidenceSet } from '../verdict/confidence.js';
 import { fitConfidence, type ConfidenceRow, type ConfidenceFitOptions } from '../verdict/confidence-fit.js';
@@ -46,13 +46,15 @@ export interface Scored {
   features: number[][];
   correct: boolean[];
   pick: number;
+  /** Candidates that can never match gold (cannotMatch): the service answers the floor for them. */
+  never: boolean[];
 }
 
 /** One question under selector weights w: every candidate's features, and the selector's pick. */
 export function scoreQuestion(q: SelectorQuestion, w: SelectorWeights): Scored {
   const cands = candidatesFor(q, w.mode);
   const choice = selectGroups(cands, w, q.question);
-  return { features: confidenceFeatures(cands, choice, w.mode, q.question), correct: q.correct, pick: choice.order[0] ?? 0 };
+  return { features: confidenceFeatures(cands, choice, w.mode, q.question), correct: q.correct, pick: choice.order[0] ?? 0, never: cannotMatch(cands) };
 }
 
 export type RowSet = 'all' | 'pick';
@@ -171,14 +173,14 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
     const ys: boolean[] = [];
     for (const i of testIdx) {
       const s = scoreQuestion(qs[i]!, w);
-      const p = probability(model, s.features[s.pick]!);
-      s.features.forEach((x, c) => every.push({ p: probability(model, x), right: s.correct[c]! }));
+      const p = probability(model, s.features[s.pick]!, s.never[s.pick]);
+      s.features.forEach((x, c) => every.push({ p: probability(model, x, s.never[c]), right: s.correct[c]! }));
       picks[i] = { p, right: s.correct[s.pick]! };
       ps.push(p);
       ys.push(s.correct[s.pick]!);
       qs[i]!.candidates.forEach((_, c) => {
         const one = scoreQuestion(thinned(qs[i]!, [c]), w);
-        lone.push({ p: probability(model, one.features[0]!), right: one.correct[0]! });
+        lone.push({ p: probability(model, one.features[0]!, one.never[0]), right: one.correct[0]! });
       });
     }
     return { fold: fi, dbs, ...figures(ps, ys) };

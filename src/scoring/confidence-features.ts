@@ -16,6 +16,11 @@ export const POOL_FEATURES: readonly string[] = [
   'q_words', 'q_count', 'q_superlative', 'q_asked', 'sql_tokens', 'sql_clauses',
 ];
 
+/** Per caller index: true when the candidate can never match gold (no SQL at all, or its execution failed). */
+export function cannotMatch(cands: readonly SelectorCandidate[]): boolean[] {
+  return cands.map((c) => c.sql.trim() === '' || c.exec?.ok === false);
+}
+
 export function confidenceFeatureNames(mode: SelectorMode): string[] {
   return [...FEATURES[mode], ...POOL_FEATURES];
 }

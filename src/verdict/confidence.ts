@@ -85,7 +85,13 @@ export function calibrate(cal: Calibration, s: number): number {
   return y[lo]! + t * (y[hi]! - y[lo]!);
 }
 
-export function probability(m: ConfidenceModel, x: readonly number[]): number {
+/**
+ * The probability that a candidate is right. One that can never match gold (an empty reply, or a
+ * query whose execution failed: an error never equals a result) gets the floor whatever its
+ * features say, since its group features are blank and would otherwise read as an average pool.
+ */
+export function probability(m: ConfidenceModel, x: readonly number[], cannotMatch = false): number {
+  if (cannotMatch) return m.floor;
   const p = calibrate(m.calibration, rawScore(m, x));
   return Math.min(1 - m.floor, Math.max(m.floor, p));
 }
