@@ -21,6 +21,7 @@ import { fileURLToPath } from 'node:url';
  */
 export const LAYERS: Record<string, number> = {
   clauses: 0,
+  numeric: 0,
   execution: 1,
   scoring: 1,
   verdict: 1,

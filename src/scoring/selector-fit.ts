@@ -7,6 +7,7 @@
 // strength suits every feature; the weights are mapped back to raw units at the end (the mean
 // shift is the same for every group of a question and cancels in the softmax).
 // Minimized by gradient descent with backtracking; the objective is convex.
+import { descend } from '../numeric/descent.js';
 import { FEATURES, type SelectorMode, type SelectorWeights } from './selector.js';
 
 export interface FitQuestion {
@@ -75,31 +76,7 @@ export function fitSelector(questions: readonly FitQuestion[], mode: SelectorMod
     }
   }
   const qs = informative.map((q) => ({ z: q.x.map((x) => x.map((v, k) => (active[k] ? (v - mu[k]!) / sd[k]! : 0))), right: q.right }));
-  const w = new Array<number>(dim).fill(0);
-  const grad = new Array<number>(dim).fill(0);
-  let f = objective(qs, w, l2, grad);
-  let step = 1 / Math.max(1, qs.length);
-  for (let it = 0; it < (opts.iterations ?? 500); it++) {
-    const gn = grad.reduce((a, v) => a + v * v, 0);
-    if (gn < 1e-10) break;
-    let accepted = false;
-    for (let tries = 0; tries < 30; tries++) {
-      const cand = w.map((v, k) => v - step * grad[k]!);
-      const g2 = new Array<number>(dim).fill(0);
-      const f2 = objective(qs, cand, l2, g2);
-      if (f2 <= f - 0.5 * step * gn) {
-        for (let k = 0; k < dim; k++) {
-          w[k] = cand[k]!;
-          grad[k] = g2[k]!;
-        }
-        f = f2;
-        step *= 1.5;
-        accepted = true;
-        break;
-      }
-      step /= 2;
-    }
-    if (!accepted) break;
-  }
+  const w = descend((v, g) => objective(qs, v, l2, g), new Array<number>(dim).fill(0),
+    { iterations: opts.iterations ?? 500, step: 1 / Math.max(1, qs.length), tolerance: 1e-10 });
   return { mode, features: [...names], weights: w.map((v, k) => (active[k] ? v / sd[k]! : 0)) };
 }

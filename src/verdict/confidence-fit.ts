@@ -3,6 +3,7 @@
 // was not fitted on (k folds by `group`, i.e. by database, inside the training data), so that
 // the map corrects the regression's over-confidence on new databases rather than memorizing its
 // training fit.
+import { descend } from '../numeric/descent.js';
 import { calibrate, CONFIDENCE_SELECTED, type Calibration, type ConfidenceModel, type ConfidenceMode } from './confidence.js';
 
 export interface ConfidenceRow {
@@ -77,33 +78,10 @@ export function fitLogistic(rows: readonly ConfidenceRow[], l2 = DEFAULT_CONFIDE
     }
     return f;
   };
-  const w = new Array<number>(dim).fill(0);
-  let b = 0;
-  const g = new Array<number>(dim + 1).fill(0);
-  let f = loss(w, b, g);
-  let step = 1;
-  for (let it = 0; it < iterations; it++) {
-    const gn = g.reduce((a, v) => a + v * v, 0);
-    if (gn < 1e-12) break;
-    let accepted = false;
-    for (let tries = 0; tries < 30; tries++) {
-      const w2 = w.map((v, k) => v - step * g[k]!);
-      const b2 = b - step * g[dim]!;
-      const g2 = new Array<number>(dim + 1).fill(0);
-      const f2 = loss(w2, b2, g2);
-      if (f2 <= f - 0.5 * step * gn) {
-        for (let k = 0; k < dim; k++) w[k] = w2[k]!;
-        b = b2;
-        for (let k = 0; k <= dim; k++) g[k] = g2[k]!;
-        f = f2;
-        step *= 1.5;
-        accepted = true;
-        break;
-      }
-      step /= 2;
-    }
-    if (!accepted) break;
-  }
+  // The bias rides as the last coordinate of the minimized vector.
+  const x = descend((v, g) => loss(v.slice(0, dim), v[dim]!, g), new Array<number>(dim + 1).fill(0), { iterations, step: 1, tolerance: 1e-12 });
+  const w = x.slice(0, dim);
+  const b = x[dim]!;
   return { mean, sd, weights: w, bias: b };
 }
 
