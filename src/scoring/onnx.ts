@@ -13,7 +13,7 @@ export const PACKING = 'prefix-tree-v1';
 
 export interface Manifest {
   name: string;
-  template: 'caper-prompt-v1';
+  template: 'caper-prompt-v1' | 'caper-chat-v1';
   marker: string;
   marker_id: number;
   max_length: number;

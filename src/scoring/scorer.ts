@@ -6,7 +6,8 @@
 import { splitSql, topUnits } from '../clauses/index.js';
 import type { ClauseKind, ClauseUnit, SplitResult } from '../clauses/types.js';
 import type { CaperTokenizer } from './tokenizer.js';
-import { buildPrompt } from './prompt.js';
+import { buildPrompt, type PromptResult } from './prompt.js';
+import { buildChatPrompt, CHAT_TEMPLATE } from './chat-prompt.js';
 import type { LoadedModel } from './onnx.js';
 import type { Batcher } from './batcher.js';
 import { packSequences, unpackedRequest, unpackOutputs, type PackedRequest, type PackedRow } from './packing.js';
@@ -136,6 +137,25 @@ function memoTokenizer(tok: CaperTokenizer, entries: number): CaperTokenizer {
   return wrapper as unknown as CaperTokenizer;
 }
 
+/**
+ * The prompt of the model's template (caper.json `template`), with `sqlPos`: the position whose
+ * output is the score before the first clause (`<sql>` in caper-prompt-v1, the last token before
+ * the answer in caper-chat-v1).
+ */
+export function modelPrompt(
+  model: LoadedModel,
+  tok: CaperTokenizer,
+  input: { schema: string; question: string; units: string[] },
+): (PromptResult & { ok: true; sqlPos: number }) | { ok: false; error: string } {
+  if (model.manifest.template === CHAT_TEMPLATE) {
+    const p = buildChatPrompt(tok, input, model.manifest.max_length);
+    return p.ok ? { ...p, sqlPos: (p.answerStart ?? 0) - 1 } : p;
+  }
+  const p = buildPrompt(tok, input, model.manifest.max_length, { terminal: model.manifest.terminal_verdict === true });
+  if (!p.ok) return p;
+  return { ...p, sqlPos: p.ids.lastIndexOf(tok.specialId('<sql>'), p.markers[0] ?? p.ids.length) };
+}
+
 export interface ScorerOptions {
   mode?: CandidateScoreMode;
   /**
@@ -157,7 +177,6 @@ export class Scorer {
   private readonly maxRowTokens: number;
   private readonly mode: CandidateScoreMode;
   private readonly onCandidate?: (parsed: boolean) => void;
-  private readonly sqlId: number;
   private readonly tok: CaperTokenizer;
   /** Parsing costs milliseconds and identical candidates are common; trees are kept for later steps. */
   private readonly splits = new Lru<SplitResult>(1024);
@@ -171,7 +190,6 @@ export class Scorer {
     this.maxRowTokens = opts.maxRowTokens ?? Math.max(1024, model.manifest.max_length + 256);
     this.mode = opts.mode ?? CANDIDATE_SCORE_MODE;
     this.onCandidate = opts.onCandidate;
-    this.sqlId = model.tokenizer.specialId('<sql>');
     this.tok = memoTokenizer(model.tokenizer, 16384);
     this.charsPerToken = model.tokenizer.maxCharsPerToken;
   }
@@ -203,11 +221,9 @@ export class Scorer {
     if (this.charsPerToken > 0 && sqlChars > this.charsPerToken * maxLength) {
       return { ...base, error: `SQL part needs at least ${Math.ceil(sqlChars / this.charsPerToken)} tokens, max_length is ${maxLength}` };
     }
-    const p = buildPrompt(this.tok, { schema, question, units: units.map((u) => u.text) }, this.model.manifest.max_length,
-      { terminal: this.model.manifest.terminal_verdict === true });
+    const p = modelPrompt(this.model, this.tok, { schema, question, units: units.map((u) => u.text) });
     if (!p.ok) return { ...base, error: p.error };
-    const sqlPos = p.ids.lastIndexOf(this.sqlId, p.markers[0] ?? p.ids.length);
-    return { ...base, ids: p.ids, markers: p.markers, sqlPos, terminal: p.terminal, truncated: p.truncated };
+    return { ...base, ids: p.ids, markers: p.markers, sqlPos: p.sqlPos, terminal: p.terminal, truncated: p.truncated };
   }
 
   private finish(p: Prepared, out: Float32Array | null): ScoredCandidate {
@@ -295,7 +311,7 @@ export class Scorer {
  */
 export async function scoreByPrefixes(model: LoadedModel, question: string, schema: string, sql: string): Promise<number[]> {
   const units = topUnits(splitSql(sql, { tree: false })).map((u) => u.text);
-  const p = buildPrompt(model.tokenizer, { schema, question, units }, model.manifest.max_length);
+  const p = modelPrompt(model, model.tokenizer, { schema, question, units });
   if (!p.ok) throw new Error(p.error);
   const out: number[] = [];
   for (const m of p.markers) {

@@ -4,6 +4,8 @@
         [--train-vocab N]   # first train a tokenizer of N ids on the input strings, save it at --tokenizer
     python -m caper_train.encode --tokenizer tokenizer.json --prompts --in prompts.json --out built.json
         # prompts.json: [{schema, question, units, max_length, terminal}], built: [{ids, markers, terminal} | {error}]
+    python -m caper_train.encode --tokenizer tokenizer.json --chat --in prompts.json --out built.json
+        # the same with caper-chat-v1 (chat_prompt.py); the tokenizer must hold <|im_start|> and <|im_end|>
 """
 from __future__ import annotations
 
@@ -20,12 +22,27 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--train-vocab", type=int)
     ap.add_argument("--prompts", action="store_true", help="--in holds prompt inputs; build them with prompt.py")
+    ap.add_argument("--chat", action="store_true", help="--in holds prompt inputs; build them with chat_prompt.py")
     a = ap.parse_args(argv)
     with open(a.inp, encoding="utf-8") as f:
         texts = json.load(f)
     if a.train_vocab:
         CaperTokenizer(train_tokenizer(texts, vocab_size=a.train_vocab)).save(a.tokenizer)
     tok = CaperTokenizer.load(a.tokenizer)
+    if a.chat:
+        from . import chat_prompt
+        from .prompt import PromptError
+        specials = {t: tok.special_id(t) for t in chat_prompt.CONTROL}
+        built = []
+        for x in texts:
+            try:
+                p = chat_prompt.build(tok.encode, specials, x["schema"], x["question"], x["units"], x["max_length"])
+                built.append({"ids": p.ids, "markers": p.markers, "terminal": p.terminal})
+            except PromptError as e:
+                built.append({"error": str(e)})
+        with open(a.out, "w", encoding="utf-8") as f:
+            json.dump(built, f)
+        return 0
     if a.prompts:
         from .prompt import PromptError, build_prompt
         built = []
