@@ -1,0 +1,216 @@
+"""The top-k family of the base Clause-PRM: the first N-k layers frozen, the top k layers and the head trained.
+
+The frozen layers' output is the same every epoch, so it is computed once (caper_train.features
+--rows-layer N-k keeps every packed row's hidden states after layer N-k) and training runs only
+the k layers above it: per token about 3k layer-passes (forward and backward) instead of 3N.
+Targets and loss are the probe's (caper_train.probe: clause verdicts at each unit's last token, the
+whole-query verdict at the terminal, the margin-weighted preference between a question's right and
+wrong candidates at the terminal). The head starts from a probe fitted on layer N, so training
+begins from the probe's solution.
+
+A progress line every --log-every steps (step time, tokens/s, loss, ETA); a checkpoint every
+--checkpoint-minutes into --run (layers, head, optimizer, schedule, data order and position), and
+`--resume` continues from it exactly. The exported model is the base's first N layers with the
+trained top layers and head (caper_train.probe.export_model writes it).
+
+    python -m caper_train.topk --cache runs/prm-base/feats-train --base runs/base/qwen2.5-coder-0.5b \\
+        --layers 8 --init-head HEAD.pt --run runs/prm-base/topk --epochs 1 [--max-minutes M] [--resume]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from . import probe
+from .features import load_truncated, packed_mask
+
+
+def load_rows(cache: str | Path, exclude: set[str]) -> tuple[list[dict], list[dict], int]:
+    """Rows with their candidates' targets: (row, [(candidate, positions)]) and the rows' layer."""
+    cache = Path(cache)
+    meta = json.loads((cache / "meta.json").read_text())
+    rows, cands = [], []
+    for part in sorted(cache.glob("part-*.pt")):
+        rp = cache / part.name.replace("part-", "rows-")
+        if not rp.exists():
+            continue
+        cs = torch.load(part, weights_only=False)
+        base = len(cands)
+        for c in cs:
+            c.pop("feats", None)
+            cands.append(c)
+        for r in torch.load(rp, weights_only=False):
+            if cs and r["cands"] and cs[r["cands"][0][0]]["db_id"] in exclude:
+                continue
+            r["cands"] = [(base + j, at) for j, at in r["cands"]]
+            rows.append(r)
+    return rows, cands, meta.get("rows_layer", 0)
+
+
+def targets(c: dict) -> tuple[list[float], list[float]]:
+    n = len(c["kinds"])
+    r = probe.root_index(c)
+    y, w = [1.0] * n, [1.0] * n
+    if r >= 0:
+        y[r] = 0.0
+    elif not c["correct"]:
+        w = [0.0] * n
+    return y + [1.0 if c["correct"] else 0.0], w + [1.0]
+
+
+class Top(torch.nn.Module):
+    """Layers from..N of the truncated base, its final norm and a scalar head."""
+
+    def __init__(self, base, layers: int, from_layer: int, head_file: str | None):
+        super().__init__()
+        m = load_truncated(base, layers, torch.float32)
+        self.layers = torch.nn.ModuleList(m.layers[from_layer:layers])
+        self.norm = m.norm
+        self.rotary = m.rotary_emb
+        self.head = torch.nn.Linear(m.config.hidden_size, 1)
+        if head_file:
+            h = torch.load(head_file, weights_only=False)
+            with torch.no_grad():
+                self.head.weight.copy_(h["weight"][None].float())
+                self.head.bias.fill_(float(h["bias"]))
+        for p in self.norm.parameters():
+            p.requires_grad_(False)
+
+    def forward(self, h: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        pe = self.rotary(h, pos)
+        for layer in self.layers:
+            h = layer(h, attention_mask=mask, position_ids=pos, position_embeddings=pe)
+        return self.head(self.norm(h)).squeeze(-1)
+
+
+def row_loss(model: Top, row: dict, cands: list[dict], pref_weight: float, delta: float = 1.0):
+    h = row["h"].float()[None]
+    pos = torch.tensor([row["pos"]])
+    out = model(h, pos, packed_mask(row["bid"]))[0]
+    ys, ws, at_all = [], [], []
+    right, wrong = [], []
+    for ci, at in row["cands"]:
+        y, w = targets(cands[ci])
+        ys += y
+        ws += w
+        at_all += at
+        (right if cands[ci]["correct"] else wrong).append(at[-1])
+    s = out[torch.tensor(at_all)]
+    yt, wt = torch.tensor(ys), torch.tensor(ws)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(s, yt, weight=wt, reduction="sum") / wt.sum().clamp(min=1)
+    loss = bce
+    if pref_weight > 0 and right and wrong:
+        r = out[torch.tensor(right)][:, None]
+        w = out[torch.tensor(wrong)][None, :]
+        loss = loss + pref_weight * (1 + delta) * torch.nn.functional.softplus(-(r - w)).mean()
+    return loss, len(row["ids"])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m caper_train.topk")
+    ap.add_argument("--cache", required=True, help="feature cache written with --rows-layer")
+    ap.add_argument("--base", required=True)
+    ap.add_argument("--layers", type=int, required=True, help="N: the served model keeps the first N layers")
+    ap.add_argument("--from-layer", type=int, help="the cache's --rows-layer (default: read from the cache)")
+    ap.add_argument("--init-head", help="probe head fitted on layer N (caper_train.probe fit)")
+    ap.add_argument("--run", required=True, help="checkpoint directory")
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--epochs", type=float, default=1.0)
+    ap.add_argument("--lr", type=float, default=2e-5)
+    ap.add_argument("--head-lr", type=float, default=1e-3)
+    ap.add_argument("--pref", type=float, default=1.0)
+    ap.add_argument("--rows-per-step", type=int, default=4)
+    ap.add_argument("--max-minutes", type=float)
+    ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
+    ap.add_argument("--exclude-dbs", default="")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--log-every", type=int, default=10)
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    run = Path(a.run)
+    run.mkdir(parents=True, exist_ok=True)
+    rows, cands, rows_layer = load_rows(a.cache, {x for x in a.exclude_dbs.split(",") if x})
+    from_layer = a.from_layer or rows_layer
+    if not from_layer:
+        raise SystemExit("the cache does not say its rows layer: pass --from-layer")
+    model = Top(a.base, a.layers, from_layer, a.init_head)
+    body = [p for p in model.layers.parameters()]
+    opt = torch.optim.AdamW([{"params": body, "lr": a.lr}, {"params": model.head.parameters(), "lr": a.head_lr}],
+                            weight_decay=0.0)
+    order = list(range(len(rows)))
+    random.Random(a.seed).shuffle(order)
+    steps_per_epoch = math.ceil(len(order) / a.rows_per_step)
+    total = max(1, int(steps_per_epoch * a.epochs))
+    warm = max(1, total // 20)
+    lr0 = [g["lr"] for g in opt.param_groups]
+    step = 0
+    if a.resume and (run / "checkpoint.pt").exists():
+        ck = torch.load(run / "checkpoint.pt", weights_only=False)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        step, order = ck["step"], ck["order"]
+        print(f"topk: resumed at step {step}/{total}", file=sys.stderr)
+
+    def save():
+        tmp = run / "checkpoint.pt.tmp"
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "order": order,
+                    "args": vars(a), "layers": a.layers, "from_layer": from_layer}, tmp)
+        tmp.replace(run / "checkpoint.pt")
+
+    start_step = step
+    t0 = last_ck = time.time()
+    tok = 0
+    run_loss = 0.0
+    model.train()
+    while step < total:
+        if a.max_minutes and time.time() - t0 > 60 * a.max_minutes:
+            break
+        i0 = (step % steps_per_epoch) * a.rows_per_step
+        batch = [rows[k] for k in order[i0:i0 + a.rows_per_step]]
+        f = min(1.0, (step + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, step / total)))
+        for g, l0 in zip(opt.param_groups, lr0):
+            g["lr"] = l0 * f
+        opt.zero_grad(set_to_none=True)
+        loss_sum = 0.0
+        for r in batch:
+            loss, n = row_loss(model, r, cands, a.pref)
+            (loss / len(batch)).backward()
+            loss_sum += float(loss) / len(batch)
+            tok += n
+        torch.nn.utils.clip_grad_norm_(body, 1.0)
+        opt.step()
+        step += 1
+        run_loss = loss_sum if step == 1 else 0.95 * run_loss + 0.05 * loss_sum
+        el = time.time() - t0
+        if step % a.log_every == 0 or step == total:
+            done = step - start_step
+            print(f"topk: step {step}/{total} loss {run_loss:.4f} {el / done:.2f} s/step {tok / el:.0f} tok/s "
+                  f"eta {(total - step) * el / done / 60:.1f} min", file=sys.stderr, flush=True)
+        if time.time() - last_ck > 60 * a.checkpoint_minutes:
+            save()
+            last_ck = time.time()
+    save()
+    print(json.dumps({"step": step, "total": total, "rows": len(rows), "loss": run_loss}), file=sys.stderr)
+    return 0
+
+
+def head_file_from(run: str | Path, out: str | Path) -> None:
+    """The trained head as a probe head file (for export) and the trained layers beside it."""
+    ck = torch.load(Path(run) / "checkpoint.pt", weights_only=False)
+    sd = ck["model"]
+    torch.save({"weight": sd["head.weight"][0], "bias": float(sd["head.bias"][0]), "layer": ck["layers"],
+                "top_layers": {k: v for k, v in sd.items() if k.startswith("layers.")}, "from_layer": ck["from_layer"]},
+               out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
