@@ -1,0 +1,139 @@
+// bench/prm-base: Clause-PRMs side by side on one split (the held-out databases of the base
+// Clause-PRM, training/README.md), every figure through the product path (the ONNX model, the
+// Scorer, the verdict functions):
+//   - blame on the expert labels: the model alone ("prm", the min readout) and, with --sources, what
+//     /localize answers from the request alone (text), with the database (solo) and with the other
+//     pool8 candidates (fused), each with the combiners the model's caper.json carries;
+//   - PRM-only rerank of pool8 (the candidate score alone; ties to pool order) beside Majority Vote
+//     with execution, on the same questions;
+//   - detection AUROC of the candidate score: right vs wrong distinct pool8 candidates;
+//   - removed-clause pairs (bench/removed-clause.ts on the same split): % where the complete query
+//     scores higher.
+// Usage: node dist/bench/prm-base.js --data runs/heldout-data --models models/default,runs/models/X
+//        [--sources prm,text,solo,fused] [--no-removed] [--out bench/results/prm-base]
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { parseArgs, flagString } from '../src/commands/args.js';
+import { computeFacts, picks } from '../src/eval/rerank.js';
+import { LABEL_SOURCES, loadLabels, rankingsFor, scoreRankings, type LabelSource } from '../src/eval/localize-labels.js';
+import { resolvePool } from '../src/eval/spider.js';
+import { candidateScore } from '../src/scoring/candidate-score.js';
+import { REPO } from './lib.js';
+
+/** Probability that a random right candidate scores above a random wrong one (ties count half). */
+export function auroc(right: number[], wrong: number[]): number {
+  if (!right.length || !wrong.length) return NaN;
+  const all = [...right.map((v) => [v, 1] as const), ...wrong.map((v) => [v, 0] as const)].sort((a, b) => a[0] - b[0]);
+  let rankSum = 0;
+  for (let i = 0; i < all.length;) {
+    let j = i;
+    while (j + 1 < all.length && all[j + 1]![0] === all[i]![0]) j++;
+    const avg = (i + j) / 2 + 1;
+    for (let k = i; k <= j; k++) if (all[k]![1] === 1) rankSum += avg;
+    i = j + 1;
+  }
+  return (rankSum - (right.length * (right.length + 1)) / 2) / (right.length * wrong.length);
+}
+
+interface ModelFigures {
+  model: string;
+  dir: string;
+  blame: Partial<Record<LabelSource, { top1: number; mrr: number; n: number }>>;
+  rerank: { n: number; prm: number; vote: number; oracle: number };
+  auroc: { value: number; right: number; wrong: number };
+  removed?: { pairs: number; pct_complete_higher: number };
+  seconds: number;
+}
+
+async function measure(dir: string, data: string, sources: LabelSource[], removed: boolean, runs: string): Promise<ModelFigures> {
+  const t0 = performance.now();
+  const systems = resolvePool(data, 'pool8');
+  const manifest = JSON.parse(readFileSync(join(dir, 'caper.json'), 'utf8')) as { name: string };
+  const facts = await computeFacts(data, systems, dir, 'cpu', 0, 5000);
+  const n = facts.questions.length;
+  const ex = (p: number[]) => (100 * p.filter((i, qi) => facts.questions[qi]!.correct[i]).length) / Math.max(1, n);
+  const rerank = { n, prm: ex(picks(facts, 'prm')), vote: ex(picks(facts, 'vote')),
+    oracle: (100 * facts.questions.filter((q) => q.correct.some(Boolean)).length) / Math.max(1, n) };
+  // Distinct candidates of a question: the pool repeats SQL texts, which carry the same score.
+  const right: number[] = [];
+  const wrong: number[] = [];
+  const preds = systems.map((s) => readFileSync(join(data, 'predictions', `${s}.sql`), 'utf8').split('\n'));
+  facts.questions.forEach((q, qi) => {
+    const seen = new Set<string>();
+    q.clauseScores.forEach((cs, i) => {
+      const sql = preds[i]![qi] ?? '';
+      if (seen.has(sql) || cs.length === 0) return;
+      seen.add(sql);
+      (q.correct[i] ? right : wrong).push(candidateScore(cs, undefined, q.terminalScores?.[i] ?? undefined));
+    });
+  });
+  const items = loadLabels(join(data, 'labels', 'root_cause.jsonl')).filter((l) => l.label !== 'NONE');
+  const blame: ModelFigures['blame'] = {};
+  for (const s of sources) {
+    const r = scoreRankings(items, await rankingsFor(items, s, { data, systems, modelDir: dir, device: 'cpu' }), s);
+    blame[s] = { top1: r.top1, mrr: r.mrr, n: r.n };
+  }
+  let rem: ModelFigures['removed'];
+  if (removed) {
+    const out = join(runs, `removed-clause-${basename(dir)}`);
+    const r = spawnSync(process.execPath, [join(REPO, 'dist', 'bench', 'removed-clause.js'), '--data', data, '--model', dir,
+      '--out', out, '--pairs-out', `${out}.pairs.jsonl`], { encoding: 'utf8', stdio: ['ignore', 'ignore', 'inherit'] });
+    if (r.status !== 0) throw new Error(`removed-clause bench failed for ${dir}`);
+    const j = JSON.parse(readFileSync(`${out}.json`, 'utf8')) as { summary: { all: { n: number; pct_complete_higher: number } } };
+    rem = { pairs: j.summary.all.n, pct_complete_higher: j.summary.all.pct_complete_higher };
+  }
+  return { model: manifest.name, dir, blame, rerank, auroc: { value: auroc(right, wrong), right: right.length, wrong: wrong.length },
+    ...(rem ? { removed: rem } : {}), seconds: (performance.now() - t0) / 1000 };
+}
+
+async function main(): Promise<void> {
+  const a = parseArgs(process.argv.slice(2), ['no-removed']);
+  const data = resolve(flagString(a, 'data', join(REPO, 'runs', 'heldout-data'))!);
+  const models = (flagString(a, 'models', 'models/default') ?? '').split(',').filter(Boolean).map((m) => resolve(m));
+  const sources = (flagString(a, 'sources', 'prm') ?? '').split(',').filter(Boolean) as LabelSource[];
+  for (const s of sources) if (!LABEL_SOURCES.includes(s)) throw new Error(`--sources takes ${LABEL_SOURCES.join(', ')}, got ${s}`);
+  const outBase = resolve(flagString(a, 'out', join(REPO, 'bench', 'results', 'prm-base'))!);
+  const runs = join(REPO, 'runs', 'prm-base-bench');
+  mkdirSync(runs, { recursive: true });
+  const figs: ModelFigures[] = [];
+  for (const m of models) {
+    figs.push(await measure(m, data, sources, !a.flags.has('no-removed'), runs));
+    console.error(`prm-base: ${m} measured in ${figs.at(-1)!.seconds.toFixed(0)} s`);
+  }
+  const f3 = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? '-' : v.toFixed(3));
+  const f1 = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? '-' : v.toFixed(1));
+  const rows: [string, (f: ModelFigures) => string][] = [
+    ...sources.map((s): [string, (f: ModelFigures) => string] => [`blame Top-1 / MRR, ${s === 'prm' ? 'model alone' : s}`,
+      (f) => `${f3(f.blame[s]?.top1)} / ${f3(f.blame[s]?.mrr)}`]),
+    ['PRM-only rerank EX, pool8', (f) => f1(f.rerank.prm)],
+    ['Majority Vote with execution, same questions', (f) => f1(f.rerank.vote)],
+    ['detection AUROC of the candidate score', (f) => f3(f.auroc.value)],
+    ['removed-clause pairs, complete higher %', (f) => (f.removed ? `${f1(f.removed.pct_complete_higher)} (${f.removed.pairs})` : '-')],
+  ];
+  const rel = (p: string) => p.replace(REPO + '/', '');
+  const md = [
+    `# Clause-PRMs on ${rel(data)} (product path)`,
+    '',
+    `\`node dist/bench/prm-base.js --data ${rel(data)} --models ${models.map(rel).join(',')} --sources ${sources.join(',')}${a.flags.has('no-removed') ? ' --no-removed' : ''}\``,
+    '',
+    `${figs[0]?.rerank.n ?? 0} questions; blame on ${figs[0]?.blame[sources[0]!]?.n ?? 0} expert labels naming a clause; ` +
+      `AUROC over ${figs[0]?.auroc.right ?? 0} right and ${figs[0]?.auroc.wrong ?? 0} wrong distinct pool8 candidates.`,
+    '',
+    `| measure | ${figs.map((f) => `${f.model} (${rel(f.dir)})`).join(' | ')} |`,
+    `|---|${figs.map(() => '---').join('|')}|`,
+    ...rows.map(([k, g]) => `| ${k} | ${figs.map(g).join(' | ')} |`),
+    '',
+  ].join('\n');
+  mkdirSync(dirname(outBase), { recursive: true });
+  writeFileSync(`${outBase}.json`, JSON.stringify({ data: rel(data), sources, models: figs }, null, 1) + '\n');
+  writeFileSync(`${outBase}.md`, md);
+  console.log(md);
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().catch((e) => {
+    console.error(e instanceof Error ? e.stack : e);
+    process.exit(1);
+  });
+}
