@@ -41,7 +41,7 @@ def autocast(dtype: torch.dtype):
 
 def faster_dtype(model, tokens: int = 256, reps: int = 1) -> tuple[torch.dtype, dict[str, float]]:
     """Times a forward pass in fp32 and under bf16 autocast; returns the faster and both timings."""
-    ids = torch.randint(100, 10000, (1, tokens))
+    ids = torch.randint(0, model.config.vocab_size, (1, tokens))
     times = {}
     with torch.inference_mode():
         for name, dt in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
@@ -87,12 +87,12 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     rows = []
-    ids = torch.randint(100, 10000, (1, a.tokens))
     for n in [int(x) for x in a.layers.split(",")]:
         for fam in a.families.split(","):
             for dname in a.dtypes.split(","):
                 dt = getattr(torch, dname)
                 model = load_truncated(a.base, n, torch.float32)
+                ids = torch.randint(0, model.config.vocab_size, (1, a.tokens))
                 model.embed_tokens.weight.requires_grad_(False)
                 if fam == "lora":
                     from peft import LoraConfig, get_peft_model

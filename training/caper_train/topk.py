@@ -128,6 +128,7 @@ def main(argv=None) -> int:
     ap.add_argument("--pref", type=float, default=1.0)
     ap.add_argument("--rows-per-step", type=int, default=4)
     ap.add_argument("--max-minutes", type=float)
+    ap.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps of this process")
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
     ap.add_argument("--exclude-dbs", default="")
     ap.add_argument("--threads", type=int, default=2)
@@ -174,6 +175,8 @@ def main(argv=None) -> int:
     while step < total:
         if a.max_minutes and time.time() - t0 > 60 * a.max_minutes:
             break
+        if a.stop_after is not None and step - start_step >= a.stop_after:
+            break
         i0 = (step % steps_per_epoch) * a.rows_per_step
         batch = [rows[k] for k in order[i0:i0 + a.rows_per_step]]
         f = min(1.0, (step + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, step / total)))
@@ -184,7 +187,7 @@ def main(argv=None) -> int:
         for r in batch:
             loss, n = row_loss(model, r, cands, a.pref)
             (loss / len(batch)).backward()
-            loss_sum += float(loss) / len(batch)
+            loss_sum += loss.item() / len(batch)
             tok += n
         torch.nn.utils.clip_grad_norm_(body, 1.0)
         opt.step()
