@@ -55,13 +55,17 @@ def main(argv=None) -> int:
     ap.add_argument("--max-questions", type=int, default=0)
     ap.add_argument("--dbs", help="only these databases")
     ap.add_argument("--exclude-dbs", default="")
-    ap.add_argument("--l2", type=float, default=1e-3)
+    ap.add_argument("--l2", type=float, default=1e-2)
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--max-minutes", type=float, help="wall-time cap of the top-k training")
     ap.add_argument("--max-length", type=int, default=768)
     ap.add_argument("--threads", type=int, default=max(1, torch.get_num_threads()))
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--feature-layers", default="",
+                    help="more layers to keep in the cache beside the ones the family reads (for probes of other layers)")
+    ap.add_argument("--extra-cache", nargs="*", default=[],
+                    help="more feature caches of the same configuration to train on (e.g. another split's)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     from . import features, probe, throughput, topk
@@ -85,7 +89,8 @@ def main(argv=None) -> int:
     log(f"dtype {dtype} ({json.loads(dfile.read_text())['forward_s']})")
 
     feats = run / "feats"
-    layer_list = sorted({n, *([rows_layer] if rows_layer else [])})
+    layer_list = sorted({n, *([rows_layer] if rows_layer else []),
+                         *(int(x) for x in a.feature_layers.split(",") if x)})
     fargs = ["--records", *a.records, "--base", a.base, "--layers", ",".join(map(str, layer_list)),
              "--out", str(feats), "--per-question", str(a.per_question), "--max-length", str(a.max_length),
              "--dtype", dtype, "--threads", str(a.threads), "--seed", str(a.seed)]
@@ -102,7 +107,7 @@ def main(argv=None) -> int:
 
     head = run / "head.pt"
     if not head.exists() or not a.resume:
-        cands, meta = probe.load_cache([feats])
+        cands, meta = probe.load_cache([feats, *a.extra_cache])
         slot = meta["layers"].index(n)
         h = probe.fit(probe.table(cands, slot), a.l2)
         probe.save_head(h, n, head, {"l2": a.l2, "candidates": len(cands),
@@ -110,7 +115,7 @@ def main(argv=None) -> int:
         log(f"probe head on layer {n}: {len(cands)} candidates")
     served = head
     if a.family == "topk":
-        targs = ["--cache", str(feats), "--base", a.base, "--layers", str(n), "--init-head", str(head),
+        targs = ["--cache", str(feats), *a.extra_cache, "--base", a.base, "--layers", str(n), "--init-head", str(head),
                  "--run", str(run / "topk"), "--epochs", str(a.epochs), "--lr", str(a.lr),
                  "--threads", str(a.threads), "--seed", str(a.seed)]
         if a.max_minutes:

@@ -112,6 +112,27 @@ def measures(cands: list[dict], outs: list[dict], split: dict, dbs: set[str], mo
             "auroc": auroc(pos, neg)}
 
 
+def record_measures(cands: list[dict], outs: list[dict]) -> dict:
+    """Measures on the cache's own labels, for candidates drawn from any pool: blame Top-1 against
+    the gold root cause annotate recorded, and the share of (right, wrong) candidate pairs of a
+    question whose terminal ranks the right one higher."""
+    top1 = n_b = 0
+    by: dict[str, tuple[list[float], list[float]]] = {}
+    for c, o in zip(cands, outs):
+        r = probe.root_index(c)
+        if r >= 0:
+            n_b += 1
+            top1 += min(range(len(o["units"])), key=lambda k: (o["units"][k], k)) == r
+        by.setdefault(c["qid"], ([], []))[0 if c["correct"] else 1].append(o["terminal"])
+    wins = pairs = 0.0
+    for right, wrong in by.values():
+        for x in right:
+            for y in wrong:
+                pairs += 1
+                wins += 1.0 if x > y else 0.5 if x == y else 0.0
+    return {"root_top1": top1 / max(1, n_b), "roots": n_b, "pair_acc": wins / max(1, pairs), "pairs": int(pairs)}
+
+
 def cv(a) -> int:
     cands, meta = probe.load_cache(a.cache)
     split = load_split(a.data)
@@ -128,10 +149,10 @@ def cv(a) -> int:
                     te = [c for c in cands if c["db_id"] in f]
                     head = probe.fit(probe.table(tr, slot, arw), l2, pref_weight=a.pref)
                     outs = probe.candidate_outputs(head, te, slot)
-                    per.append((measures(te, outs, split, set(f), a.mode), len(f)))
+                    per.append(({**measures(te, outs, split, set(f), a.mode), **record_measures(te, outs)}, len(f)))
                 agg = {}
-                for k in ("blame_top1", "blame_mrr", "rerank_ex", "auroc"):
-                    w = "labels" if k.startswith("blame") else "questions"
+                for k, w in (("blame_top1", "labels"), ("blame_mrr", "labels"), ("rerank_ex", "questions"),
+                             ("auroc", "questions"), ("root_top1", "roots"), ("pair_acc", "pairs")):
                     tot = sum(m[w] for m, _ in per)
                     agg[k] = sum(m[k] * m[w] for m, _ in per) / max(1, tot)
                 rows.append({"layer": layer, "l2": l2, "after_root": arw, **agg})

@@ -32,11 +32,22 @@ from . import probe
 from .features import load_truncated, packed_mask
 
 
-def load_rows(cache: str | Path, exclude: set[str]) -> tuple[list[dict], list[dict], int]:
+def load_rows(caches: list[str | Path], exclude: set[str]) -> tuple[list[dict], list[dict], int]:
     """Rows with their candidates' targets: (row, [(candidate, positions)]) and the rows' layer."""
-    cache = Path(cache)
-    meta = json.loads((cache / "meta.json").read_text())
-    rows, cands = [], []
+    rows: list[dict] = []
+    cands: list[dict] = []
+    layer = 0
+    for cache in caches:
+        cache = Path(cache)
+        meta = json.loads((cache / "meta.json").read_text())
+        if layer and meta.get("rows_layer", 0) != layer:
+            raise ValueError(f"{cache}: rows after layer {meta.get('rows_layer')}, not {layer}")
+        layer = meta.get("rows_layer", 0)
+        _load_rows_of(cache, exclude, rows, cands)
+    return rows, cands, layer
+
+
+def _load_rows_of(cache: Path, exclude: set[str], rows: list[dict], cands: list[dict]) -> None:
     for part in sorted(cache.glob("part-*.pt")):
         rp = cache / part.name.replace("part-", "rows-")
         if not rp.exists():
@@ -51,7 +62,6 @@ def load_rows(cache: str | Path, exclude: set[str]) -> tuple[list[dict], list[di
                 continue
             r["cands"] = [(base + j, at) for j, at in r["cands"]]
             rows.append(r)
-    return rows, cands, meta.get("rows_layer", 0)
 
 
 def targets(c: dict) -> tuple[list[float], list[float]]:
@@ -115,7 +125,7 @@ def row_loss(model: Top, row: dict, cands: list[dict], pref_weight: float, delta
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m caper_train.topk")
-    ap.add_argument("--cache", required=True, help="feature cache written with --rows-layer")
+    ap.add_argument("--cache", nargs="+", required=True, help="feature caches written with --rows-layer")
     ap.add_argument("--base", required=True)
     ap.add_argument("--layers", type=int, required=True, help="N: the served model keeps the first N layers")
     ap.add_argument("--from-layer", type=int, help="the cache's --rows-layer (default: read from the cache)")
