@@ -18,11 +18,12 @@ export async function run(argv: string[]): Promise<number> {
     return mode === undefined ? 2 : 0;
   }
   if (mode !== 'import-sqlite') throw new UsageError(`unknown sub-command "${mode}" (caper db import-sqlite ...)`);
-  const a = parseStrict(rest, { values: ['postgres', 'db', 'grant'], booleans: ['replace'], positional: 1_000 });
-  if (a.flags.has('help')) {
+  // --help wins over the rest of the line, as for every command.
+  if (rest.includes('--help') || rest.includes('-h')) {
     console.log(USAGE);
     return 0;
   }
+  const a = parseStrict(rest, { values: ['postgres', 'db', 'grant'], booleans: ['replace'], positional: 1_000 });
   const url = flagString(a, 'postgres') ?? process.env.CAPER_POSTGRES_URL;
   if (!url) throw new UsageError('--postgres URL is required (or CAPER_POSTGRES_URL)');
   const files = a.positional;
