@@ -15,6 +15,7 @@
 //
 // run() never rejects: every failure is an ExecResult with a code.
 import { checkReadOnlySelect } from './gate.js';
+import { ResultCache } from './cache.js';
 import type { SchemaInfo } from '../clauses/schema.js';
 import type { EngineReply, EngineSession, ExecEngine, ExecResult, ExecutorOptions, RunOptions } from './types.js';
 import { SKIPPED_DEADLINE } from './types.js';
@@ -49,15 +50,6 @@ interface Slot {
   restUntil: number;
 }
 
-function resultBytes(r: ExecResult): number {
-  if (!r.ok) return 64 + r.error.length * 2;
-  let b = 64;
-  for (const row of r.rows) {
-    for (const v of row) b += typeof v === 'string' ? 2 * v.length + 8 : v instanceof Uint8Array ? v.byteLength + 8 : 8;
-  }
-  return b;
-}
-
 function skipped(ms: number): ExecResult {
   return { ok: false, code: 'skipped', error: SKIPPED_DEADLINE, ms };
 }
@@ -70,8 +62,6 @@ export class Executor {
   private readonly timeoutMs: number;
   private readonly maxRows: number;
   private readonly maxResultBytes: number;
-  private readonly cacheEntries: number;
-  private readonly cacheBytes: number;
   private readonly cacheTimeouts: boolean;
   private readonly perOwner: number;
   protected readonly slots: Slot[] = [];
@@ -80,8 +70,7 @@ export class Executor {
   /** Slots each owner holds now. */
   private readonly busy = new Map<object, number>();
   private queuedCount = 0;
-  private readonly cache = new Map<string, { r: ExecResult; bytes: number }>();
-  private cacheUsed = 0;
+  private readonly cache: ResultCache;
   /** Identical (db, sql) requests in flight share one execution. */
   private readonly inflight = new Map<string, { p: Promise<ExecResult>; job: Pending }>();
   private readonly anonymous = {};
@@ -99,8 +88,7 @@ export class Executor {
     this.timeoutMs = int(opts.timeoutMs, 5000, 1);
     this.maxRows = int(opts.maxRows, 100_000, 1);
     this.maxResultBytes = int(opts.maxResultBytes, 32 * 1024 * 1024, 1);
-    this.cacheEntries = int(opts.cacheEntries, 20_000, 0);
-    this.cacheBytes = int(opts.cacheBytes, 256 * 1024 * 1024, 0);
+    this.cache = new ResultCache(int(opts.cacheEntries, 20_000, 0), int(opts.cacheBytes, 256 * 1024 * 1024, 0));
     this.cacheTimeouts = opts.cacheTimeouts === true;
     this.perOwner = Math.min(this.nWorkers, int(opts.perOwner, this.nWorkers, 1));
     for (let i = 0; i < this.nWorkers; i++) this.slots.push({ session: null, opening: false, job: null, failures: 0, restUntil: 0 });
@@ -159,10 +147,8 @@ export class Executor {
     const key = `${where.key}\u0000${sql}`;
     const hit = this.cache.get(key);
     if (hit) {
-      this.cache.delete(key);
-      this.cache.set(key, hit);
       this.stats.cacheHits++;
-      return Promise.resolve(hit.r);
+      return Promise.resolve(hit);
     }
     const running = this.inflight.get(key);
     if (running) {
@@ -204,7 +190,6 @@ export class Executor {
       else this.dropSession(s);
     }
     this.cache.clear();
-    this.cacheUsed = 0;
     await this.engine.close();
   }
 
@@ -389,19 +374,7 @@ export class Executor {
 
   private finish(job: Pending, r: ExecResult, cacheable: boolean): void {
     this.inflight.delete(job.key);
-    if (cacheable && this.cacheEntries > 0) {
-      const bytes = resultBytes(r) + job.key.length * 2;
-      if (bytes <= this.cacheBytes / 4) {
-        this.cache.set(job.key, { r, bytes });
-        this.cacheUsed += bytes;
-        while (this.cache.size > this.cacheEntries || this.cacheUsed > this.cacheBytes) {
-          const oldest = this.cache.keys().next();
-          if (oldest.done) break;
-          this.cacheUsed -= this.cache.get(oldest.value)!.bytes;
-          this.cache.delete(oldest.value);
-        }
-      }
-    }
+    if (cacheable) this.cache.put(job.key, r);
     job.resolve(r);
   }
 
