@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startPgCluster, pgSkip, READER, type PgCluster } from './pg-fixture.js';
-import { start, TINY, type Running } from './server-fixture.js';
+import { start, REPO, TINY, type Running } from './server-fixture.js';
 import { importSqlite } from '../src/execution/pg-import.js';
 import { PgExecutor, PgEngine, normalizeValue, pgRefusal } from '../src/execution/postgres.js';
 import { SqlExecutor } from '../src/execution/executor.js';
@@ -15,7 +15,8 @@ import { sameResult } from '../src/execution/equivalence.js';
 import { schemaFromSqlite, schemaText } from '../src/clauses/schema.js';
 import { POOLS, loadPredictions } from '../src/eval/spider.js';
 
-const SPIDER = '/work/shared/data/spider/dev-open';
+// The project reads Spider from beside the checkout (never copies it in).
+const SPIDER = process.env.CAPER_SPIDER_DEV ?? join(REPO, '..', 'shared', 'data', 'spider', 'dev-open');
 const DBS = ['concert_singer', 'pets_1'];
 const sqlitePath = (db: string) => join(SPIDER, 'database', db, `${db}.sqlite`);
 const skip = pgSkip() || (existsSync(sqlitePath(DBS[0]!)) ? false : `Spider dev-open not found at ${SPIDER}`);
