@@ -13,6 +13,7 @@ const COMMANDS: Record<string, string> = {
   localize: './commands/localize.js',
   eval: './commands/eval.js',
   serve: './commands/serve.js',
+  db: './commands/db.js',
 };
 
 const USAGE = `usage: caper <command> [options]     (caper <command> --help for its options)
@@ -22,6 +23,7 @@ const USAGE = `usage: caper <command> [options]     (caper <command> --help for 
   localize --batch IN --out OUT   blame clauses of SQL candidates
   eval rerank|localize ...    evaluate on a Spider-layout directory
   serve [--model DIR] ...     HTTP verifier service
+  db import-sqlite FILE --postgres URL   copy a SQLite database into PostgreSQL
   --version                   print the version`;
 
 async function main(): Promise<number> {
@@ -42,7 +44,7 @@ async function main(): Promise<number> {
   }
   const mod = (await import(path)) as { run: (args: string[]) => Promise<number>; USAGE?: string };
   // `eval` has sub-commands with their own usage: it answers --help itself.
-  if (name !== 'eval' && (rest.includes('--help') || rest.includes('-h'))) {
+  if (name !== 'eval' && name !== 'db' && (rest.includes('--help') || rest.includes('-h'))) {
     console.log(mod.USAGE ?? USAGE);
     return 0;
   }
@@ -50,7 +52,7 @@ async function main(): Promise<number> {
     return await mod.run(rest);
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
-    const cmd = name === 'eval' && rest[0] ? `eval ${rest[0]}` : name;
+    const cmd = (name === 'eval' || name === 'db') && rest[0] ? `${name} ${rest[0]}` : name;
     console.error(`caper ${cmd}: ${e.message}\n(caper ${cmd} --help lists the options)`);
     return 2;
   }

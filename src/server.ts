@@ -49,7 +49,7 @@ const USABLE_ID = /^[\x21-\x7e]{1,200}$/;
 /** The value in effect of every `caper serve` option, by flag name, for /info. */
 function settingsOf(opts: ServerOptions, basePath: string): Record<string, string | number | boolean | null> {
   const given: Record<string, unknown> = {
-    model: opts.modelDir, 'db-dir': opts.dbDir, host: opts.listen?.host, port: opts.listen?.port, 'base-path': basePath,
+    model: opts.modelDir, 'db-dir': opts.dbDir, postgres: opts.postgresUrl !== undefined ? 'set' : undefined, host: opts.listen?.host, port: opts.listen?.port, 'base-path': basePath,
     device: opts.device, threads: opts.threads, quantized: opts.quantized === true || opts.quantized === 'int8',
     weights: opts.quantized === 'int4' ? 'int4' : opts.quantized ? 'int8' : 'model',
     'no-prefix-sharing': opts.prefixSharing === false, 'max-batch-tokens': opts.maxBatchTokens,

@@ -31,6 +31,7 @@ const COMMAND_LINES: string[][] = [
   ['eval', 'localize', '--data', NOWHERE],
   ['eval', 'localize', '--labels', `${NOWHERE}/labels.jsonl`, '--source', 'gold'],
   ['serve', '--model', NOWHERE],
+  ['db', 'import-sqlite', `${NOWHERE}/x.sqlite`, '--postgres', 'postgresql://nobody@/x?host=/nonexistent'],
 ];
 
 test('every command and mode refuses an unknown flag, before doing anything', () => {
@@ -77,4 +78,5 @@ test('each mode has its own --help, which wins over the rest of the line', () =>
   assert.match(help(['eval', 'localize']), /^usage: caper eval localize/);
   assert.match(help(['eval']), /^usage: caper eval <rerank\|localize>/);
   for (const cmd of ['split', 'annotate', 'train', 'localize', 'serve']) assert.match(help([cmd]), new RegExp(`^usage: caper ${cmd}`), cmd);
+  assert.match(help(['db', 'import-sqlite']), /^usage: caper db import-sqlite/);
 });

@@ -43,6 +43,7 @@ export async function run(argv: string[]): Promise<number> {
   const app = await buildServer({
     ...opt<string>('model', (x) => ({ modelDir: x })),
     ...opt<string>('db-dir', (x) => ({ dbDir: x })),
+    ...opt<string>('postgres', (x) => ({ postgresUrl: x })),
     device: str('device') as 'auto' | 'cuda' | 'cpu',
     ...opt<number>('threads', (x) => ({ threads: x })),
     quantized,

@@ -1,4 +1,6 @@
-// The databases a request may name by db_id, fixed at start-up.
+// The databases a request may name by db_id: SQLite files under --db-dir, fixed at start-up, and
+// the databases of the --postgres server, registered once the server has listed them. A db_id in
+// both is the SQLite file's.
 import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { join, resolve, sep } from 'node:path';
 
@@ -8,8 +10,13 @@ import { join, resolve, sep } from 'node:path';
  * directory pointing elsewhere nor one swapped in after start-up can make a db_id open a file
  * outside it.
  */
+/** The engines a db_id can name (src/execution: sqlite.ts, postgres.ts). */
+export type DbEngine = 'sqlite' | 'postgresql';
+
 export class DbRegistry {
   private readonly paths = new Map<string, string>();
+  /** db_id -> engine; the target (file path or database name) is in `paths`. */
+  private readonly engines = new Map<string, DbEngine>();
 
   constructor(dir?: string) {
     if (!dir) return;
@@ -34,13 +41,28 @@ export class DbRegistry {
       }
       if (st.isDirectory()) {
         const f = inside(join(p, `${name}.sqlite`));
-        if (f) this.paths.set(name, f);
+        if (f) this.add(name, f, 'sqlite');
       } else if (st.isFile() && name.endsWith('.sqlite')) {
         const id = name.slice(0, -'.sqlite'.length);
         const f = inside(p);
-        if (f && !this.paths.has(id)) this.paths.set(id, f);
+        if (f && !this.paths.has(id)) this.add(id, f, 'sqlite');
       }
     }
+  }
+
+  private add(id: string, target: string, engine: DbEngine): void {
+    this.paths.set(id, target);
+    this.engines.set(id, engine);
+  }
+
+  /** The databases of the PostgreSQL server; a name --db-dir already has stays the file's. */
+  addPostgres(names: readonly string[]): void {
+    for (const n of names) if (!this.paths.has(n)) this.add(n, n, 'postgresql');
+  }
+
+  /** Which engine runs a db_id's queries. */
+  engineOf(id: string): DbEngine | undefined {
+    return this.engines.get(id);
   }
 
   get size(): number {
@@ -51,6 +73,7 @@ export class DbRegistry {
     return [...this.paths.keys()];
   }
 
+  /** The file path (SQLite) or database name (PostgreSQL) a db_id names. */
   get(id: string): string | undefined {
     return this.paths.get(id);
   }

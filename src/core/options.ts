@@ -26,6 +26,8 @@ export type OptionType = 'string' | 'int' | 'number' | 'bool' | 'device';
 export interface OptionSpec {
   /** Flag without the dashes; the environment variable is CAPER_ + upper snake case of it. */
   flag: string;
+  /** The environment variable when it is not the one the flag's name gives. */
+  env?: string;
   type: OptionType;
   /** How --help names the value (default: N for numbers, VALUE for strings). */
   arg?: string;
@@ -43,6 +45,7 @@ export interface OptionSpec {
 export const SERVE_OPTIONS: readonly OptionSpec[] = [
   { flag: 'model', type: 'string', arg: 'DIR', defaultText: 'none (scoring answers 503)', help: 'model directory (caper.json, tokenizer.json, ONNX file)' },
   { flag: 'db-dir', type: 'string', arg: 'DIR', defaultText: 'none (no execution)', help: 'databases: <db_id>/<db_id>.sqlite or <db_id>.sqlite, registered at start-up' },
+  { flag: 'postgres', env: 'CAPER_POSTGRES_URL', type: 'string', arg: 'URL', secret: true, defaultText: 'none', help: 'PostgreSQL server whose databases are db_ids too (postgresql://user@host:port/db; a role with SELECT only, ideally on a read replica: docs/SERVICE.md)' },
   { flag: 'host', type: 'string', arg: 'ADDR', default: '127.0.0.1', help: 'address to listen on (0.0.0.0 in containers)' },
   { flag: 'port', type: 'int', default: 8080, min: 0, help: 'port to listen on (0: any free port)' },
   { flag: 'base-path', type: 'string', arg: 'PREFIX', default: '', help: 'serve every route under this prefix, e.g. /caper (behind a gateway that does not strip it)' },
@@ -68,7 +71,8 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   { flag: 'quiet', type: 'bool', default: false, help: 'no request logs' },
 ];
 
-export const envName = (flag: string): string => 'CAPER_' + flag.toUpperCase().replace(/-/g, '_');
+export const envName = (flag: string): string =>
+  SERVE_OPTIONS.find((o) => o.flag === flag)?.env ?? 'CAPER_' + flag.toUpperCase().replace(/-/g, '_');
 
 export type OptionValue = string | number | boolean;
 

@@ -13,6 +13,8 @@ export interface VerifierOptions {
   modelDir?: string;
   /** Databases for execution: <db_id>/<db_id>.sqlite or <db_id>.sqlite inside. */
   dbDir?: string;
+  /** A PostgreSQL server whose databases become db_ids too (postgresql://user@host:port/db). */
+  postgresUrl?: string;
   device?: 'auto' | 'cuda' | 'cpu';
   /** onnxruntime intra-op threads (default: onnxruntime's choice, one per core). */
   threads?: number;

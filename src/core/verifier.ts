@@ -20,9 +20,10 @@ import { CANDIDATE_SCORE_MODE } from '../scoring/candidate-score.js';
 import { selectorModelFrom, type SelectorModel } from '../scoring/selector.js';
 import type { ConfidenceModels } from '../verdict/confidence.js';
 import { groupRewards, EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
-import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema.js';
+import { schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SchemaIndex } from '../clauses/scope.js';
-import { SqlExecutor, type ExecResult } from '../execution/executor.js';
+import { SqlExecutor, type Executor, type ExecResult } from '../execution/executor.js';
+import { PgExecutor } from '../execution/postgres.js';
 import { groupKey, matchesGold } from '../execution/equivalence.js';
 import type { RootCause, ConsensusOutcome } from '../rootcause/rootcause.js';
 import { extractSql } from './candidates.js';
@@ -79,7 +80,10 @@ function yieldIfLarge(r: ExecResult | undefined): Promise<void> | undefined {
 export class Verifier {
   readonly dbs: DbRegistry;
   readonly metrics: Metrics;
+  /** Runs db_ids that are SQLite files (--db-dir). */
   readonly executor: SqlExecutor | null;
+  /** Runs db_ids that are databases of the --postgres server. */
+  readonly pgExecutor: PgExecutor | null;
   readonly modelDir: string | null;
   readonly device: 'auto' | 'cuda' | 'cpu';
   readonly batching: { maxBatchTokens: number; maxWaitMs: number; maxBatchSize: number; maxQueueTokens: number };
@@ -109,9 +113,9 @@ export class Verifier {
     this.metrics = createMetrics({
       scoringQueue: () => this.batcher?.queueLength ?? 0,
       scoringQueueTokens: () => this.batcher?.queueTokens ?? 0,
-      executionQueue: () => this.executor?.queued ?? 0,
-      executionsRunning: () => this.executor?.running ?? 0,
-      executionAbortListeners: () => this.executor?.abortListeners ?? 0,
+      executionQueue: () => (this.executor?.queued ?? 0) + (this.pgExecutor?.queued ?? 0),
+      executionsRunning: () => (this.executor?.running ?? 0) + (this.pgExecutor?.running ?? 0),
+      executionAbortListeners: () => (this.executor?.abortListeners ?? 0) + (this.pgExecutor?.abortListeners ?? 0),
     });
     this.metrics.ready.set(0);
     this.notReadyReason = opts.modelDir ? 'loading model' : 'no model configured (start with --model DIR)';
@@ -134,24 +138,23 @@ export class Verifier {
       maxQueue: opts.maxExecQueue ?? MAX_EXEC_QUEUE,
       requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
     };
-    this.executor =
-      this.dbs.size > 0
-        ? new SqlExecutor({
-            timeoutMs: this.execution.timeoutMs,
-            workers,
-            perOwner: this.execution.perRequestWorkers,
-            // Results are received and compared on the event loop: the library's 100,000-row
-            // default let one candidate stall every other request. Real gold results stay far
-            // below the service's cap.
-            maxRows: SERVICE_MAX_ROWS,
-            maxResultBytes: SERVICE_MAX_RESULT_BYTES,
-            // A query that ran out of time once would hold a worker for the whole limit again.
-            cacheTimeouts: true,
-            ...(opts.execCacheMb !== undefined
-              ? { cacheBytes: opts.execCacheMb * 1024 * 1024, ...(opts.execCacheMb === 0 ? { cacheEntries: 0 } : {}) }
-              : {}),
-          })
-        : null;
+    const execOptions = {
+      timeoutMs: this.execution.timeoutMs,
+      workers,
+      perOwner: this.execution.perRequestWorkers,
+      // Results are received and compared on the event loop: the library's 100,000-row
+      // default let one candidate stall every other request. Real gold results stay far
+      // below the service's cap.
+      maxRows: SERVICE_MAX_ROWS,
+      maxResultBytes: SERVICE_MAX_RESULT_BYTES,
+      // A query that ran out of time once would hold a worker for the whole limit again.
+      cacheTimeouts: true,
+      ...(opts.execCacheMb !== undefined
+        ? { cacheBytes: opts.execCacheMb * 1024 * 1024, ...(opts.execCacheMb === 0 ? { cacheEntries: 0 } : {}) }
+        : {}),
+    };
+    this.executor = this.dbs.size > 0 ? new SqlExecutor(execOptions) : null;
+    this.pgExecutor = opts.postgresUrl ? new PgExecutor(opts.postgresUrl, execOptions) : null;
   }
 
   /** Loads the model in the background; `loaded` settles when it is done either way. */
@@ -159,9 +162,14 @@ export class Verifier {
     if (this.started) return;
     this.started = true;
     this.executor?.warm();
-    void this.load(onError)
-      .then(() => {
-        if (this.scorer) onLoaded?.(this);
+    void Promise.all([this.load(onError), this.discoverPostgres()])
+      .then(([, pgProblem]) => {
+        if (pgProblem) {
+          // After the model's outcome, which would otherwise overwrite it.
+          this.notReadyReason = pgProblem;
+          this.metrics.ready.set(0);
+          onError?.(pgProblem);
+        } else if (this.scorer) onLoaded?.(this);
       })
       .finally(this.markLoaded);
   }
@@ -213,11 +221,27 @@ export class Verifier {
     }
   }
 
+  /**
+   * Registers the --postgres server's databases as db_ids. A server that cannot be listed leaves
+   * the service not ready (the operator asked for it), with the reason on /readyz.
+   */
+  private async discoverPostgres(): Promise<string | null> {
+    const ex = this.pgExecutor;
+    if (!ex) return null;
+    try {
+      this.dbs.addPostgres(await ex.pg.discover());
+      return null;
+    } catch (e) {
+      return `cannot list the databases of the --postgres server: ${e instanceof Error ? e.message : String(e)}`;
+    }
+  }
+
   async close(): Promise<void> {
     if (this.started) await this.loaded;
     this.batcher?.close();
     await this.model?.close().catch(() => undefined);
     await this.executor?.close().catch(() => undefined);
+    await this.pgExecutor?.close().catch(() => undefined);
   }
 
   /** The loaded model's caper.json (empty before loading): the verdict's combiners. */
@@ -234,7 +258,7 @@ export class Verifier {
   async rerank(req: RerankRequest): Promise<RerankResult> {
     const t0 = performance.now();
     const scorer = this.requireScorer();
-    const ctx = this.resolve(req);
+    const ctx = await this.resolve(req);
     // The selector is the default with or without a database: without one it groups candidates
     // by canonical SQL instead of by result (src/scoring/selector.ts).
     const strategy: Strategy = req.strategy ?? 'selector';
@@ -251,7 +275,7 @@ export class Verifier {
       // Scoring and execution are independent: run them side by side.
       const [scored, exec] = await this.both(
         this.score(scorer, req.question, ctx.schema, sqls, dl),
-        runs ? this.executeAll(ctx.dbPath!, sqls, dl) : null,
+        runs ? this.executeAll(ctx.ex, ctx.dbPath!, sqls, dl) : null,
       );
       const keys: (string | null)[] = [];
       if (exec) {
@@ -267,7 +291,7 @@ export class Verifier {
         confidence: this.confidence[mode],
         ...(strategy === 'selector' || this.confidence[mode] ? {
           selector: {
-            cands: await selectorCandidates(scored.candidates, exec?.results ?? null, index && ctx.dbPath ? { index, dbPath: ctx.dbPath, run: this.runner(dl) } : null),
+            cands: await selectorCandidates(scored.candidates, exec?.results ?? null, index && ctx.dbPath ? { index, dbPath: ctx.dbPath, run: this.runner(dl, ctx.ex) } : null),
             model: this.selector, executed: exec !== null, question: req.question,
           },
         } : {}),
@@ -285,7 +309,7 @@ export class Verifier {
         // The winning group is the top-ranked candidate's execution result; everyone else gets a
         // root cause against the other candidates (their own group cannot serve as a reference).
         consensus = await rerankConsensus(found, exec.results, keys, keys[ranking[0]!.index] ?? null, scored.candidates.map((c) => c.split), {
-          dbPath: ctx.dbPath!, run: this.runner(dl), schema: this.schemaOf(req.db_id!).index, question: req.question,
+          dbPath: ctx.dbPath!, run: this.runner(dl, ctx.ex), schema: this.schemaOf(req.db_id!).index, question: req.question,
         });
         // The same fused blame as /localize with candidates, for every candidate that has a
         // consensus root cause: a caller reading blame[0] of a losing candidate gets the best
@@ -293,7 +317,7 @@ export class Verifier {
         await Promise.all(consensus.map(async (cr, i) => {
           if (!cr?.rootCause) return;
           const c = scored.candidates[i]!;
-          evidence[i] = await evidenceOf(this.manifest, req.question, c, c.split, { db: { schema: this.schemaOf(req.db_id!), path: ctx.dbPath!, run: this.runner(dl) } });
+          evidence[i] = await evidenceOf(this.manifest, req.question, c, c.split, { db: { schema: this.schemaOf(req.db_id!), path: ctx.dbPath!, run: this.runner(dl, ctx.ex) } });
         }));
       }
       const candidates = scored.candidates.map((c, i) => verdictOf(this.manifest, req.question, c, found[i]!, {
@@ -322,20 +346,20 @@ export class Verifier {
   async localize(req: LocalizeRequest): Promise<LocalizeResult> {
     const t0 = performance.now();
     const scorer = this.requireScorer();
-    const ctx = this.resolve(req);
+    const ctx = await this.resolve(req);
     const gold = req.gold;
     const found = extractSql(req.sql);
     const sql = found.sql;
     const cands = req.candidates;
     if (cands !== undefined) {
-      if (!ctx.dbPath || !this.executor) throw new VerifierError('invalid_value', 'candidates are executed for a consensus root cause and need a db_id', { field: 'candidates' });
+      if (!ctx.dbPath || !ctx.ex) throw new VerifierError('invalid_value', 'candidates are executed for a consensus root cause and need a db_id', { field: 'candidates' });
       if (cands.length > MAX_CONSENSUS_CANDIDATES) throw new VerifierError('invalid_value', `at most ${MAX_CONSENSUS_CANDIDATES} candidates`, { field: 'candidates' });
     }
     // With a database the query is executed: for the gold verdict, and because its execution
     // error (an unknown table or column) points at the clause to blame.
-    const canRun = ctx.dbPath !== null && this.executor !== null;
+    const canRun = ctx.dbPath !== null && ctx.ex !== null;
     const withGold = gold !== undefined && canRun;
-    if (canRun) this.checkExecQueue((withGold ? 2 : 1) + (cands?.length ?? 0));
+    if (canRun) this.checkExecQueue(ctx.ex!, (withGold ? 2 : 1) + (cands?.length ?? 0));
     const dl = this.deadline();
     const confModel = this.confidence[canRun ? 'exec' : 'sql'];
     try {
@@ -345,16 +369,16 @@ export class Verifier {
       const [scored, exec, candExec] = await Promise.all([
         this.both(
           this.score(scorer, req.question, ctx.schema, pool, dl),
-          canRun ? this.executeAll(ctx.dbPath!, withGold ? [gold!, sql] : [sql], dl) : null,
+          canRun ? this.executeAll(ctx.ex, ctx.dbPath!, withGold ? [gold!, sql] : [sql], dl) : null,
         ),
-        cands !== undefined && cands.length > 0 ? this.executeAll(ctx.dbPath!, [sql, ...cands], dl) : null,
+        cands !== undefined && cands.length > 0 ? this.executeAll(ctx.ex, ctx.dbPath!, [sql, ...cands], dl) : null,
       ]).then(([[a, b], c]) => [a, b, c] as const);
       const predResult = exec ? exec.results[exec.results.length - 1]! : undefined;
       const scoredCandidate = scored.candidates[0]!;
       const split = scoredCandidate.split;
       // With a database the query's own evidence refines the model's blame (the consensus, when
       // candidates are given, is fused with it).
-      const evidence = await evidenceOf(this.manifest, req.question, scoredCandidate, split, canRun ? { db: { schema: this.schemaOf(req.db_id!), path: ctx.dbPath!, run: this.runner(dl) } } : { schemaText: ctx.schema });
+      const evidence = await evidenceOf(this.manifest, req.question, scoredCandidate, split, canRun ? { db: { schema: this.schemaOf(req.db_id!), path: ctx.dbPath!, run: this.runner(dl, ctx.ex) } } : { schemaText: ctx.schema });
       const index = ctx.dbPath ? this.schemaOf(req.db_id!).index : null;
       const decide = (consensus: RootCause | null) =>
         verdictOf(this.manifest, req.question, scoredCandidate, found, { exec: predResult, index, evidence, withDatabase: canRun, consensus });
@@ -370,13 +394,13 @@ export class Verifier {
       };
       if (confModel) {
         const results = canRun ? (candExec && pool.length > 1 ? candExec.results : [predResult!]) : null;
-        const sc = await selectorCandidates(scored.candidates, results, canRun && index ? { index, dbPath: ctx.dbPath!, run: this.runner(dl) } : null);
+        const sc = await selectorCandidates(scored.candidates, results, canRun && index ? { index, dbPath: ctx.dbPath!, run: this.runner(dl, ctx.ex) } : null);
         out.confidence = confidenceInPool(confModel, sc, this.selector, req.question);
       }
       if (cands !== undefined) {
         const t1 = performance.now();
         out.consensus = await localizeConsensus(found, cands, candExec?.results ?? null, split, {
-          dbPath: ctx.dbPath!, run: this.runner(dl), schema: this.schemaOf(req.db_id!).index, question: req.question,
+          dbPath: ctx.dbPath!, run: this.runner(dl, ctx.ex), schema: this.schemaOf(req.db_id!).index, question: req.question,
         });
         out.timing.execution_ms += candExec ? candExec.ms : 0;
         out.timing.execution_ms += performance.now() - t1;
@@ -388,7 +412,7 @@ export class Verifier {
       if (exec && withGold) {
         const t1 = performance.now();
         out.gold = await goldVerdict(found, gold!, exec.results[0]!, predResult!, split, dl, {
-          dbPath: ctx.dbPath!, run: this.runner(dl), schema: this.schemaOf(req.db_id!).index, question: req.question,
+          dbPath: ctx.dbPath!, run: this.runner(dl, ctx.ex), schema: this.schemaOf(req.db_id!).index, question: req.question,
         });
         out.timing.execution_ms += exec.ms + (performance.now() - t1);
       } else if (exec) out.timing.execution_ms += exec.ms;
@@ -402,7 +426,7 @@ export class Verifier {
   async reward(req: RewardRequest): Promise<RewardResult> {
     const t0 = performance.now();
     const scorer = this.requireScorer();
-    const ctx = this.resolve(req);
+    const ctx = await this.resolve(req);
     const gold = req.gold;
     const found = req.samples.map(extractSql);
     const sqls = found.map((f) => f.sql);
@@ -410,7 +434,7 @@ export class Verifier {
     try {
       const [scored, exec] = await this.both(
         this.score(scorer, req.question, ctx.schema, sqls, dl),
-        gold !== undefined && ctx.dbPath ? this.executeAll(ctx.dbPath, [gold, ...sqls], dl) : null,
+        gold !== undefined && ctx.dbPath ? this.executeAll(ctx.ex, ctx.dbPath, [gold, ...sqls], dl) : null,
       );
       const execution: (number | undefined)[] = sqls.map(() => undefined);
       const execErrors: (string | undefined)[] = sqls.map(() => undefined);
@@ -473,38 +497,36 @@ export class Verifier {
   }
 
   /**
-   * Schema text for the prompt and the database (if any). A posted schema is used as given (it is
-   * what the caller's LLM saw); without it, a db_id's schema is rendered from the database.
+   * Schema text for the prompt, the database (if any) and the executor that runs it. A posted
+   * schema is used as given (it is what the caller's LLM saw); without it, a db_id's schema is
+   * rendered from the database's catalog.
    */
-  private resolve(req: Context & { gold?: string }): { schema: string; dbPath: string | null } {
+  private async resolve(req: Context & { gold?: string }): Promise<{ schema: string; dbPath: string | null; ex: Executor | null }> {
     if (req.gold !== undefined && req.db_id === undefined) {
       throw new VerifierError('invalid_value', 'gold needs a db_id to execute against', { field: 'db_id' });
     }
-    let dbPath: string | null = null;
-    if (req.db_id !== undefined) {
-      dbPath = this.dbs.get(req.db_id) ?? null;
-      if (!dbPath) {
-        const known = this.dbs.size ? '' : ' (the server has no --db-dir)';
-        throw new VerifierError('invalid_value', `unknown db_id "${req.db_id}"${known}`, { field: 'db_id' });
-      }
+    if (req.db_id === undefined) return { schema: req.schema ?? '', dbPath: null, ex: null };
+    const dbPath = this.dbs.get(req.db_id) ?? null;
+    if (!dbPath) {
+      const known = this.dbs.size ? '' : ' (the server has no --db-dir or --postgres databases)';
+      throw new VerifierError('invalid_value', `unknown db_id "${req.db_id}"${known}`, { field: 'db_id' });
     }
-    if (req.schema !== undefined) return { schema: req.schema, dbPath };
-    if (dbPath && req.db_id !== undefined) {
-      const s = this.schemaOf(req.db_id);
-      if (s.error !== undefined) {
-        throw new VerifierError('invalid_value', `cannot read the schema of db_id "${req.db_id}": ${s.error}`, { field: 'db_id' });
-      }
-      return { schema: s.text, dbPath };
+    const ex = this.dbs.engineOf(req.db_id) === 'postgresql' ? this.pgExecutor : this.executor;
+    const s = await this.loadSchema(req.db_id, ex);
+    if (req.schema !== undefined) return { schema: req.schema, dbPath, ex };
+    if (s.error !== undefined) {
+      throw new VerifierError('invalid_value', `cannot read the schema of db_id "${req.db_id}": ${s.error}`, { field: 'db_id' });
     }
-    return { schema: '', dbPath };
+    return { schema: s.text, dbPath, ex };
   }
 
   /** The one schema cache: prompt text and the root-cause analysis's index, read once per database. */
-  private schemaOf(dbId: string): DbSchema {
+  private async loadSchema(dbId: string, ex: Executor | null): Promise<DbSchema> {
     let s = this.schemas.get(dbId);
     if (!s) {
       try {
-        const info = schemaFromSqlite(this.dbs.get(dbId)!);
+        if (!ex) throw new Error('no executor for this database');
+        const info = await ex.describe(this.dbs.get(dbId)!);
         s = { info, text: schemaText(info), index: new SchemaIndex(info) };
       } catch (e) {
         s = { info: null, text: '', index: null, error: (e as Error).message };
@@ -512,6 +534,11 @@ export class Verifier {
       this.schemas.set(dbId, s);
     }
     return s;
+  }
+
+  /** A database's cached schema (resolve() has loaded it). */
+  private schemaOf(dbId: string): DbSchema {
+    return this.schemas.get(dbId) ?? { info: null, text: '', index: null, error: 'schema not loaded' };
   }
 
   /** A deadline for one request. */
@@ -539,16 +566,14 @@ export class Verifier {
     return [x.value, y.value];
   }
 
-  private checkExecQueue(n: number): void {
-    const ex = this.executor;
-    if (ex && ex.queued + n > this.execution.maxQueue) {
+  private checkExecQueue(ex: Executor, n: number): void {
+    if (ex.queued + n > this.execution.maxQueue) {
       throw new VerifierError('queue_full', `execution queue full (${ex.queued} queries waiting); retry later`, { retryAfterS: 2 });
     }
   }
 
-  /** The executor, with every execution recorded in the metrics (whichever operation ran it). */
-  private runner(dl: Deadline): { run(dbPath: string, sql: string): Promise<ExecResult> } {
-    const ex = this.executor;
+  /** The database's executor, with every execution recorded in the metrics (whichever operation ran it). */
+  private runner(dl: Deadline, ex: Executor | null): { run(dbPath: string, sql: string): Promise<ExecResult> } {
     if (!ex) throw new VerifierError('not_ready', 'no SQL executor configured');
     return {
       run: async (dbPath, sql) => {
@@ -560,9 +585,9 @@ export class Verifier {
     };
   }
 
-  private async executeAll(dbPath: string, sqls: readonly string[], dl: Deadline): Promise<{ results: ExecResult[]; ms: number }> {
-    const run = this.runner(dl);
-    this.checkExecQueue(sqls.length);
+  private async executeAll(ex: Executor | null, dbPath: string, sqls: readonly string[], dl: Deadline): Promise<{ results: ExecResult[]; ms: number }> {
+    const run = this.runner(dl, ex);
+    this.checkExecQueue(ex!, sqls.length);
     const t0 = performance.now();
     const results = await Promise.all(sqls.map((s) => run.run(dbPath, s)));
     return { results, ms: performance.now() - t0 };

@@ -81,7 +81,7 @@ export function compatDbId(b: V1Body, req: FastifyRequest): string | undefined {
   const other = given.find((g) => g.id !== first.id);
   if (other) throw new HttpError(422, 'invalid_value', `${first.field} names database "${first.id}" but ${other.field} names "${other.id}"`, other.field);
   if (!req.server.caper.dbs.get(first.id) && first.field !== 'db_id') {
-    const known = req.server.caper.dbs.size ? '' : ' (the server has no --db-dir)';
+    const known = req.server.caper.dbs.size ? '' : ' (the server has no --db-dir or --postgres databases)';
     throw new HttpError(422, 'invalid_value', `unknown db_id "${first.id}" (from ${first.field})${known}`, first.field);
   }
   return first.id;
