@@ -37,6 +37,7 @@ import {
 } from './counterfactual.js';
 import type { SchemaIndex } from '../clauses/scope.js';
 import { FUNDAMENTAL_ORDER, unitLabel } from '../clauses/labels.js';
+import { byVote } from '../consensus/vote.js';
 
 export type { RootCause, RootCauseDetail, RootCauseInputs, RootLabel, SqlRunner } from './counterfactual.js';
 
@@ -450,7 +451,7 @@ export function referenceGroups(own: ExecResult, results: ExecResult[]): Referen
     else groups.set(k, [i]);
   });
   return [...groups.values()]
-    .sort((a, b) => b.length - a.length || a[0]! - b[0]!)
+    .sort(byVote)
     .map((members) => ({ members, reference: members[0]! }));
 }
 

@@ -27,6 +27,7 @@ import type { ExecResult } from '../execution/executor.js';
 import { canonValue, groupKey, resultKey } from '../execution/equivalence.js';
 import { canonicalize, MAX_CANON_CHARS } from './selector-canon.js';
 import { tokenize, significant } from '../clauses/lexer.js';
+import { largestGroup } from '../consensus/vote.js';
 
 export type ExecShape =
   | {
@@ -265,11 +266,6 @@ function modeOf(values: readonly number[]): number | undefined {
   const count = new Map<number, number>();
   for (const v of values) count.set(v, (count.get(v) ?? 0) + 1);
   return [...count.entries()].sort((a, b) => b[1] - a[1] || a[0] - b[0])[0]?.[0];
-}
-
-/** The group Majority Vote picks among member lists: the largest, ties to the one whose earliest member comes first. */
-export function largestGroup(lists: readonly number[][]): number[] {
-  return lists.reduce((best, m) => (m.length > best.length || (m.length === best.length && Math.min(...m) < Math.min(...best)) ? m : best));
 }
 
 /** Groups with their feature vectors (unsorted), plus the failed candidates (exec mode). */
@@ -539,7 +535,8 @@ const r3 = (x: number) => Math.round(x * 1000) / 1000;
 /** A reason per caller index for a choice over scoreGroups()' groups. */
 export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'caper.json' | 'vote', n: number, cands?: readonly SelectorCandidate[]): SelectorReason[] {
   const gs = choice.groups;
-  const vote = gs.length ? gs.reduce((b, g) => (g.members.length > b.members.length || (g.members.length === b.members.length && Math.min(...g.members) < Math.min(...b.members)) ? g : b)) : null;
+  const voteMembers = gs.length ? largestGroup(gs.map((g) => g.members)) : null;
+  const vote = gs.find((g) => g.members === voteMembers) ?? null;
   const names = FEATURES[w.mode];
   const weightOf = (f: string) => {
     const k = w.features.indexOf(f);
