@@ -6,7 +6,7 @@
 // exactly the mutated tree; if not, the clause is re-rendered, then the whole query; a candidate
 // none of whose texts round-trips is dropped. A mutant is kept only if it executes and its result
 // differs from the original's (sameResult with the original's ORDER BY rule).
-import { splitSql, renderSql, walk, cloneTree, topUnits, nodeTopUnit, makeNode } from '../clauses/index.js';
+import { splitSql, renderSql, walk, cloneTree, topUnits, nodeTopUnit, makeNode, quoteIdent } from '../clauses/index.js';
 import type { ClauseKind, ClauseUnit, SplitResult, TreeNode } from '../clauses/types.js';
 import type { ExecResult, SqlExecutor } from '../execution/executor.js';
 import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
@@ -1016,14 +1016,13 @@ function locate(root: TreeNode, path: number[]): number {
 /** Distinct values of the given columns (read through the executor, so read-only and capped). */
 export async function fetchValues(exec: SqlExecutor, dbPath: string, schema: SchemaIndex,
   cols: { table: string; column: string }[], into: ValueTable = new Map()): Promise<ValueTable> {
-  const q = (s: string): string => '"' + s.replace(/"/g, '""') + '"';
   await Promise.all(cols.map(async ({ table, column }) => {
     const key = `${table}.${column}`;
     if (into.has(key)) return;
     const t = schema.tables.get(table);
     const c = schema.column(table, column);
     if (!t || !c) return;
-    const r = await exec.run(dbPath, `SELECT DISTINCT ${q(c.name)} FROM ${q(t.name)} WHERE ${q(c.name)} IS NOT NULL LIMIT 40`);
+    const r = await exec.run(dbPath, `SELECT DISTINCT ${quoteIdent(c.name)} FROM ${quoteIdent(t.name)} WHERE ${quoteIdent(c.name)} IS NOT NULL LIMIT 40`);
     into.set(key, r.ok ? r.rows.map((row) => row[0]) : []);
   }));
   return into;

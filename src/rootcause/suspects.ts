@@ -12,7 +12,7 @@
 // (`fact&LABEL`) so that a fitted linear combiner learns which clause each fact points at; no
 // weight is set by hand. The combiner is fitted by caper_train.blamefit with cross-validation
 // grouped by database and ships in caper.json (`blame.solo_linear`, `blame.fused_linear`).
-import { splitSql, topUnits, walk, type SplitResult, type TreeNode } from '../clauses/index.js';
+import { splitSql, topUnits, walk, quoteIdent as qid, type SplitResult, type TreeNode } from '../clauses/index.js';
 import { tokenize, significant, identName } from '../clauses/lexer.js';
 import type { SchemaInfo } from '../clauses/schema.js';
 import { SchemaIndex, resolveColumn } from '../clauses/scope.js';
@@ -59,7 +59,6 @@ const CUES: Record<string, RegExp> = {
 const words = (s: string): string[] => s.toLowerCase().split(/[^a-z0-9]+/).filter(Boolean);
 const stem = (w: string): string => (w.length > 3 && w.endsWith('ies') ? w.slice(0, -3) + 'y' : w.length > 3 && w.endsWith('s') ? w.slice(0, -1) : w);
 const sqlString = (v: string): string => `'${v.replace(/'/g, "''")}'`;
-const qid = (name: string): string => `"${name.replace(/"/g, '""')}"`;
 
 /** Tables of the schema the question names (every word of the table name appears, stemmed). */
 function tablesNamed(question: string, schema: SchemaInfo): string[] {
