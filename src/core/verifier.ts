@@ -1,5 +1,5 @@
 // The verifier: everything the service does, without HTTP. Built once at start-up, it owns the
-// model, the scorer and its batcher, the SQL executor, one schema cache, the execution cache
+// model, the scorer and its batcher, the SQL executor (schemas come from the one schema cache, src/clauses/schema-cache.ts), the execution cache
 // (the executor's, timeouts included) and the metrics, and exposes the three operations the
 // routes translate to and from:
 //   rerank(req)   score every candidate (PRM) and, with a database, execute them, then rank
@@ -20,8 +20,7 @@ import { CANDIDATE_SCORE_MODE } from '../scoring/candidate-score.js';
 import { selectorModelFrom, type SelectorModel } from '../scoring/selector.js';
 import type { ConfidenceModels } from '../verdict/confidence.js';
 import { groupRewards, EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
-import { schemaFromSqlite, schemaText, type SchemaInfo } from '../clauses/schema.js';
-import { SchemaIndex } from '../clauses/scope.js';
+import { schemaOf, type DbSchema } from '../clauses/schema-cache.js';
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { groupKey, matchesGold } from '../execution/equivalence.js';
 import type { RootCause, ConsensusOutcome } from '../rootcause/rootcause.js';
@@ -58,13 +57,6 @@ export type { Strategy, RerankOutput } from '../verdict/rank.js';
 export type { ScoredCandidate, ScoredUnit } from '../scoring/scorer.js';
 export type { SelectorReason } from '../scoring/selector.js';
 
-interface DbSchema {
-  info: SchemaInfo | null;
-  text: string;
-  index: SchemaIndex | null;
-  error?: string;
-}
-
 const outcome = (r: ExecResult): ExecutionOutcome =>
   r.ok ? { ok: true } : r.code === 'skipped' ? { ok: false, error: r.error, skipped: true } : { ok: false, error: `${r.code}: ${r.error}` };
 
@@ -98,7 +90,6 @@ export class Verifier {
   readonly loaded: Promise<void>;
   private markLoaded!: () => void;
   private started = false;
-  private readonly schemas = new Map<string, DbSchema>();
   private readonly opts: VerifierOptions;
 
   constructor(opts: VerifierOptions = {}) {
@@ -499,19 +490,9 @@ export class Verifier {
     return { schema: '', dbPath };
   }
 
-  /** The one schema cache: prompt text and the root-cause analysis's index, read once per database. */
+  /** A registered database's schema (src/clauses/schema-cache.ts: prompt text and index, read once). */
   private schemaOf(dbId: string): DbSchema {
-    let s = this.schemas.get(dbId);
-    if (!s) {
-      try {
-        const info = schemaFromSqlite(this.dbs.get(dbId)!);
-        s = { info, text: schemaText(info), index: new SchemaIndex(info) };
-      } catch (e) {
-        s = { info: null, text: '', index: null, error: (e as Error).message };
-      }
-      this.schemas.set(dbId, s);
-    }
-    return s;
+    return schemaOf(this.dbs.get(dbId)!);
   }
 
   /** A deadline for one request. */

@@ -38,7 +38,7 @@ import { sameResult, rowOrderMatters, canonValue } from '../execution/equivalenc
 import { treeEditDistance } from './ted.js';
 import { nodeRewards, clauseRewards as unitRewards, propagationParams } from './propagation.js';
 import { SchemaIndex, resolveColumn, scopeOf, enclosingSelect } from '../clauses/scope.js';
-import { schemaFromSqlite } from '../clauses/schema.js';
+import { schemaOf } from '../clauses/schema-cache.js';
 import { unitLabel, type ClauseLabel } from '../clauses/labels.js';
 
 /** Clause labels of the root-cause definition (the expert labels' vocabulary: src/clauses/labels.ts). */
@@ -403,19 +403,9 @@ export function similarity(gold: ExecResult, r: ExecResult): number {
 
 // ---------- main ----------
 
-const schemaCache = new Map<string, SchemaIndex | null>();
+/** The database's schema index from the process's one cache (null: none could be read). */
 export function schemaFor(dbPath: string): SchemaIndex | null {
-  if (!schemaCache.has(dbPath)) {
-    let s: SchemaIndex | null = null;
-    try {
-      s = new SchemaIndex(schemaFromSqlite(dbPath));
-    } catch {
-      s = null;
-    }
-    if (schemaCache.size > 256) schemaCache.clear();
-    schemaCache.set(dbPath, s);
-  }
-  return schemaCache.get(dbPath)!;
+  return schemaOf(dbPath).index;
 }
 
 export function lca(nodes: TreeNode[], root: TreeNode): TreeNode {
