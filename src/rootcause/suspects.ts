@@ -17,6 +17,7 @@ import { tokenize, significant, identName } from '../clauses/lexer.js';
 import type { SchemaInfo } from '../clauses/schema.js';
 import { SchemaIndex, resolveColumn } from '../clauses/scope.js';
 import { EVIDENCE_QUERY_FACTS, EVIDENCE_UNIT_FACTS } from '../clauses/labels.js';
+import { readQuestion } from '../clauses/question.js';
 import { unitLabel, type ClauseLabel as RootLabel } from '../clauses/labels.js';
 import type { SqlRunner } from './counterfactual.js';
 
@@ -43,18 +44,6 @@ export interface ClauseSuspects {
 /** Query-level facts (crossed with every clause label) and unit facts: one vocabulary with the combiner's. */
 const QUERY_FACTS = EVIDENCE_QUERY_FACTS;
 const UNIT_FACTS = EVIDENCE_UNIT_FACTS;
-
-const CUES: Record<string, RegExp> = {
-  q_count: /\b(how many|number of|count)\b/i,
-  q_distinct: /\b(different|distinct|unique)\b/i,
-  q_each: /\b(each|every|per|for all)\b/i,
-  q_superl: /\b(most|least|highest|lowest|largest|smallest|maximum|minimum|greatest|fewest|oldest|youngest|best|worst|top|biggest|longest|shortest|earliest|latest)\b/i,
-  q_order: /\b(order|sort|sorted|ascending|descending|alphabetical|alphabetically)\b/i,
-  q_neg: /\b(not|without|never|no|neither|nor|except|excluding)\b|n't\b/i,
-  q_both: /\bboth\b/i,
-  q_or: /\bor\b/i,
-  q_agg: /\b(average|mean|total|sum|maximum|minimum|max|min)\b/i,
-};
 
 const words = (s: string): string[] => s.toLowerCase().split(/[^a-z0-9]+/).filter(Boolean);
 const stem = (w: string): string => (w.length > 3 && w.endsWith('ies') ? w.slice(0, -3) + 'y' : w.length > 3 && w.endsWith('s') ? w.slice(0, -1) : w);
@@ -155,7 +144,7 @@ export async function clauseSuspects(inp: SuspectInputs): Promise<ClauseSuspects
   };
   const nodes = split.tree ? walk(split.tree) : [];
   const q: Record<string, number> = {};
-  for (const [name, re] of Object.entries(CUES)) q[name] = re.test(inp.question) ? 1 : 0;
+  Object.assign(q, readQuestion(inp.question).cues);
 
   const selectNodes = nodes.filter((n) => top(n.unit) >= 0 && labels[top(n.unit)] === 'SELECT' && split.units[n.unit]?.depth === 0);
   q['s_count'] = selectNodes.some((n) => n.kind === 'aggregate' && n.label === 'COUNT') ? 1 : 0;

@@ -1,8 +1,9 @@
 // The facts a confidence model reads: each candidate's feature vector from the selector's view of
 // the pool (its group's selector features, FEATURES) and from the selector's choice (POOL_FEATURES
 // below). The probability and the decision to abstain are src/verdict/confidence.ts's.
-import { FEATURES, isUnscored, prmOf, questionCues, type SelectorCandidate, type SelectorChoice, type SelectorMode } from './selector.js';
+import { FEATURES, isUnscored, prmOf, type SelectorCandidate, type SelectorChoice, type SelectorMode } from './selector.js';
 import { tokenize, significant } from '../clauses/lexer.js';
+import { readQuestion } from '../clauses/question.js';
 import { MAX_CANON_CHARS } from './selector-canon.js';
 
 const LOGIT_CLIP = 8;
@@ -31,7 +32,7 @@ export function confidenceFeatureNames(mode: SelectorMode): string[] {
  */
 export function confidenceFeatures(cands: readonly SelectorCandidate[], choice: SelectorChoice, mode: SelectorMode, question?: string): number[][] {
   const n = cands.length;
-  const cue = questionCues(question);
+  const cue = readQuestion(question);
   const qWords = Math.log1p((question ?? '').split(/\s+/).filter(Boolean).length);
   const gs = choice.groups;
   const dim = FEATURES[mode].length;
@@ -66,8 +67,8 @@ export function confidenceFeatures(cands: readonly SelectorCandidate[], choice: 
       isUnscored(c) ? 0 : prmOf(c),
       orderMajor,
       qWords,
-      cue.count,
-      cue.superlative,
+      cue.cues.q_count,
+      cue.oneRow,
       Math.log(cue.asked),
       c.sql.length > MAX_CANON_CHARS ? Math.log1p(c.sql.length / 4) : Math.log1p(tokenize(c.sql).filter(significant).length),
       c.units.length,

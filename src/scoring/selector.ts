@@ -28,6 +28,8 @@ import { canonValue, groupKey, resultKey } from '../execution/equivalence.js';
 import { canonicalize, MAX_CANON_CHARS } from './selector-canon.js';
 import { tokenize, significant } from '../clauses/lexer.js';
 import { largestGroup } from '../consensus/vote.js';
+import { readQuestion } from '../clauses/question.js';
+import { candidateScore } from './candidate-score.js';
 
 export type ExecShape =
   | {
@@ -173,10 +175,15 @@ export interface GroupInfo {
 const fin = (x: number) => (Number.isFinite(x) ? x : 0);
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
 
-/** PRM candidate score: the minimum clause-prefix score (CANDIDATE_SCORE_MODE 'min'); 0 unscored. */
+/**
+ * The selector's PRM candidate score: the minimum clause-prefix score (candidateScore 'min_clauses';
+ * 0 unscored). For a model without a terminal verdict (caper.json `terminal_verdict`) it is /rerank's
+ * prm_score; with one, prm_score ('min') also takes the terminal verdict and this does not: the
+ * selector's facts (src/eval/selector-data.ts) keep clause scores only, so its weights are fitted on
+ * this score.
+ */
 export function prmOf(c: SelectorCandidate): number {
-  const xs = c.units.map((u) => u.score).filter(Number.isFinite);
-  return xs.length ? Math.min(...xs) : 0;
+  return candidateScore(c.units.map((u) => u.score), 'min_clauses');
 }
 
 interface Derived {
@@ -268,19 +275,6 @@ function modeOf(values: readonly number[]): number | undefined {
   return [...count.entries()].sort((a, b) => b[1] - a[1] || a[0] - b[0])[0]?.[0];
 }
 
-/** Groups with their feature vectors (unsorted), plus the failed candidates (exec mode). */
-/**
- * What the question asks for, from its wording alone: a count, a superlative (one row expected),
- * and how many things it names (1 + the "and"s and commas), a rough bound on the columns.
- */
-export function questionCues(question: string | undefined): { count: number; superlative: number; asked: number } {
-  const q = ` ${(question ?? '').toLowerCase()} `;
-  const count = /\b(how many|number of|count of|total number)\b/.test(q) ? 1 : 0;
-  const superlative = /\b(most|least|highest|lowest|largest|smallest|youngest|oldest|maximum|minimum|fewest|biggest|greatest|earliest|latest|longest|shortest|best|worst|\w{3,}est)\b/.test(q) && !/\b(all|each|every|list)\b/.test(q) ? 1 : 0;
-  const asked = 1 + (q.match(/ and |,/g)?.length ?? 0);
-  return { count, superlative, asked };
-}
-
 /**
  * `use`: the features the caller's weights name (selectGroups passes them). The others are left
  * at 0 rather than computed: they weigh nothing in the score or the explanation, and the pairwise
@@ -288,7 +282,7 @@ export function questionCues(question: string | undefined): { count: number; sup
  */
 export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorMode, question?: string, use?: ReadonlySet<string>): { groups: SelectorGroup[]; failed: number[] } {
   const want = (f: string) => !use || use.has(f);
-  const cue = questionCues(question);
+  const cue = readQuestion(question);
   const n = cands.length;
   const d = derive(cands);
   const byKey = new Map<string, number[]>();
@@ -410,7 +404,7 @@ export function buildGroups(cands: readonly SelectorCandidate[], mode: SelectorM
       base.push(dup ? 1 : 0, dup && twin ? 1 : 0, soft / n);
       // Answer type against the question's wording.
       const single = e.rows === 1 && e.cols === 1;
-      base.push(cue.count ? (single ? 1 : -1) : 0, cue.superlative ? (e.rows === 1 ? 1 : -1) : 0, Math.max(0, e.cols - cue.asked));
+      base.push(cue.cues.q_count ? (single ? 1 : -1) : 0, cue.oneRow ? (e.rows === 1 ? 1 : -1) : 0, Math.max(0, e.cols - cue.asked));
       // Share of members comparing a column with a value it never holds (checked by the caller
       // against the database: src/rootcause/suspects.ts missingLiterals).
       base.push(mean(members.map((i) => ((cands[i]!.missingLiterals ?? 0) > 0 ? 1 : 0))));
