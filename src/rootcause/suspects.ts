@@ -19,7 +19,7 @@ import { SchemaIndex, resolveColumn } from '../clauses/scope.js';
 import { EVIDENCE_QUERY_FACTS, EVIDENCE_UNIT_FACTS } from '../clauses/labels.js';
 import { readQuestion } from '../clauses/question.js';
 import { unitLabel, type ClauseLabel as RootLabel } from '../clauses/labels.js';
-import type { SqlRunner } from './counterfactual.js';
+import type { SqlRunner } from './types.js';
 
 export interface SuspectInputs {
   question: string;
