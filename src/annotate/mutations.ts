@@ -863,12 +863,11 @@ export interface MutateOptions {
 }
 
 /**
- * The mix of injected faults, reweighted toward the errors real systems make. Measured on dev-open
- * (16 systems, 1,552 distinct failures, root cause by rootcause.ts) against the uniform draw on
- * Spider train (bench/results/error-mix.md): real root causes are WHERE 39% / SELECT 20% / FROM 20%
- * / SETOP 8% / GROUP BY 8%, with whole conditions and joins missing or extra; the uniform draw gave
- * SELECT 36% / FROM 6% / SETOP 1.5% and 59% column swaps. So column swaps and ORDER BY / LIMIT
- * edits come later in the draw, joins, set operations and conjuncts earlier.
+ * The mix of injected faults, reweighted toward the errors real systems make: real root causes
+ * (dev-open failures, root cause by rootcause.ts) are mostly WHERE, SELECT and FROM, then SETOP and
+ * GROUP BY, with whole conditions and joins missing or extra, while a uniform draw over the kinds
+ * is dominated by column swaps (bench/results/error-mix.md has both mixes). So column swaps and
+ * ORDER BY / LIMIT edits come later in the draw, joins, set operations and conjuncts earlier.
  */
 export const KIND_WEIGHTS: Partial<Record<MutationKind, number>> = {
   column_swap: 0.35, group_key: 0.6, order_key: 0.4, order_direction: 0.4, limit: 0.4, comparison_op: 0.7,
