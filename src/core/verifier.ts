@@ -1,7 +1,7 @@
 // The verifier: everything the service does, without HTTP. Built once at start-up, it owns the
-// model, the scorer and its batcher, the SQL executor (schemas come from the one schema cache, src/clauses/schema-cache.ts), the execution cache
-// (the executor's, timeouts included) and the metrics, and exposes the three operations the
-// routes translate to and from:
+// model, the scorer and its batcher, the SQL executor, the execution cache (the executor's,
+// timeouts included) and the metrics (schemas come from the one schema cache,
+// src/clauses/schema-cache.ts), and exposes the three operations the routes translate to and from:
 //   rerank(req)   score every candidate (PRM) and, with a database, execute them, then rank
 //   localize(req) one query's clause scores and blame; with gold, the execution verdict and
 //                 the counterfactual root cause
