@@ -22,6 +22,7 @@ import { fileURLToPath } from 'node:url';
 export const LAYERS: Record<string, number> = {
   clauses: 0,
   numeric: 0,
+  consensus: 0,
   execution: 1,
   scoring: 1,
   verdict: 1,

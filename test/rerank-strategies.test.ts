@@ -96,3 +96,17 @@ test('empty input gives an empty ranking', () => {
   assert.deepEqual(rerank([], 'vote'), []);
   assert.deepEqual(rerank([], 'hybrid'), []);
 });
+
+test('one Majority Vote order: the vote strategy, the selector and the consensus references agree on it', async () => {
+  const { byVote, largestGroup } = await import('../src/consensus/vote.js');
+  const { referenceGroups } = await import('../src/rootcause/rootcause.js');
+  // Groups {1,3} and {0,4} tie on size: the one holding candidate 0 wins; {2} comes last.
+  const keys = ['a', 'b', 'c', 'b', 'a'];
+  assert.deepEqual([[1, 3], [2], [0, 4]].sort(byVote), [[0, 4], [1, 3], [2]]);
+  assert.deepEqual(largestGroup([[1, 3], [2], [0, 4]]), [0, 4]);
+  const vote = rerank(keys.map((k) => ({ score: 0, execKey: k })), 'vote');
+  assert.deepEqual(order(vote), [0, 4, 1, 3, 2]);
+  const result = (v: string) => ({ ok: true as const, columns: ['x'], rows: [[v]], truncated: false, ms: 0 });
+  const own = { ok: true as const, columns: ['x'], rows: [['own']], truncated: false, ms: 0 };
+  assert.deepEqual(referenceGroups(own, keys.map(result)).map((g) => g.members), [[0, 4], [1, 3], [2]]);
+});

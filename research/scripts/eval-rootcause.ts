@@ -6,7 +6,20 @@ import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { SqlExecutor } from '../../src/execution/executor.js';
 import { rootCause } from '../../src/rootcause/rootcause.js';
-import { gatherEvidence, rankLabels, ROOT_LABELS, FUNDAMENTAL_ORDER, type RootLabel, type RootCauseEvidence, type RankPolicy } from '../../src/rootcause/rootcause.js';
+import { gatherEvidence, rankLabels, RANK_RULES, ROOT_LABELS, FUNDAMENTAL_ORDER, type RootLabel, type RootCauseEvidence } from '../../src/rootcause/rootcause.js';
+
+/**
+ * A ranking variant for the ablations: the product's rules named in `rules` (RANK_RULES, in the
+ * product's order), a label order, and whether a DISTINCT toggle counts as a repair of SELECT.
+ */
+type RankPolicy = { order: readonly RootLabel[]; rules: readonly string[]; local: boolean };
+const policyRank = (ev: RootCauseEvidence, p: RankPolicy): RootLabel[] => rankLabels(
+  p.local ? ev : { ...ev, slots: ev.slots.map((e) => ({ ...e, localFix: false })) },
+  RANK_RULES.filter((r) => p.rules.includes(r.name)),
+  p.order,
+);
+const WRITTEN: RootLabel[] = ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'];
+const LOGICAL: RootLabel[] = ['FROM', 'WHERE', 'GROUP BY', 'HAVING', 'SELECT', 'ORDER BY', 'LIMIT', 'SETOP'];
 import { splitSql, topUnits } from '../../src/clauses/index.js';
 
 interface Item { id: number; index: number; db_id: string; question: string; gold: string; sql: string; label: string }
@@ -72,20 +85,20 @@ const byId = new Map(stored.map((s) => [s.id, s]));
 const show = args.includes('--confusion');
 score('rootCause() (product, default policy)', items.map((it) => { const c = byId.get(it.id)!.cf; return c ? [c as RootLabel, ...FUNDAMENTAL_ORDER.filter((x) => x !== c)] : null; }), show);
 const policies: [string, RankPolicy][] = [
-  ['canon, written order, no evidence', { order: ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'], evidence: false }],
-  ['canon, logical order, no evidence', { order: ['FROM', 'WHERE', 'GROUP BY', 'HAVING', 'SELECT', 'ORDER BY', 'LIMIT', 'SETOP'], evidence: false }],
-  ['canon, fundamental order, no evidence', { order: FUNDAMENTAL_ORDER, evidence: false }],
-  ['evidence + written order', { order: ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP'], evidence: true }],
-  ['evidence + logical order', { order: ['FROM', 'WHERE', 'GROUP BY', 'HAVING', 'SELECT', 'ORDER BY', 'LIMIT', 'SETOP'], evidence: true }],
-  ['evidence + fundamental order', { order: FUNDAMENTAL_ORDER, evidence: true }],
-  ['evidence + fundamental order + formulation', { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true }],
-  ['evidence + fundamental + formulation + setop', { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true }],
-  ['... + local (DISTINCT toggle)', { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true }],
-  ['... + local + having (WHERE written for gold HAVING)', { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true, having: true }],
-  ['canon + fundamental order + formulation, no evidence', { order: FUNDAMENTAL_ORDER, evidence: false, formulation: true }],
+  ['canon, written order, no evidence', { order: WRITTEN, rules: [], local: false }],
+  ['canon, logical order, no evidence', { order: LOGICAL, rules: [], local: false }],
+  ['canon, fundamental order, no evidence', { order: FUNDAMENTAL_ORDER, rules: [], local: false }],
+  ['evidence + written order', { order: WRITTEN, rules: ['evidence'], local: false }],
+  ['evidence + logical order', { order: LOGICAL, rules: ['evidence'], local: false }],
+  ['evidence + fundamental order', { order: FUNDAMENTAL_ORDER, rules: ['evidence'], local: false }],
+  ['evidence + fundamental order + formulation', { order: FUNDAMENTAL_ORDER, rules: ['evidence', 'formulation'], local: false }],
+  ['evidence + fundamental + formulation + setop', { order: FUNDAMENTAL_ORDER, rules: ['evidence', 'formulation', 'setop'], local: false }],
+  ['... + local (DISTINCT toggle)', { order: FUNDAMENTAL_ORDER, rules: ['evidence', 'formulation', 'setop'], local: true }],
+  ['... + local + having (WHERE written for gold HAVING)', { order: FUNDAMENTAL_ORDER, rules: ['evidence', 'formulation', 'setop', 'having'], local: true }],
+  ['canon + fundamental order + formulation, no evidence', { order: FUNDAMENTAL_ORDER, rules: ['formulation'], local: false }],
 ];
 for (const [name, p] of policies) {
-  score(name, items.map((it) => { const s = byId.get(it.id)!; return s.ev ? rankLabels({ ...s.ev, predResult: null!, goldResult: null! }, p) : null; }), show);
+  score(name, items.map((it) => { const s = byId.get(it.id)!; return s.ev ? policyRank({ ...s.ev, predResult: null!, goldResult: null! }, p) : null; }), show);
 }
 if (args.includes('--dump')) {
   for (const it of items) {
@@ -133,9 +146,9 @@ if (args.includes('--tables')) {
 import { referenceGroups } from '../../src/rootcause/rootcause.js';
 const POOL8 = ['dail-sql-gpt4', 'din-sql-gpt4', 'gpt4-few-shot', 'gpt4-zero-shot', 'chatgpt-zero-shot', 'c3sql-chatgpt', 'din-sql-codex', 'codex-few-shot'];
 const CPOL: RankPolicy[] = [
-  { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true },
-  { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true },
-  { order: FUNDAMENTAL_ORDER, evidence: true, formulation: true, setop: true, local: true, having: true },
+  { order: FUNDAMENTAL_ORDER, rules: ['evidence', 'formulation', 'setop'], local: false },
+  { order: FUNDAMENTAL_ORDER, rules: ['evidence', 'formulation', 'setop'], local: true },
+  { order: FUNDAMENTAL_ORDER, rules: ['evidence', 'formulation', 'setop', 'having'], local: true },
 ];
 if (args.includes('--consensus')) {
   const preds = new Map(POOL8.map((s) => [s, readFileSync(join(data, 'predictions', `${s}.sql`), 'utf8').split('\n')]));
@@ -233,7 +246,7 @@ if (args.includes('--consensus')) {
   voteBy('consensus: all differing, rr, weight 1/#differing clauses', () => true, true, false, (r) => 1 / Math.max(1, r.ev?.slots.length ?? 1));
   voteBy('consensus: all differing, rr, weight group size', () => true, true, false, (r) => r.size);
   voteBy('consensus: all differing, rr, weight 1/(group rank+1)', () => true, true, false, (r) => 1 / (r.group + 1));
-  for (const p of CPOL) score(`consensus best ref ${JSON.stringify({ ...p, order: undefined })}`, items.map((it) => { const c = cById.get(it.id)!; return c.refs[0]?.ev ? rankLabels({ ...c.refs[0].ev, predResult: null!, goldResult: null! }, p) : null; }), false);
+  for (const p of CPOL) score(`consensus best ref ${JSON.stringify({ ...p, order: undefined })}`, items.map((it) => { const c = cById.get(it.id)!; return c.refs[0]?.ev ? policyRank({ ...c.refs[0].ev, predResult: null!, goldResult: null! }, p) : null; }), false);
   for (const K of [2, 3]) {
     for (const mode of ['top1', 'rr'] as const) {
       score(`consensus: vote of top ${K} references (${mode}, weight = group size)`, items.map((it) => {

@@ -6,7 +6,7 @@
 // exactly the mutated tree; if not, the clause is re-rendered, then the whole query; a candidate
 // none of whose texts round-trips is dropped. A mutant is kept only if it executes and its result
 // differs from the original's (sameResult with the original's ORDER BY rule).
-import { splitSql, renderSql, walk, cloneTree, topUnits, nodeTopUnit, makeNode } from '../clauses/index.js';
+import { splitSql, renderSql, walk, cloneTree, topUnits, nodeTopUnit, makeNode, quoteIdent } from '../clauses/index.js';
 import type { ClauseKind, ClauseUnit, SplitResult, TreeNode } from '../clauses/types.js';
 import type { ExecResult, SqlExecutor } from '../execution/executor.js';
 import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
@@ -863,12 +863,11 @@ export interface MutateOptions {
 }
 
 /**
- * The mix of injected faults, reweighted toward the errors real systems make. Measured on dev-open
- * (16 systems, 1,552 distinct failures, root cause by rootcause.ts) against the uniform draw on
- * Spider train (bench/results/error-mix.md): real root causes are WHERE 39% / SELECT 20% / FROM 20%
- * / SETOP 8% / GROUP BY 8%, with whole conditions and joins missing or extra; the uniform draw gave
- * SELECT 36% / FROM 6% / SETOP 1.5% and 59% column swaps. So column swaps and ORDER BY / LIMIT
- * edits come later in the draw, joins, set operations and conjuncts earlier.
+ * The mix of injected faults, reweighted toward the errors real systems make: real root causes
+ * (dev-open failures, root cause by rootcause.ts) are mostly WHERE, SELECT and FROM, then SETOP and
+ * GROUP BY, with whole conditions and joins missing or extra, while a uniform draw over the kinds
+ * is dominated by column swaps (bench/results/error-mix.md has both mixes). So column swaps and
+ * ORDER BY / LIMIT edits come later in the draw, joins, set operations and conjuncts earlier.
  */
 export const KIND_WEIGHTS: Partial<Record<MutationKind, number>> = {
   column_swap: 0.35, group_key: 0.6, order_key: 0.4, order_direction: 0.4, limit: 0.4, comparison_op: 0.7,
@@ -1016,14 +1015,13 @@ function locate(root: TreeNode, path: number[]): number {
 /** Distinct values of the given columns (read through the executor, so read-only and capped). */
 export async function fetchValues(exec: SqlExecutor, dbPath: string, schema: SchemaIndex,
   cols: { table: string; column: string }[], into: ValueTable = new Map()): Promise<ValueTable> {
-  const q = (s: string): string => '"' + s.replace(/"/g, '""') + '"';
   await Promise.all(cols.map(async ({ table, column }) => {
     const key = `${table}.${column}`;
     if (into.has(key)) return;
     const t = schema.tables.get(table);
     const c = schema.column(table, column);
     if (!t || !c) return;
-    const r = await exec.run(dbPath, `SELECT DISTINCT ${q(c.name)} FROM ${q(t.name)} WHERE ${q(c.name)} IS NOT NULL LIMIT 40`);
+    const r = await exec.run(dbPath, `SELECT DISTINCT ${quoteIdent(c.name)} FROM ${quoteIdent(t.name)} WHERE ${quoteIdent(c.name)} IS NOT NULL LIMIT 40`);
     into.set(key, r.ok ? r.rows.map((row) => row[0]) : []);
   }));
   return into;

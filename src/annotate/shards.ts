@@ -4,9 +4,8 @@
 // and interleaves them back into question order. Records depend only on a question's global index
 // (per-question seed), so the merged file is byte-identical to the unsharded run.
 // Interleaved rather than contiguous: Spider-style files are sorted by database, and the cost of a
-// question depends on its database, so contiguous slices can differ several-fold in run time (the
-// two halves of Spider train's first 300 questions: 4.8 s vs 14.6 s); every N-th question spreads
-// each database over all shards.
+// question depends on its database, so contiguous slices can differ several-fold in run time; every
+// N-th question spreads each database over all shards.
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

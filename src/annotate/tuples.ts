@@ -17,7 +17,7 @@ import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
 import { SchemaIndex } from '../clauses/scope.js';
 import { makeMutants, literalColumns, fetchValues, MUTATION_KINDS, DELETION_KINDS, type MutationKind, type MutateStats, type ValueTable, type Mutant } from './mutations.js';
-import { similarity } from '../rootcause/counterfactual.js';
+import { similarity } from '../rootcause/repair.js';
 import { rootCauseDetail } from '../rootcause/rootcause.js';
 import { nodeRewards, clauseRewards, propagationParams } from '../rootcause/propagation.js';
 import { walk } from '../clauses/index.js';

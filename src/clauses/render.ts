@@ -20,6 +20,10 @@ export const KEYWORDS = new Set((
 /** Keywords that are values, so they can end an operand. */
 export const VALUE_KEYWORDS = new Set(['NULL', 'TRUE', 'FALSE', 'CURRENT_DATE', 'CURRENT_TIME', 'CURRENT_TIMESTAMP', 'END']);
 
+/**
+ * The one way an identifier is written into SQL (rendered trees, and the lookups and schema reads
+ * generated for a database): bare when SQLite reads it as a name, else in backticks.
+ */
 export function quoteIdent(name: string): string {
   if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) && !KEYWORDS.has(name.toUpperCase())) return name;
   // Backticks are always an identifier in SQLite, unlike "..." which can fall back to a string.

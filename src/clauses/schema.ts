@@ -2,15 +2,13 @@
 // schema text the prompt carries (format fixed in docs/FORMATS.md: it is part of the model's
 // input contract, so both sources must yield the same text for the same database).
 import Database from 'better-sqlite3';
+import { quoteIdent as qid } from './render.js';
 
 export interface SchemaInfo {
   tables: { name: string; columns: { name: string; type: string; pk: boolean }[] }[];
   foreignKeys: { fromTable: string; fromColumn: string; toTable: string; toColumn: string }[];
 }
 
-function qid(name: string): string {
-  return '"' + name.replace(/"/g, '""') + '"';
-}
 
 /** Reads tables, columns, primary and foreign keys. Opens the file read-only; throws if it is
  * missing or not a SQLite database (callers decide how to report that). */

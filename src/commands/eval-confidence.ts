@@ -11,14 +11,14 @@ import { subsetFacts, type SelectorFacts } from '../eval/selector-data.js';
 import { poolFacts } from './eval-selector.js';
 import { crossValidateConfidence, fitConfidenceAll, figures, type ConfidenceCv, type ConfidenceCvOptions, type RowSet } from '../eval/confidence.js';
 import { chooseL2, fitQuestion } from '../eval/selector.js';
-import { riskCoverage, reliabilityBins, CONFIDENCE_SETS, type ConfidenceSet } from '../verdict/confidence.js';
+import { riskCoverage, reliabilityBins } from '../verdict/confidence.js';
 import { riskCoverageSvg, reliabilitySvg } from '../eval/plot.js';
 import { writeStep } from '../scoring/manifest.js';
 import { SELECTED, type SelectorMode } from '../scoring/selector.js';
 import type { CalibrationKind } from '../verdict/confidence-fit.js';
 
 export const USAGE = `usage: caper eval rerank --confidence --data DIR [--pools pool8+pool16] [--modes exec,sql] [--model DIR]
-       [--facts FILE] [--folds K] [--features agreement|rich] [--calibration isotonic|platt] [--rows all|pick] [--l2 X] [--selector-l2 X]
+       [--facts FILE] [--folds K] [--calibration isotonic|platt] [--rows all|pick] [--l2 X] [--selector-l2 X]
        [--out-dir DIR] [--no-plot] [--fit-out MODEL_DIR [--fit-pool pool8]] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
   Confidence of the selector's pick, cross-validated by database: AUROC for its correctness, ECE
   (10 bins) and EX at 90/80/50% coverage, per fold and pooled. Writes DIR/confidence.json,
@@ -31,7 +31,7 @@ const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '-');
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, {
-    values: ['data', 'pools', 'pool', 'modes', 'model', 'facts', 'folds', 'calibration', 'rows', 'features', 'l2', 'selector-l2', 'out-dir', 'fit-out', 'fit-pool', 'device', 'timeout-ms', 'limit', 'strategy'],
+    values: ['data', 'pools', 'pool', 'modes', 'model', 'facts', 'folds', 'calibration', 'rows', 'l2', 'selector-l2', 'out-dir', 'fit-out', 'fit-pool', 'device', 'timeout-ms', 'limit', 'strategy'],
     booleans: ['confidence', 'no-plot'],
   });
   if (a.flags.has('help')) {
@@ -64,11 +64,6 @@ export async function run(argv: string[]): Promise<number> {
     console.error('caper eval rerank --confidence: --rows must be all or pick');
     return 2;
   }
-  const set = flagString(a, 'features', 'agreement') as ConfidenceSet;
-  if (!(set in CONFIDENCE_SETS)) {
-    console.error(`caper eval rerank --confidence: --features must be one of ${Object.keys(CONFIDENCE_SETS).join(', ')}`);
-    return 2;
-  }
   const k = flagNumber(a, 'folds', 5);
   if (!Number.isInteger(k) || k < 2) {
     console.error('caper eval rerank --confidence: --folds must be an integer >= 2');
@@ -89,8 +84,8 @@ export async function run(argv: string[]): Promise<number> {
     return 2;
   }
   const { poolSystems, all } = pf;
-  const opts: ConfidenceCvOptions = { k, rows, calibration, l2, set, ...(selectorL2 !== undefined ? { selectorL2 } : {}) };
-  console.log(`confidence evaluation: ${all.questions.length} questions, model ${all.model}, ${k} folds by database, features ${set}, calibration ${calibration}, rows ${rows}, l2 ${l2}, selector l2 ${selectorL2 ?? 'by inner CV'}`);
+  const opts: ConfidenceCvOptions = { k, rows, calibration, l2, ...(selectorL2 !== undefined ? { selectorL2 } : {}) };
+  console.log(`confidence evaluation: ${all.questions.length} questions, model ${all.model}, ${k} folds by database, features agreement, calibration ${calibration}, rows ${rows}, l2 ${l2}, selector l2 ${selectorL2 ?? 'by inner CV'}`);
 
   const results: { pool: string; mode: SelectorMode; cv: ConfidenceCv }[] = [];
   for (const pool of pools) {
@@ -128,7 +123,7 @@ export async function run(argv: string[]): Promise<number> {
     writeFileSync(risk, riskCoverageSvg(results.map((r) => ({ name: name(r), points: riskCoverage(r.cv.picks.map((x) => x.p), r.cv.picks.map((x) => x.right)) })), `Risk-coverage of the pick's confidence: ${title}`));
     writeFileSync(rel, reliabilitySvg(results.map((r) => ({ name: name(r), bins: reliabilityBins(r.cv.picks.map((x) => x.p), r.cv.picks.map((x) => x.right), 10) })), `Reliability of the pick's confidence: ${title}`));
     writeFileSync(json, JSON.stringify({
-      data: basename(resolve(data)), model: all.model, folds: k, by: 'database', features: set, calibration, rows, l2, selector_l2: selectorL2 ?? 'inner-cv',
+      data: basename(resolve(data)), model: all.model, folds: k, by: 'database', features: 'agreement', calibration, rows, l2, selector_l2: selectorL2 ?? 'inner-cv',
       results: results.map((r) => ({
         pool: r.pool, mode: r.mode, pooled: rounded(r.cv.pooled), fold_mean: rounded(r.cv.foldMean), folds: r.cv.folds.map((fo) => ({ ...rounded(fo), dbs: fo.dbs })),
         lone: rounded(r.cv.lone), candidates: rounded(r.cv.candidates),
@@ -185,7 +180,7 @@ function writeConfidence(modelDir: string, all: SelectorFacts, systems: string[]
         ? { kind: 'isotonic', x: m.calibration.x.map(r6), y: m.calibration.y.map(r6) }
         : { kind: 'platt', a: r6(m.calibration.a), c: r6(m.calibration.c) },
       floor: r6(m.floor),
-      fitted_on: { data: basename(resolve(all.data)), pool, questions: facts.questions.length, features: opts.set, calibration: opts.calibration, rows: opts.rows, l2: opts.l2, selector_l2: l2Selector },
+      fitted_on: { data: basename(resolve(all.data)), pool, questions: facts.questions.length, features: 'agreement', calibration: opts.calibration, rows: opts.rows, l2: opts.l2, selector_l2: l2Selector },
       ...(cv ? { cv: { folds: k, by: 'database', pick: rounded(figures(cv.picks.map((x) => x.p), cv.picks.map((x) => x.right))) } } : {}),
     };
     console.log(`fitted ${mode} confidence on ${pool} (${facts.questions.length} questions, selector l2 ${l2Selector}) -> ${path}`);

@@ -6,7 +6,7 @@
 // is in USAGE below and docs/FORMATS.md.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseStrict, flagString, flagNumber, UsageError } from './args.js';
-import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
+import { schemaOf } from '../clauses/schema-cache.js';
 import { Verifier, VerifierError, type LocalizeRequest } from '../core/verifier.js';
 import { localizeBody } from '../routes/shape.js';
 
@@ -58,7 +58,6 @@ export async function run(argv: string[]): Promise<number> {
     await verifier.close();
     throw new Error(verifier.notReadyReason ?? 'model not loaded');
   }
-  const schemas = new Map<string, string>();
   const lines = readFileSync(input, 'utf8').split('\n').filter((l) => l.trim());
   const results: OutLine[] = new Array(lines.length);
 
@@ -71,7 +70,7 @@ export async function run(argv: string[]): Promise<number> {
       return;
     }
     const id = rec.id ?? i;
-    results[i] = { id, ...(await answer(verifier, rec, schemas, dbDir)) };
+    results[i] = { id, ...(await answer(verifier, rec, dbDir)) };
   };
 
   const concurrency = Math.max(1, flagNumber(a, 'concurrency', 64));
@@ -93,7 +92,7 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 /** One line's answer: the /localize body, or why there is none. */
-async function answer(verifier: Verifier, rec: InLine, schemas: Map<string, string>, dbDir: string | undefined): Promise<OutLine> {
+async function answer(verifier: Verifier, rec: InLine, dbDir: string | undefined): Promise<OutLine> {
   if (typeof rec.sql !== 'string' || typeof rec.question !== 'string') return { error: 'each line needs string fields "question" and "sql"' };
   for (const k of ['schema', 'db_id', 'gold', 'db_path'] as const) {
     if (rec[k] !== undefined && typeof rec[k] !== 'string') return { error: `"${k}" must be a string` };
@@ -107,13 +106,9 @@ async function answer(verifier: Verifier, rec: InLine, schemas: Map<string, stri
     if (!verifier.dbs.get(rec.db_id)) return { error: `unknown db_id "${rec.db_id}"${dbDir ? ` (not in ${dbDir})` : ' (run with --db-dir DIR)'}` };
     req.db_id = rec.db_id;
   } else if (req.schema === undefined && typeof rec.db_path === 'string') {
-    try {
-      const text = schemas.get(rec.db_path) ?? schemaText(schemaFromSqlite(rec.db_path));
-      schemas.set(rec.db_path, text);
-      req.schema = text;
-    } catch (e) {
-      return { error: `cannot read schema from db_path: ${(e as Error).message}` };
-    }
+    const s = schemaOf(rec.db_path);
+    if (s.error !== undefined) return { error: `cannot read schema from db_path: ${s.error}` };
+    req.schema = s.text;
   }
   if (typeof rec.gold === 'string') req.gold = rec.gold;
   if (Array.isArray(rec.candidates)) req.candidates = rec.candidates as string[];

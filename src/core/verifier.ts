@@ -1,7 +1,7 @@
 // The verifier: everything the service does, without HTTP. Built once at start-up, it owns the
-// model, the scorer and its batcher, the SQL executor, one schema cache, the execution cache
-// (the executor's, timeouts included) and the metrics, and exposes the three operations the
-// routes translate to and from:
+// model, the scorer and its batcher, the SQL executor, the execution cache (the executor's,
+// timeouts included) and the metrics (schemas come from the one schema cache,
+// src/clauses/schema-cache.ts), and exposes the three operations the routes translate to and from:
 //   rerank(req)   score every candidate (PRM) and, with a database, execute them, then rank
 //   localize(req) one query's clause scores and blame; with gold, the execution verdict and
 //                 the counterfactual root cause
@@ -20,8 +20,7 @@ import { CANDIDATE_SCORE_MODE } from '../scoring/candidate-score.js';
 import { selectorModelFrom, type SelectorModel } from '../scoring/selector.js';
 import type { ConfidenceModels } from '../verdict/confidence.js';
 import { groupRewards, EXECUTION_ERROR_REWARD } from '../scoring/returns.js';
-import { schemaText, type SchemaInfo } from '../clauses/schema.js';
-import { SchemaIndex } from '../clauses/scope.js';
+import { cachedSchema, schemaVia, type DbSchema } from '../clauses/schema-cache.js';
 import { SqlExecutor, type Executor, type ExecResult } from '../execution/executor.js';
 import { PgExecutor } from '../execution/postgres.js';
 import { groupKey, matchesGold } from '../execution/equivalence.js';
@@ -59,13 +58,6 @@ export type { Strategy, RerankOutput } from '../verdict/rank.js';
 export type { ScoredCandidate, ScoredUnit } from '../scoring/scorer.js';
 export type { SelectorReason } from '../scoring/selector.js';
 
-interface DbSchema {
-  info: SchemaInfo | null;
-  text: string;
-  index: SchemaIndex | null;
-  error?: string;
-}
-
 const outcome = (r: ExecResult): ExecutionOutcome =>
   r.ok ? { ok: true } : r.code === 'skipped' ? { ok: false, error: r.error, skipped: true } : { ok: false, error: `${r.code}: ${r.error}` };
 
@@ -102,7 +94,6 @@ export class Verifier {
   readonly loaded: Promise<void>;
   private markLoaded!: () => void;
   private started = false;
-  private readonly schemas = new Map<string, DbSchema>();
   private readonly opts: VerifierOptions;
 
   constructor(opts: VerifierOptions = {}) {
@@ -520,25 +511,15 @@ export class Verifier {
     return { schema: s.text, dbPath, ex };
   }
 
-  /** The one schema cache: prompt text and the root-cause analysis's index, read once per database. */
-  private async loadSchema(dbId: string, ex: Executor | null): Promise<DbSchema> {
-    let s = this.schemas.get(dbId);
-    if (!s) {
-      try {
-        if (!ex) throw new Error('no executor for this database');
-        const info = await ex.describe(this.dbs.get(dbId)!);
-        s = { info, text: schemaText(info), index: new SchemaIndex(info) };
-      } catch (e) {
-        s = { info: null, text: '', index: null, error: (e as Error).message };
-      }
-      this.schemas.set(dbId, s);
-    }
-    return s;
+  /** The one schema cache (src/clauses/schema-cache.ts), read through the database's own engine. */
+  private loadSchema(dbId: string, ex: Executor | null): Promise<DbSchema> {
+    const where = this.dbs.get(dbId)!;
+    return schemaVia(where, () => (ex ? ex.describe(where) : Promise.reject(new Error('no executor for this database'))));
   }
 
   /** A database's cached schema (resolve() has loaded it). */
   private schemaOf(dbId: string): DbSchema {
-    return this.schemas.get(dbId) ?? { info: null, text: '', index: null, error: 'schema not loaded' };
+    return cachedSchema(this.dbs.get(dbId) ?? '') ?? { info: null, text: '', index: null, error: 'schema not loaded' };
   }
 
   /** A deadline for one request. */

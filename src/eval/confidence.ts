@@ -10,7 +10,7 @@ import { type SelectorMode, type SelectorWeights } from '../scoring/selector.js'
 import { selectGroups } from '../core/ranking.js';
 import { cannotMatch, confidenceFeatureNames, confidenceFeatures } from '../scoring/confidence-features.js';
 import { fitSelector } from '../scoring/selector-fit.js';
-import { probability, auroc, ece, accuracyAtCoverage, CONFIDENCE_SETS, type ConfidenceModel, type ConfidenceSet } from '../verdict/confidence.js';
+import { probability, auroc, ece, accuracyAtCoverage, type ConfidenceModel } from '../verdict/confidence.js';
 import { fitConfidence, type ConfidenceRow, type ConfidenceFitOptions } from '../verdict/confidence-fit.js';
 import { foldsByDatabase, fitQuestion, candidatesFor, chooseL2 } from './selector.js';
 import type { SelectorFacts, SelectorQuestion } from './selector-data.js';
@@ -77,11 +77,8 @@ export interface ConfidenceCvOptions extends ConfidenceFitOptions {
   /** Fixed selector l2 (else chosen by inner CV in each training fold). */
   selectorL2?: number;
   thin?: readonly number[];
-  /** A named feature set (confidence.ts CONFIDENCE_SETS) instead of `only`. */
-  set?: ConfidenceSet;
 }
 
-const withSet = (opts: ConfidenceCvOptions, mode: SelectorMode): ConfidenceCvOptions => (opts.set ? { ...opts, only: CONFIDENCE_SETS[opts.set][mode] } : opts);
 
 export interface FoldFigures {
   fold: number;
@@ -168,7 +165,7 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
     const l2 = opts.selectorL2 ?? chooseL2(trainQs, trainIdx.map((i) => fitQs[i]!), mode, { k, only: SELECTED[mode] });
     const w = fitSelector(trainIdx.map((i) => fitQs[i]!), mode, { l2, only: SELECTED[mode] });
     const rows = trainingRows(trainQs, mode, { ...opts, l2Selector: l2, seeds: trainIdx });
-    const model: ConfidenceModel = fitConfidence(rows, mode, names, withSet(opts, mode));
+    const model: ConfidenceModel = fitConfidence(rows, mode, names, opts);
     const ps: number[] = [];
     const ys: boolean[] = [];
     for (const i of testIdx) {
@@ -204,5 +201,5 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
 /** The shipped model: rows over every question (selector out of fold, l2 as given), calibration inside. */
 export function fitConfidenceAll(facts: SelectorFacts, mode: SelectorMode, l2Selector: number, opts: ConfidenceCvOptions = {}): ConfidenceModel {
   const rows = trainingRows(facts.questions, mode, { ...opts, l2Selector });
-  return fitConfidence(rows, mode, confidenceFeatureNames(mode), withSet(opts, mode));
+  return fitConfidence(rows, mode, confidenceFeatureNames(mode), opts);
 }

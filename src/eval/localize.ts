@@ -4,7 +4,7 @@
 // prior / consensus / random baselines.
 import { readFileSync } from 'node:fs';
 import { splitSql, topUnits } from '../clauses/index.js';
-import { schemaFromSqlite, schemaText } from '../clauses/schema.js';
+import { schemaOf } from '../clauses/schema-cache.js';
 import type { ClauseKind } from '../clauses/types.js';
 import { SqlExecutor } from '../execution/executor.js';
 import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
@@ -105,14 +105,10 @@ export async function evaluateLocalization(opts: {
   try {
     const { failures, candidates, unexplained, distribution } = await collectFailures(opts.data, opts.systems, exec, opts);
     const questions = loadQuestions(opts.data);
-    const schemas = new Map<string, string>();
-    const schemaOf = (dbId: string) => {
-      let s = schemas.get(dbId);
-      if (s === undefined) {
-        s = schemaText(schemaFromSqlite(dbPath(opts.data, dbId)));
-        schemas.set(dbId, s);
-      }
-      return s;
+    const schemaTextOf = (dbId: string) => {
+      const s = schemaOf(dbPath(opts.data, dbId));
+      if (s.error !== undefined) throw new Error(s.error);
+      return s.text;
     };
     // One scorer call per question: its failures share schema and question, as in the service.
     const scorer = new Scorer(opts.model, null);
@@ -121,7 +117,7 @@ export async function evaluateLocalization(opts: {
       let j = i;
       while (j < failures.length && failures[j]!.question === failures[i]!.question) j++;
       const q = questions[failures[i]!.question]!;
-      const { candidates } = await scorer.score(q.question, schemaOf(q.db_id), failures.slice(i, j).map((f) => f.sql));
+      const { candidates } = await scorer.score(q.question, schemaTextOf(q.db_id), failures.slice(i, j).map((f) => f.sql));
       for (const c of candidates) {
         scored.push(c.error ? null : { scores: c.units.map((u) => u.score), base: c.base });
       }

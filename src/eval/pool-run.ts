@@ -33,7 +33,7 @@ export async function runPool(o: PoolRunOptions, each: (r: PoolQuestion) => void
   const { loadModel } = await import('../scoring/onnx.js');
   const { Scorer } = await import('../scoring/scorer.js');
   const { SqlExecutor } = await import('../execution/executor.js');
-  const { schemaFromSqlite, schemaText } = await import('../clauses/schema.js');
+  const { schemaOf } = await import('../clauses/schema-cache.js');
   let questions = loadQuestions(o.dataDir);
   const preds = loadPredictions(o.dataDir, o.systems, questions.length);
   if (o.limit && o.limit > 0) questions = questions.slice(0, o.limit);
@@ -41,7 +41,6 @@ export async function runPool(o: PoolRunOptions, each: (r: PoolQuestion) => void
   console.error(`${o.label}: model ${model.manifest.name} on ${model.provider}; ${questions.length} questions x ${o.systems.length} systems`);
   const scorer = new Scorer(model, null);
   const exec = new SqlExecutor({ timeoutMs: o.timeoutMs });
-  const schemas = new Map<string, string>();
   const t0 = performance.now();
   try {
     // Executions run in the executor's worker processes while this thread runs the model, so
@@ -53,15 +52,7 @@ export async function runPool(o: PoolRunOptions, each: (r: PoolQuestion) => void
       const q = questions[qi]!;
       const db = dbPath(o.dataDir, q.db_id);
       const sqls = o.systems.map((s) => preds.get(s)![qi]!);
-      let schema = schemas.get(q.db_id);
-      if (schema === undefined) {
-        try {
-          schema = schemaText(schemaFromSqlite(db));
-        } catch {
-          schema = '';
-        }
-        schemas.set(q.db_id, schema);
-      }
+      const schema = schemaOf(db).text;
       const [gold, results, scored] = await Promise.all([
         exec.run(db, q.query),
         Promise.all(sqls.map((s) => exec.run(db, s))),

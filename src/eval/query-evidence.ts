@@ -3,8 +3,9 @@
 // the way the service reads a posted schema), and the query's single-query evidence both with
 // the database and from the text alone (src/rootcause/suspects.ts), as /localize computes them.
 import type { SplitResult } from '../clauses/index.js';
-import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../clauses/schema.js';
-import { SchemaIndex } from '../clauses/scope.js';
+import { schemaFromText, type SchemaInfo } from '../clauses/schema.js';
+import { schemaOf } from '../clauses/schema-cache.js';
+import type { SchemaIndex } from '../clauses/scope.js';
 import { clauseSuspects, type ClauseSuspects } from '../rootcause/suspects.js';
 import type { SqlRunner } from '../rootcause/rootcause.js';
 import { dbPath } from './spider.js';
@@ -26,9 +27,9 @@ export function splitSchemas(dataDir: string): (dbId: string) => SplitSchema {
     let s = cache.get(dbId);
     if (!s) {
       const path = dbPath(dataDir, dbId);
-      const info = schemaFromSqlite(path);
-      const text = schemaText(info);
-      cache.set(dbId, (s = { dbPath: path, info, text, index: new SchemaIndex(info), textInfo: schemaFromText(text) }));
+      const read = schemaOf(path);
+      if (read.error !== undefined) throw new Error(read.error);
+      cache.set(dbId, (s = { dbPath: path, info: read.info, text: read.text, index: read.index, textInfo: schemaFromText(read.text) }));
     }
     return s;
   };

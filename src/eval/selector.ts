@@ -1,6 +1,7 @@
 // Cross-validated evaluation of the selector on cached facts (selector-data.ts): folds group whole
 // databases, so a fold's databases contribute nothing to the weights that score it.
-import { buildGroups, largestGroup, prmOf, SELECTED, type SelectorMode, type SelectorWeights, type SelectorCandidate } from '../scoring/selector.js';
+import { largestGroup } from '../consensus/vote.js';
+import { buildGroups, prmOf, SELECTED, type SelectorMode, type SelectorWeights, type SelectorCandidate } from '../scoring/selector.js';
 import { fitSelector, type FitOptions, type FitQuestion } from '../scoring/selector-fit.js';
 import { rerank } from '../verdict/rank.js';
 import { selectGroups } from '../core/ranking.js';

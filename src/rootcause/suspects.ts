@@ -12,13 +12,14 @@
 // (`fact&LABEL`) so that a fitted linear combiner learns which clause each fact points at; no
 // weight is set by hand. The combiner is fitted by caper_train.blamefit with cross-validation
 // grouped by database and ships in caper.json (`blame.solo_linear`, `blame.fused_linear`).
-import { splitSql, topUnits, walk, type SplitResult, type TreeNode } from '../clauses/index.js';
+import { splitSql, topUnits, walk, quoteIdent as qid, type SplitResult, type TreeNode } from '../clauses/index.js';
 import { tokenize, significant, identName } from '../clauses/lexer.js';
 import type { SchemaInfo } from '../clauses/schema.js';
 import { SchemaIndex, resolveColumn } from '../clauses/scope.js';
 import { EVIDENCE_QUERY_FACTS, EVIDENCE_UNIT_FACTS } from '../clauses/labels.js';
+import { readQuestion } from '../clauses/question.js';
 import { unitLabel, type ClauseLabel as RootLabel } from '../clauses/labels.js';
-import type { SqlRunner } from './counterfactual.js';
+import type { SqlRunner } from './types.js';
 
 export interface SuspectInputs {
   question: string;
@@ -44,22 +45,9 @@ export interface ClauseSuspects {
 const QUERY_FACTS = EVIDENCE_QUERY_FACTS;
 const UNIT_FACTS = EVIDENCE_UNIT_FACTS;
 
-const CUES: Record<string, RegExp> = {
-  q_count: /\b(how many|number of|count)\b/i,
-  q_distinct: /\b(different|distinct|unique)\b/i,
-  q_each: /\b(each|every|per|for all)\b/i,
-  q_superl: /\b(most|least|highest|lowest|largest|smallest|maximum|minimum|greatest|fewest|oldest|youngest|best|worst|top|biggest|longest|shortest|earliest|latest)\b/i,
-  q_order: /\b(order|sort|sorted|ascending|descending|alphabetical|alphabetically)\b/i,
-  q_neg: /\b(not|without|never|no|neither|nor|except|excluding)\b|n't\b/i,
-  q_both: /\bboth\b/i,
-  q_or: /\bor\b/i,
-  q_agg: /\b(average|mean|total|sum|maximum|minimum|max|min)\b/i,
-};
-
 const words = (s: string): string[] => s.toLowerCase().split(/[^a-z0-9]+/).filter(Boolean);
 const stem = (w: string): string => (w.length > 3 && w.endsWith('ies') ? w.slice(0, -3) + 'y' : w.length > 3 && w.endsWith('s') ? w.slice(0, -1) : w);
 const sqlString = (v: string): string => `'${v.replace(/'/g, "''")}'`;
-const qid = (name: string): string => `"${name.replace(/"/g, '""')}"`;
 
 /** Tables of the schema the question names (every word of the table name appears, stemmed). */
 function tablesNamed(question: string, schema: SchemaInfo): string[] {
@@ -156,7 +144,7 @@ export async function clauseSuspects(inp: SuspectInputs): Promise<ClauseSuspects
   };
   const nodes = split.tree ? walk(split.tree) : [];
   const q: Record<string, number> = {};
-  for (const [name, re] of Object.entries(CUES)) q[name] = re.test(inp.question) ? 1 : 0;
+  Object.assign(q, readQuestion(inp.question).cues);
 
   const selectNodes = nodes.filter((n) => top(n.unit) >= 0 && labels[top(n.unit)] === 'SELECT' && split.units[n.unit]?.depth === 0);
   q['s_count'] = selectNodes.some((n) => n.kind === 'aggregate' && n.label === 'COUNT') ? 1 : 0;

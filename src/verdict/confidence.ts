@@ -21,26 +21,18 @@
 export type ConfidenceMode = 'exec' | 'sql';
 
 /**
- * Feature sets of the regression. `agreement` (the default): how the pool agrees (share, margin,
+ * The features the regression weighs (the `agreement` set): how the pool agrees (share, margin,
  * distinct answers, failures, pool size), the selector's verdict on the group, and how hard the
- * question looks (its wording, the candidate's SQL length and clause count). `rich` adds the PRM,
- * clause agreement and the result's shape: on dev-open they did not generalize across databases
- * (docs/SERVICE.md, bench/results/confidence.md).
+ * question looks (its wording, the candidate's SQL length and clause count). The PRM, clause
+ * agreement and the result's shape did not generalize across databases (docs/SERVICE.md,
+ * bench/results/confidence.md; research/scripts/confidence-variants.ts compares them).
  */
 const AGREEMENT = ['share', 'margin', 'groups', 'failed_share', 'n_inv', 'lone', 'failed', 'chosen', 'prob', 'logit', 'prob_gap',
   'q_words', 'q_count', 'q_superlative', 'q_asked', 'sql_tokens', 'sql_clauses'];
-export const CONFIDENCE_SETS: Record<'agreement' | 'rich', Record<ConfidenceMode, readonly string[]>> = {
-  agreement: {
-    exec: AGREEMENT,
-    sql: AGREEMENT.filter((f) => f !== 'failed_share' && f !== 'failed'),
-  },
-  rich: {
-    exec: [...AGREEMENT, 'agree_mean', 'agree_min', 'sql_agree', 'prm_gap', 'clause_mean', 'prm_self', 'empty', 'one_row', 'log_rows', 'cols_modal', 'order_major'],
-    sql: [...AGREEMENT.filter((f) => f !== 'failed_share' && f !== 'failed'), 'agree_mean', 'agree_min', 'prm_gap', 'clause_mean', 'prm_self', 'text_cols_modal'],
-  },
+export const CONFIDENCE_SELECTED: Record<ConfidenceMode, readonly string[]> = {
+  exec: AGREEMENT,
+  sql: AGREEMENT.filter((f) => f !== 'failed_share' && f !== 'failed'),
 };
-export type ConfidenceSet = keyof typeof CONFIDENCE_SETS;
-export const CONFIDENCE_SELECTED = CONFIDENCE_SETS.agreement;
 
 export type Calibration =
   | { kind: 'isotonic'; x: number[]; y: number[] }

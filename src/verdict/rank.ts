@@ -29,6 +29,8 @@
 //           (features of the candidates' SQL, clause scores and execution shapes, weights from
 //           caper.json); chooseGroups below orders them.
 
+import { byVote } from '../consensus/vote.js';
+
 export type Strategy = 'prm' | 'vote' | 'hybrid' | 'selector';
 export const STRATEGIES: readonly Strategy[] = ['prm', 'vote', 'hybrid', 'selector'];
 /** The strategies rerank() computes from scores and execution keys alone. */
@@ -118,7 +120,7 @@ function rankGroups(cands: readonly RerankInput[], strategy: 'vote' | 'hybrid', 
     if (strategy === 'hybrid') g.members.sort(byPrm);
     else g.members.sort((a, b) => a - b);
   }
-  if (strategy === 'vote') ok.sort((a, b) => b.key - a.key || a.members[0]! - b.members[0]!);
+  if (strategy === 'vote') ok.sort((a, b) => byVote(a.members, b.members));
   else
     ok.sort(
       (a, b) => b.key - a.key || b.maxScore - a.maxScore || Math.min(...a.members) - Math.min(...b.members),

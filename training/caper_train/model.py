@@ -16,15 +16,13 @@ from transformers import AutoConfig, AutoModel, Qwen2Config, Qwen2Model
 from . import PAD_ID
 
 PRESETS: dict[str, dict] = {
-    # CI / end-to-end tests: ~140k parameters, trains in seconds.
+    # CI / end-to-end tests: a tiny model that trains in seconds.
     "tiny": dict(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, max_length=512, batch_size=16, lr=3e-3),
-    # The shipped CPU model: hidden 192, 4 layers, ~2.8M parameters (1.15M of them embeddings).
-    # Sized from measured throughput on Spider annotation (bench/results/train-throughput.md): on
-    # CPU this model size is bound by per-step overhead, so hidden 192 costs about what hidden 128
-    # does per record (94 vs 106 sequences per CPU-second), one epoch of ~78k records is ~10 min on
-    # two free cores; hidden 256 was 2.4x slower (~22 min/epoch free, ~40 min on the shared machine).
-    # Batch 128 records: per-step overhead again, ~4x the records per CPU-second of batch 16.
+    # The shipped CPU model: hidden 192, 4 layers. Sized from measured throughput on Spider
+    # annotation (bench/results/train-throughput.md): on CPU this model size is bound by per-step
+    # overhead, so hidden 192 costs about what hidden 128 does per record, while hidden 256 is
+    # markedly slower; batch 128 records for the same reason (more records per CPU-second than 16).
     "default": dict(vocab_size=6000, hidden_size=192, intermediate_size=512, num_hidden_layers=4,
                     num_attention_heads=4, num_key_value_heads=2, max_length=512, batch_size=128, lr=2e-3),
 }

@@ -1,13 +1,26 @@
 // Confidence model variants on dev-open (an experiment, not the product): pooled and per-fold
 // AUROC / ECE / EX at coverage of the pick's confidence, cross-validated by database.
-// usage: node dist/scripts/confidence-variants.js POOL MODE [rows=all|pick] [cal=isotonic|platt] [l2=1] [selL2=N] [thin=1,2,4]
+// usage: node dist/research/scripts/confidence-variants.js POOL MODE [rows=all|pick] [cal=isotonic|platt] [l2=1] [selL2=N] [thin=1,2,4] [set=agreement|rich] [only=f1,f2]
 import { join } from 'node:path';
-import { loadOrComputeFacts, subsetFacts } from '../src/eval/selector-data.js';
-import { resolvePool } from '../src/eval/spider.js';
-import { crossValidateConfidence, type RowSet } from '../src/eval/confidence.js';
-import type { SelectorMode } from '../src/scoring/selector.js';
-import type { CalibrationKind } from '../src/verdict/confidence-fit.js';
-import { CONFIDENCE_SETS, type ConfidenceSet } from '../src/verdict/confidence.js';
+import { loadOrComputeFacts, subsetFacts } from '../../src/eval/selector-data.js';
+import { resolvePool } from '../../src/eval/spider.js';
+import { crossValidateConfidence, type RowSet } from '../../src/eval/confidence.js';
+import type { SelectorMode } from '../../src/scoring/selector.js';
+import type { CalibrationKind } from '../../src/verdict/confidence-fit.js';
+import { CONFIDENCE_SELECTED } from '../../src/verdict/confidence.js';
+
+/**
+ * Feature sets to compare: `agreement` is the product's (CONFIDENCE_SELECTED); `rich` adds the PRM,
+ * clause agreement and the result's shape, which did not generalize across databases
+ * (bench/results/confidence.md), so only this experiment keeps it.
+ */
+const SETS: Record<string, Record<SelectorMode, readonly string[]>> = {
+  agreement: CONFIDENCE_SELECTED,
+  rich: {
+    exec: [...CONFIDENCE_SELECTED.exec, 'agree_mean', 'agree_min', 'sql_agree', 'prm_gap', 'clause_mean', 'prm_self', 'empty', 'one_row', 'log_rows', 'cols_modal', 'order_major'],
+    sql: [...CONFIDENCE_SELECTED.sql, 'agree_mean', 'agree_min', 'prm_gap', 'clause_mean', 'prm_self', 'text_cols_modal'],
+  },
+};
 
 const [pool = 'pool8', mode = 'exec', ...rest] = process.argv.slice(2);
 const kv = Object.fromEntries(rest.map((a) => a.split('=') as [string, string]));
@@ -17,7 +30,7 @@ const facts = subsetFacts(all, resolvePool(data, pool));
 const t0 = Date.now();
 const cv = crossValidateConfidence(facts, mode as SelectorMode, {
   ...(kv.only ? { only: kv.only.split(",") } : {}),
-  ...(kv.set ? { only: CONFIDENCE_SETS[kv.set as ConfidenceSet][mode as SelectorMode] } : {}),
+  ...(kv.set ? { only: SETS[kv.set]![mode as SelectorMode] } : {}),
   rows: (kv.rows ?? 'all') as RowSet,
   calibration: (kv.cal ?? 'isotonic') as CalibrationKind,
   l2: Number(kv.l2 ?? 1),
