@@ -255,7 +255,7 @@ def main(argv=None) -> int:
         print(json.dumps({"candidates": len(cands), "positions": int(t.x.shape[0])}), file=sys.stderr)
         return 0
     info = export_model(a.base, a.head, a.out, a.name, a.max_length,
-                        {"family": "probe", "base": a.base, "head": str(a.head),
+                        {"family": "probe", "base": a.base,
                          "command": "python -m caper_train.probe " + " ".join(sys.argv[1:] if argv is None else argv)})
     print(json.dumps(info, indent=2))
     return 0
