@@ -145,3 +145,71 @@ test('caper train rejects bad flags without starting anything', () => {
   assert.equal(o.status, 2);
   assert.match(o.stderr, /--only takes steps among annotate, train, evaluate, selector, confidence, blame-data, blame, manifest, got "tuning"/);
 });
+
+test('caper train --base DIR --family topk: the base Clause-PRM path from a tuple file to a served chat model', { skip: SKIP, timeout: 240_000 }, () => {
+  const dir = mkdtempSync(join(tmpdir(), 'caper-train-base-'));
+  const name = `basecmd-${process.pid}`;
+  try {
+    // a tiny random Qwen2 base with the chat tokenizer fixture, as training/setup-base.sh would leave a real one
+    const base = join(dir, 'base');
+    const mk = spawnSync(PY, ['-c', [
+      'import shutil, sys, torch',
+      'from transformers import Qwen2Config, Qwen2ForCausalLM',
+      'torch.manual_seed(0)',
+      'cfg = Qwen2Config(vocab_size=800, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=False)',
+      'Qwen2ForCausalLM(cfg).save_pretrained(sys.argv[1])',
+      'shutil.copyfile(sys.argv[2], sys.argv[1] + "/tokenizer.json")',
+    ].join('\n'), base, join(ROOT, 'test', 'fixtures', 'chat', 'tokenizer.json')], { encoding: 'utf8', timeout: 120_000 });
+    assert.equal(mk.status, 0, mk.stderr);
+    const out = join(dir, name);
+    const r = spawnSync(process.execPath, [CLI, 'train', '--base', base, '--family', 'topk', '--layers', '2', '--top-k', '1',
+      '--tuples', join(ROOT, 'training', 'tests', 'fixtures', 'tuples.jsonl'), '--out', out, '--epochs', '1', '--threads', '1',
+      '--max-length', '256', '--no-eval'], { cwd: ROOT, encoding: 'utf8', timeout: 200_000 });
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /family topk/);
+    const m = JSON.parse(readFileSync(join(out, 'caper.json'), 'utf8')) as {
+      template: string; training: { family: string; layers: number; top_k: number; dtype: string };
+    };
+    assert.equal(m.template, 'caper-chat-v1');
+    assert.deepEqual([m.training.family, m.training.layers, m.training.top_k], ['topk', 2, 1]);
+    assert.match(m.training.dtype, /^(float32|bfloat16)$/);
+    // the run's checkpoint and feature cache stay under runs/, never in the model directory
+    assert.ok(existsSync(join(ROOT, 'runs', name, 'base', 'topk', 'checkpoint.pt')));
+    assert.ok(!readdirSync(out).some((f) => f.endsWith('.pt')));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(join(ROOT, 'runs', name), { recursive: true, force: true });
+  }
+});
+
+test('caper train: a training flag for the other entry point is refused, not dropped', () => {
+  const tuples = join(ROOT, 'training', 'tests', 'fixtures', 'tuples.jsonl');
+  const noBase = spawnSync(process.execPath, [CLI, 'train', '--family', 'probe', '--tuples', tuples, '--out', join(tmpdir(), 'x-nobase')],
+    { cwd: ROOT, encoding: 'utf8' });
+  assert.equal(noBase.status, 2);
+  assert.match(noBase.stderr, /--family needs --base/);
+  const lora = spawnSync(process.execPath, [CLI, 'train', '--base', tmpdir(), '--family', 'probe', '--lora', '--tuples', tuples,
+    '--out', join(tmpdir(), 'x-lora'), '--only', 'train'], { cwd: ROOT, encoding: 'utf8' });
+  assert.equal(lora.status, 2, lora.stdout + lora.stderr);
+  assert.match(lora.stderr, /--lora does not apply to a --family run/);
+  const layers = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--layers', '4', '--tuples', tuples,
+    '--out', join(tmpdir(), 'x-layers'), '--only', 'train'], { cwd: ROOT, encoding: 'utf8' });
+  assert.equal(layers.status, 2);
+  assert.match(layers.stderr, /--layers does not apply to a run without --family/);
+});
+
+test('every training flag of the table reaches its Python entry point (--lora, --init, --attn, --no-pack included)', async () => {
+  const { parseArgs } = await import('../src/commands/args.js');
+  const { passThrough, TRAIN_FLAGS } = await import('../src/commands/train-flags.js');
+  const argv = TRAIN_FLAGS.flatMap((f) => (f.value ? [`--${f.name}`, `v-${f.name}`] : [`--${f.name}`]));
+  const a = parseArgs(argv, TRAIN_FLAGS.filter((f) => !f.value).map((f) => f.name));
+  for (const target of ['train', 'base_prm'] as const) {
+    const py = passThrough(a, target);
+    for (const f of TRAIN_FLAGS) {
+      const i = py.indexOf(`--${f.name}`);
+      assert.equal(i >= 0, f.to.includes(target), `--${f.name} -> ${target}`);
+      if (i >= 0 && f.value) assert.equal(py[i + 1], `v-${f.name}`);
+    }
+  }
+  assert.ok(passThrough(a, 'train').includes('--lora') && passThrough(a, 'train').includes('--no-pack'));
+});

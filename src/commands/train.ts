@@ -9,6 +9,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync, appendFileSync } fr
 import { basename, join, resolve } from 'node:path';
 import { flagString, parseStrict, UsageError, type ParsedArgs } from './args.js';
 import { assembleManifest, writeStep } from '../scoring/manifest.js';
+import { misplacedFlags, passThrough, trainFlagNames, trainFlagsUsage, type TrainTarget } from './train-flags.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 const CLI = resolve(import.meta.dirname, '..', 'cli.js');
@@ -24,7 +25,11 @@ export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [
                   (e.g. ../shared/data/spider/dev-open); its real failures (rootcause.ts root causes) and
                   real successes are annotated (caper annotate --candidates) and added to the training data
   --out DIR       model directory (default models/<preset>)
-  --base PATH     fine-tune a local Hugging Face checkpoint instead of training a preset
+  --base PATH     fine-tune a local Hugging Face checkpoint instead of training a preset; with --family probe|topk,
+                  a Clause-PRM on its first --layers N layers built for the CPU (caper_train.base_prm, training/README.md)
+  --extra-failures DIR  with --candidates: also the failing SQL of more systems (DIR/<system>.sql, e.g.
+                  ../shared/data/spider/dev-open/predictions-extra), labelled by their gold root cause
+  --exclude-dbs A,B  databases of --candidates kept out of training (a held-out split)
   --eval-data DIR split for "caper eval localize" (default ../shared/data/spider/dev-open), --pool its systems (default pool8)
   --nproc N       data-parallel training in N processes per machine (torchrun + DDP: one per GPU, or CPU
                   processes with gloo); --batch-size stays the global batch, split across processes
@@ -38,7 +43,9 @@ export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [
   and the service's selector then falls back to the vote; confidence fits the confidence maps after it
   (caper.json confidence; --no-confidence skips it, and the service gives no confidence); blame-data and blame fit the blame combiners
   (caper.json blame.solo_linear, text_linear, fused_linear) on that split's real failures
-  (caper_train.blamefit, folds by database); --no-blame skips them`;
+  (caper_train.blamefit, folds by database); --no-blame skips them
+training flags, passed to the Python entry point named in brackets:
+${trainFlagsUsage()}`;
 
 /** torchrun's launcher arguments, or null for the plain one-process run; a string is a usage error. */
 export function launcherArgs(a: ParsedArgs): string[] | null | string {
@@ -64,6 +71,15 @@ export function launcherArgs(a: ParsedArgs): string[] | null | string {
   if ((rank as number) >= (nnodes as number)) return `--node-rank must be below --nnodes (${nnodes})`;
   return ['-m', 'torch.distributed.run', `--nproc-per-node=${nproc}`, `--nnodes=${nnodes}`, `--node-rank=${rank}`,
     `--master-addr=${m[1]}`, `--master-port=${m[2]}`];
+}
+
+/** The databases of a Spider-layout split less the excluded ones, or null when none is excluded. */
+export function keptDatabases(split: string, exclude: readonly string[]): string[] | null {
+  if (!exclude.length) return null;
+  const file = ['train.json', 'dev.json'].map((f) => join(split, f)).find((f) => existsSync(f));
+  if (!file) return null;
+  const all = [...new Set((JSON.parse(readFileSync(file, 'utf8')) as { db_id: string }[]).map((q) => q.db_id))];
+  return all.filter((d) => !exclude.includes(d)).sort();
 }
 
 /** The steps, in order; each writes files (runs/NAME/..., MODEL_DIR/steps/<step>.json), never parsed stdout. */
@@ -96,11 +112,11 @@ function runChild(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; 
 }
 
 export async function run(argv: string[]): Promise<number> {
+  const trainFlags = trainFlagNames();
   const a = parseStrict(argv, {
-    values: ['preset', 'base', 'data', 'tuples', 'candidates', 'out', 'steps', 'epochs', 'seed', 'loss', 'max-minutes', 'max-length',
-      'batch-size', 'lr', 'pref-form', 'reg-weight', 'threads', 'eval-data', 'pool', 'nproc', 'nnodes', 'node-rank', 'master',
-      'only'],
-    booleans: ['no-eval', 'no-selector', 'no-confidence', 'no-blame'],
+    values: ['preset', 'base', 'data', 'tuples', 'candidates', 'extra-failures', 'exclude-dbs', 'out', 'seed', 'eval-data', 'pool',
+      'nproc', 'nnodes', 'node-rank', 'master', 'only', ...trainFlags.values],
+    booleans: ['no-eval', 'no-selector', 'no-confidence', 'no-blame', ...trainFlags.booleans],
   });
   if (a.flags.has('help')) {
     console.log(USAGE);
@@ -136,6 +152,7 @@ export async function run(argv: string[]): Promise<number> {
 
   let tuples = flagString(a, 'tuples') !== undefined ? resolve(flagString(a, 'tuples')!) : undefined;
   const candidates = flagString(a, 'candidates');
+  const excludeDbs = (flagString(a, 'exclude-dbs') ?? '').split(',').map((x) => x.trim()).filter(Boolean);
   if (todo.has('annotate') || todo.has('train')) {
     if (tuples && !existsSync(tuples)) {
       console.error(`caper train: --tuples ${tuples} does not exist`);
@@ -182,17 +199,25 @@ export async function run(argv: string[]): Promise<number> {
     // Real candidates: no mutants of their gold (the split's gold queries are not the point), only
     // what real systems got wrong and right. Appended, so one file holds everything the model saw.
     if (candidates !== undefined) {
-      const real = join(runDir, 'candidates.jsonl');
-      console.log(`[caper train] real candidates of ${resolve(candidates)} -> ${real}`);
-      const r = await runChild(process.execPath, [CLI, 'annotate', '--data', resolve(candidates), '--candidates', '--mutants-per-query', '0', '--out', real, '--seed', seed]);
-      if (r.code !== 0 || !existsSync(real)) {
-        console.error(`caper train: annotation of --candidates failed (exit ${r.code})`);
-        return r.code || 1;
+      // --exclude-dbs keeps held-out databases out of everything the model learns from.
+      const dbs = keptDatabases(resolve(candidates), excludeDbs);
+      const sources: [string, string[]][] = [['candidates', ['--candidates']]];
+      const extra = flagString(a, 'extra-failures');
+      if (extra !== undefined) sources.push(['extra-failures', ['--failures', resolve(extra)]]);
+      let merged = readFileSync(tuples, 'utf8');
+      for (const [what, how] of sources) {
+        const real = join(runDir, `${what}.jsonl`);
+        console.log(`[caper train] real candidates of ${resolve(candidates)} (${what}) -> ${real}`);
+        const r = await runChild(process.execPath, [CLI, 'annotate', '--data', resolve(candidates), ...how, '--mutants-per-query', '0',
+          '--out', real, '--seed', seed, ...(dbs ? ['--dbs', dbs.join(',')] : [])]);
+        if (r.code !== 0 || !existsSync(real)) {
+          console.error(`caper train: annotation of --${what} failed (exit ${r.code})`);
+          return r.code || 1;
+        }
+        merged = (merged === '' || merged.endsWith('\n') ? merged : merged + '\n') + readFileSync(real, 'utf8');
       }
-      const merged = join(runDir, 'tuples+candidates.jsonl');
-      const head = readFileSync(tuples, 'utf8');
-      writeFileSync(merged, (head === '' || head.endsWith('\n') ? head : head + '\n') + readFileSync(real, 'utf8'));
-      tuples = merged;
+      tuples = join(runDir, 'tuples+candidates.jsonl');
+      writeFileSync(tuples, merged);
     }
   }
 
@@ -203,15 +228,29 @@ export async function run(argv: string[]): Promise<number> {
       console.error('caper train: --only train needs --tuples FILE (or the annotate step)');
       return 2;
     }
-    step('train', `training (${base ? `base ${base}` : `preset ${preset}`}${launcher ? `, torchrun ${launcher.slice(2).join(' ')}` : ''}) -> ${out}; export follows in the same process`);
-    const pyArgs = [...(launcher ?? []), '-m', 'caper_train.train', '--data', tuples, '--out', out, '--preset', preset, '--seed', seed,
-      '--checkpoint', join(runDir, 'checkpoint')];
-    if (base) pyArgs.push('--base', resolve(base));
-    // The shipped models/default was trained with these; `caper train --preset default` repeats them.
-    const presetDefaults: Record<string, string> = preset === 'default' && !base && !a.flags.has('steps') ? { epochs: '2', 'max-minutes': '50' } : {};
-    for (const f of ['steps', 'epochs', 'loss', 'max-minutes', 'max-length', 'batch-size', 'lr', 'pref-form', 'reg-weight', 'threads']) {
-      const v = flagString(a, f) ?? presetDefaults[f];
-      if (v !== undefined) pyArgs.push(`--${f}`, v);
+    const family = flagString(a, 'family');
+    if (family !== undefined && !base) {
+      console.error('caper train: --family needs --base (a pretrained base: bash training/setup-base.sh)');
+      return 2;
+    }
+    const target: TrainTarget = family !== undefined ? 'base_prm' : 'train';
+    const misplaced = misplacedFlags(a, target);
+    if (misplaced.length) {
+      console.error(`caper train: ${misplaced.join(', ')} ${misplaced.length > 1 ? 'do' : 'does'} not apply to ${target === 'base_prm' ? 'a --family run' : 'a run without --family'}\n${trainFlagsUsage()}`);
+      return 2;
+    }
+    step('train', `training (${base ? `base ${base}${family ? `, family ${family}` : ''}` : `preset ${preset}`}${launcher ? `, torchrun ${launcher.slice(2).join(' ')}` : ''}) -> ${out}; export follows in the same process`);
+    let pyArgs: string[];
+    if (target === 'base_prm') {
+      pyArgs = ['-m', 'caper_train.base_prm', '--records', tuples, '--base', resolve(base!), '--out', out, '--run', join(runDir, 'base'),
+        '--seed', seed, ...(excludeDbs.length ? ['--exclude-dbs', excludeDbs.join(',')] : []), ...passThrough(a, 'base_prm')];
+    } else {
+      pyArgs = [...(launcher ?? []), '-m', 'caper_train.train', '--data', tuples, '--out', out, '--preset', preset, '--seed', seed,
+        '--checkpoint', join(runDir, 'checkpoint')];
+      if (base) pyArgs.push('--base', resolve(base));
+      // The shipped models/default was trained with these; `caper train --preset default` repeats them.
+      const presetDefaults: Record<string, string> = preset === 'default' && !base && !a.flags.has('steps') ? { epochs: '2', 'max-minutes': '50' } : {};
+      pyArgs.push(...passThrough(a, 'train', presetDefaults));
     }
     const tr = await runChild(py, pyArgs, { env: pyEnv });
     if (tr.code !== 0) {
