@@ -4,16 +4,19 @@
 // MODEL_DIR/steps/<step>.json, from which caper.json is assembled (src/scoring/manifest.ts).
 // The Python environment (training/.venv) is created on first use by training/setup.sh, which
 // returns at once when it is already up to date.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { flagString, parseStrict, UsageError, type ParsedArgs } from './args.js';
 import { assembleManifest, writeStep } from '../scoring/manifest.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 const CLI = resolve(import.meta.dirname, '..', 'cli.js');
 
-export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--candidates DIR] [--out models/NAME]
+/** What --quick runs: annotation of this many questions, training stopped after this many minutes. */
+export const QUICK = { questions: 400, minutes: 2.5 } as const;
+
+export const USAGE = `usage: caper train --out DIR [--force] [--quick] [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--candidates DIR]
                    [--steps N | --epochs E] [--seed S] [--loss pref|pref+reg] [--max-minutes M]
                    [--eval-data DIR] [--pool NAMES] [--no-eval] [--no-selector] [--no-confidence] [--no-blame]
                    [--nproc N [--nnodes M --node-rank R --master ADDR:PORT]] [--only STEP,...]
@@ -23,7 +26,11 @@ export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [
   --candidates DIR  also learn from real candidates: a Spider-layout split with predictions/<system>.sql
                   (e.g. ../shared/data/spider/dev-open); its real failures (rootcause.ts root causes) and
                   real successes are annotated (caper annotate --candidates) and added to the training data
-  --out DIR       model directory (default models/<preset>)
+  --out DIR       model directory to write (required). A directory under models/ that git tracks (the shipped
+                  models/default and models/tiny) is refused unless --force is given as well
+  --quick         a quick run, data to servable model in minutes: the tiny preset on the first ${QUICK.questions} questions of
+                  --data, training stopped after ${QUICK.minutes} minutes, no evaluation or fits (implies --no-eval: the selector
+                  falls back to the vote, no confidence); for trying the pipeline, not for serving answers
   --base PATH     fine-tune a local Hugging Face checkpoint instead of training a preset
   --eval-data DIR split for "caper eval localize" (default ../shared/data/spider/dev-open), --pool its systems (default pool8)
   --nproc N       data-parallel training in N processes per machine (torchrun + DDP: one per GPU, or CPU
@@ -39,6 +46,20 @@ export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [
   (caper.json confidence; --no-confidence skips it, and the service gives no confidence); blame-data and blame fit the blame combiners
   (caper.json blame.solo_linear, text_linear, fused_linear) on that split's real failures
   (caper_train.blamefit, folds by database); --no-blame skips them`;
+
+/**
+ * Why `out` may not be written without --force, or null: a directory under models/ that git
+ * tracks holds a shipped model (the service's default, the tests' tiny one), and a training run
+ * would replace it file by file. Where git cannot answer (no checkout), a caper.json there counts.
+ */
+export function shippedModelProblem(out: string, root: string = ROOT): string | null {
+  const rel = relative(join(root, 'models'), out);
+  if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) return null;
+  const r = spawnSync('git', ['-C', root, 'ls-files', '--', out], { encoding: 'utf8' });
+  const shipped = r.status === 0 ? r.stdout.trim() !== '' : existsSync(join(out, 'caper.json'));
+  if (!shipped) return null;
+  return `--out ${out} holds a model git tracks (a shipped model): training would overwrite it. Write elsewhere (e.g. --out models/mine), or add --force to replace it`;
+}
 
 /** torchrun's launcher arguments, or null for the plain one-process run; a string is a usage error. */
 export function launcherArgs(a: ParsedArgs): string[] | null | string {
@@ -100,20 +121,20 @@ export async function run(argv: string[]): Promise<number> {
     values: ['preset', 'base', 'data', 'tuples', 'candidates', 'out', 'steps', 'epochs', 'seed', 'loss', 'max-minutes', 'max-length',
       'batch-size', 'lr', 'pref-form', 'reg-weight', 'threads', 'eval-data', 'pool', 'nproc', 'nnodes', 'node-rank', 'master',
       'only'],
-    booleans: ['no-eval', 'no-selector', 'no-confidence', 'no-blame'],
+    booleans: ['no-eval', 'no-selector', 'no-confidence', 'no-blame', 'force', 'quick'],
   });
   if (a.flags.has('help')) {
     console.log(USAGE);
     return 0;
   }
-  const preset = flagString(a, 'preset', 'default')!;
+  const quick = a.flags.has('quick');
+  const preset = flagString(a, 'preset', quick ? 'tiny' : 'default')!;
   if (preset !== 'default' && preset !== 'tiny') {
     console.error(`caper train: --preset must be default or tiny\n${USAGE}`);
     return 2;
   }
   const base = flagString(a, 'base');
   const data = resolve(flagString(a, 'data', join(ROOT, '..', 'shared', 'data', 'spider', 'train'))!);
-  const out = resolve(flagString(a, 'out', join(ROOT, 'models', preset))!);
   const seed = flagString(a, 'seed', '0')!;
   if (!/^\d+$/.test(seed)) {
     console.error('caper train: --seed must be a non-negative integer');
@@ -122,6 +143,17 @@ export async function run(argv: string[]): Promise<number> {
   const launcher = launcherArgs(a);
   if (typeof launcher === 'string') {
     console.error(`caper train: ${launcher}\n${USAGE}`);
+    return 2;
+  }
+  const outFlag = flagString(a, 'out');
+  if (outFlag === undefined) {
+    console.error(`caper train: --out DIR is required: the directory to write the model to (e.g. --out models/mine); nothing is written into models/${preset} unless you name it and add --force`);
+    return 2;
+  }
+  const out = resolve(outFlag);
+  const shipped = shippedModelProblem(out);
+  if (shipped && !a.flags.has('force')) {
+    console.error(`caper train: ${shipped}`);
     return 2;
   }
   const mainNode = flagString(a, 'node-rank', '0') === '0';
@@ -173,7 +205,8 @@ export async function run(argv: string[]): Promise<number> {
     } else {
       tuples = join(runDir, 'tuples.jsonl');
       step('annotate', `annotation of ${data} -> ${tuples}`);
-      const r = await runChild(process.execPath, [CLI, 'annotate', '--data', data, '--out', tuples, '--seed', seed]);
+      const r = await runChild(process.execPath, [CLI, 'annotate', '--data', data, '--out', tuples, '--seed', seed,
+        ...(quick ? ['--limit', String(QUICK.questions)] : [])]);
       if (r.code !== 0 || !existsSync(tuples)) {
         console.error(`caper train: annotation failed (exit ${r.code})`);
         return r.code || 1;
@@ -208,7 +241,8 @@ export async function run(argv: string[]): Promise<number> {
       '--checkpoint', join(runDir, 'checkpoint')];
     if (base) pyArgs.push('--base', resolve(base));
     // The shipped models/default was trained with these; `caper train --preset default` repeats them.
-    const presetDefaults: Record<string, string> = preset === 'default' && !base && !a.flags.has('steps') ? { epochs: '2', 'max-minutes': '50' } : {};
+    const presetDefaults: Record<string, string> = quick ? { 'max-minutes': String(QUICK.minutes) }
+      : preset === 'default' && !base && !a.flags.has('steps') ? { epochs: '2', 'max-minutes': '50' } : {};
     for (const f of ['steps', 'epochs', 'loss', 'max-minutes', 'max-length', 'batch-size', 'lr', 'pref-form', 'reg-weight', 'threads']) {
       const v = flagString(a, f) ?? presetDefaults[f];
       if (v !== undefined) pyArgs.push(`--${f}`, v);
@@ -228,7 +262,7 @@ export async function run(argv: string[]): Promise<number> {
   // The split the later steps evaluate and fit on.
   const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
   const pool = flagString(a, 'pool', 'pool8')!; // expanded by src/eval/spider.ts
-  const noEval = a.flags.has('no-eval');
+  const noEval = a.flags.has('no-eval') || quick;
   const card = (title: string, text: string) => {
     try {
       appendFileSync(join(out, 'MODEL_CARD.md'), `\n## ${title}\n\n\`\`\`\n${text.trim()}\n\`\`\`\n`);
