@@ -174,10 +174,10 @@ test('caper train rejects bad flags without starting anything', () => {
   const r = spawnSync(process.execPath, [CLI, 'train', '--preset', 'huge'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(r.status, 2);
   assert.match(r.stderr, /--preset must be default or tiny/);
-  const t = spawnSync(process.execPath, [CLI, 'train', '--tuples', '/nonexistent/x.jsonl', '--preset', 'tiny'], { cwd: ROOT, encoding: 'utf8' });
+  const t = spawnSync(process.execPath, [CLI, 'train', '--tuples', '/nonexistent/x.jsonl', '--preset', 'tiny', '--out', '/nonexistent/out'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(t.status, 2);
   assert.match(t.stderr, /does not exist/);
-  const o = spawnSync(process.execPath, [CLI, 'train', '--only', 'manifest,tuning'], { cwd: ROOT, encoding: 'utf8' });
+  const o = spawnSync(process.execPath, [CLI, 'train', '--only', 'manifest,tuning', '--out', '/nonexistent/out'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(o.status, 2);
   assert.match(o.stderr, /--only takes steps among annotate, train, evaluate, selector, confidence, blame-data, blame, manifest, got "tuning"/);
 });
