@@ -262,6 +262,7 @@ test('/rerank selector (the default) with db_id: groups by result, a reason per 
   for (const i of [3, 5]) {
     assert.equal(byIndex.get(i).execution.ok, false);
     assert.equal(byIndex.get(i).reason.execution_failed, true);
+    assert.equal(byIndex.get(i).reason.group_size, 1, 'two failures are no group of two');
     assert.ok(byIndex.get(i).rank > 4);
   }
   // Scores are the model's group probabilities: one group's members share it, groups sum to 1.

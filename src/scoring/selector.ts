@@ -576,12 +576,12 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
     };
     return reason;
   });
-  const failedCount = choice.cluster.filter((c) => c < 0).length;
-  // A candidate outside every group (unscored, or its execution failed) has no group evidence.
-  const outside = (groupSize: number, summary: string, failed: boolean): SelectorReason => ({
+  // A candidate outside every group (unscored, or its execution failed) has no group evidence: a
+  // group of one, however many others failed (failures do not agree with each other).
+  const outside = (summary: string, failed: boolean): SelectorReason => ({
     mode: w.mode,
-    group_size: groupSize,
-    group_share: r3(groupSize / n),
+    group_size: 1,
+    group_share: r3(1 / n),
     probability: 0,
     prm: 0,
     prm_mean: 0,
@@ -607,8 +607,8 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
     if (c >= 0) return { ...perGroup[c]!, summary: `${head(i, c)}: ${perGroup[c]!.summary}` };
     const r = rankOf[i]!;
     return cands?.[i] && isUnscored(cands[i]!)
-      ? outside(1, `ranked ${r}: not scored (see its warning), so it joins no group`, !!(cands[i]!.exec && !cands[i]!.exec!.ok))
-      : outside(failedCount, gs.length
+      ? outside(`ranked ${r}: not scored (see its warning), so it joins no group`, !!(cands[i]!.exec && !cands[i]!.exec!.ok))
+      : outside(gs.length
         ? `ranked ${r}: its execution failed, so it agrees with no one and ranks after every candidate that ran, by the clause model's score`
         : `ranked ${r}: every execution failed, so the clause model's scores alone order them`, true);
   });

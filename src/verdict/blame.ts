@@ -190,7 +190,7 @@ const logit = (p: number): number => Math.log(Math.max(1e-7, p) / Math.max(1e-7,
  */
 export function fusedOrderFor(manifest: { [k: string]: unknown }, raw: number[], base: number, labels: string[], consensus: readonly string[] | null,
   evidence: readonly Map<string, number>[] | null = null): number[] {
-  return ranked(fusedUtilitiesFor(manifest, raw, base, labels, consensus, evidence)).order;
+  return order(fusedUtilitiesFor(manifest, raw, base, labels, consensus, evidence));
 }
 
 function fusedUtilitiesFor(manifest: { [k: string]: unknown }, raw: number[], base: number, labels: string[], consensus: readonly string[] | null,
