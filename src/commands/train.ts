@@ -263,6 +263,7 @@ export async function run(argv: string[]): Promise<number> {
   const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
   const pool = flagString(a, 'pool', 'pool8')!; // expanded by src/eval/spider.ts
   const noEval = a.flags.has('no-eval') || quick;
+  const noEvalFlag = quick ? '--quick' : '--no-eval';
   const card = (title: string, text: string) => {
     try {
       appendFileSync(join(out, 'MODEL_CARD.md'), `\n## ${title}\n\n\`\`\`\n${text.trim()}\n\`\`\`\n`);
@@ -273,7 +274,7 @@ export async function run(argv: string[]): Promise<number> {
 
   // evaluate -> runs/NAME/localize.json (caper eval localize --out), recorded as the evaluation section
   if (todo.has('evaluate')) {
-    if (noEval) step('evaluate', 'evaluation skipped (--no-eval)');
+    if (noEval) step('evaluate', `evaluation skipped (${noEvalFlag})`);
     else {
       const report = join(runDir, 'localize.json');
       const args = ['eval', 'localize', '--data', evalData, '--pool', pool, '--model', out, ...(tuples ? ['--prior', tuples] : []), '--out', report];
@@ -292,7 +293,7 @@ export async function run(argv: string[]): Promise<number> {
   // are refit with every model.
   if (todo.has('selector')) {
     if (noEval || a.flags.has('no-selector')) {
-      step('selector', `selector fit skipped (${noEval ? '--no-eval' : '--no-selector'}): the selector strategy falls back to the vote`);
+      step('selector', `selector fit skipped (${noEval ? noEvalFlag : '--no-selector'}): the selector strategy falls back to the vote`);
     } else {
       const args = ['eval', 'rerank', '--strategy', 'selector', '--data', evalData, '--pools', pool, '--model', out,
         '--facts', join(runDir, 'selector.facts.json'), '--fit-out', out, '--fit-pool', pool, '--no-plot'];
@@ -310,7 +311,7 @@ export async function run(argv: string[]): Promise<number> {
   // scores, so they are refit after the selector's weights, on the same cached facts.
   if (todo.has('confidence')) {
     if (noEval || a.flags.has('no-selector') || a.flags.has('no-confidence')) {
-      step('confidence', `confidence fit skipped (${noEval ? '--no-eval' : a.flags.has('no-selector') ? '--no-selector' : '--no-confidence'}): the service gives no confidence`);
+      step('confidence', `confidence fit skipped (${noEval ? noEvalFlag : a.flags.has('no-selector') ? '--no-selector' : '--no-confidence'}): the service gives no confidence`);
     } else {
       const args = ['eval', 'rerank', '--confidence', '--data', evalData, '--pools', pool, '--model', out,
         '--facts', join(runDir, 'selector.facts.json'), '--fit-out', out, '--fit-pool', pool, '--no-plot'];
@@ -330,7 +331,7 @@ export async function run(argv: string[]): Promise<number> {
   // pool (predictions/ beside its questions).
   const blameData = join(runDir, 'blame-data.jsonl');
   const noBlame = noEval || a.flags.has('no-blame') || !existsSync(join(evalData, 'predictions'));
-  const noBlameWhy = 'blame combiners skipped (--no-eval, --no-blame, or no candidate pool to fit on): blame uses the built-in rules';
+  const noBlameWhy = 'blame combiners skipped (--no-eval or --quick, --no-blame, or no candidate pool to fit on): blame uses the built-in rules';
   if (todo.has('blame-data')) {
     if (noBlame) step('blame-data', noBlameWhy);
     else {

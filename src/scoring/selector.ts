@@ -27,6 +27,7 @@ import type { ExecResult } from '../execution/executor.js';
 import { canonValue, groupKey, resultKey } from '../execution/equivalence.js';
 import { canonicalize, MAX_CANON_CHARS } from './selector-canon.js';
 import { tokenize, significant } from '../clauses/lexer.js';
+import { plainSummary } from './selector-words.js';
 
 export type ExecShape =
   | {
@@ -556,7 +557,10 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
       : [];
     const overrules = vote !== null && g !== vote && gi < gs.indexOf(vote);
     const size = g.members.length;
-    const summary = plainSummary(w.mode, g, n, overrules ? { size: vote!.members.length, factors } : null);
+    const summary = plainSummary({
+      mode: w.mode, size, n, prm: g.info.prm, empty: g.info.shape?.empty === true, allNull: g.info.shape?.all_null === true,
+      missingLiterals: g.info.missingLiterals === true, over: overrules ? { size: vote!.members.length, factors } : null,
+    });
     const reason: SelectorReason = {
       mode: w.mode,
       group_size: size,
@@ -612,36 +616,4 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
         ? `ranked ${r}: its execution failed, so it agrees with no one and ranks after every candidate that ran, by the clause model's score`
         : `ranked ${r}: every execution failed, so the clause model's scores alone order them`, true);
   });
-}
-
-/** What each feature family weighs, in words (docs/SELECTOR.md has the definitions). */
-const FEATURE_WORDS: [RegExp, string][] = [
-  [/^(share|top|margin)$/, 'how many candidates agree'],
-  [/^(prm_delta|clause_vote_delta)$/, 'the clause where it parts from the largest group'],
-  [/^(prm_|last_mean|clause_mean)/, "the clause model's scores"],
-  [/^(agree_|sql_agree)/, 'how many other candidates write the same clauses'],
-  [/^(lit_missing)$/, 'values the database does not hold'],
-  [/^(cols_excess|text_cols_|count_shape|superlative_one_row)/, 'how well its columns fit the question'],
-  [/^(star|like|len_ratio|nest|joins|distinct_kw|limit_kw)$/, 'the style of its SQL'],
-];
-const inWords = (feature: string): string => FEATURE_WORDS.find(([re]) => re.test(feature))?.[1] ?? 'the shape of its result';
-
-/**
- * A group's reason in plain words for a reader of the response (the numbers stay in the reason's
- * fields): how many candidates agree, what the clause model thinks of it, why it overrules the
- * largest group when it does, and the missing-literal rule when it applies.
- */
-function plainSummary(mode: SelectorMode, g: SelectorGroup & { prob: number }, n: number, over: { size: number; factors: { feature: string; contribution: number }[] } | null): string {
-  const size = g.members.length;
-  const parts = [mode === 'exec' ? `${size} of ${n} candidates return this result` : `${size} of ${n} candidates write this query (the same SQL up to form)`];
-  if (over) {
-    const why = [...new Set(over.factors.filter((f) => f.contribution > 0).map((f) => inWords(f.feature)))];
-    parts.push(`it ranks above the largest group (${over.size} of ${n})${why.length ? ` on ${why.join(' and ')}` : ''}`);
-  }
-  // 0.5 = sigmoid(0): where the clause model's verdict turns from wrong to right.
-  parts.push(g.info.prm >= 0.5 ? 'the clause model judges its best query right' : 'the clause model judges every query in it wrong');
-  if (g.info.shape?.empty) parts.push('the result is empty');
-  else if (g.info.shape?.all_null) parts.push('the result holds only NULLs');
-  if (g.info.missingLiterals) parts.push('it compares a column with a value the database never holds, so it ranks below every group that does not');
-  return parts.join('; ');
 }
