@@ -85,7 +85,8 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
     },
     // Strict validation: no silent type coercion or dropping of fields, so a client bug shows up
     // as a 400 naming the field instead of a quietly different request.
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false, allowUnionTypes: true } },
+    // verbose: a failed oneOf carries its alternatives, so the error can name what the field accepts.
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false, allowUnionTypes: true, verbose: true } },
   });
 
   // Fastify parses text/plain as a string by default, which then fails as "body must be object";
@@ -133,12 +134,16 @@ export async function buildServer(opts: ServerOptions = {}): Promise<FastifyInst
         version: app.service.version,
       },
       ...(basePath ? { servers: [{ url: basePath }] } : {}),
-      components: {
-        securitySchemes: {
-          bearerAuth: { type: 'http', scheme: 'bearer', description: 'the key given to caper serve with --api-key or CAPER_API_KEY (only when set)' },
+      // The lock (and the Authorize button) only where a key is needed: without one, every route
+      // is open and a lock on each would tell the reader otherwise.
+      ...(opts.apiKey !== undefined ? {
+        components: {
+          securitySchemes: {
+            bearerAuth: { type: 'http', scheme: 'bearer', description: 'the key given to caper serve with --api-key or CAPER_API_KEY' },
+          },
         },
-      },
-      security: [{ bearerAuth: [] }],
+        security: [{ bearerAuth: [] }],
+      } : {}),
       tags: [
         { name: 'verifier', description: 'scoring and localization' },
         { name: 'compat', description: 'Cohere/Jina-compatible rerank' },

@@ -134,6 +134,11 @@ test('/v2/rerank: the Cohere v2 request and response, meta.billed_units and api_
   const missing = await srv.post('/v2/rerank', { model: 'm', documents: [GOOD] });
   assert.equal(missing.status, 400);
   assert.equal(missing.body.field, 'query');
+  // The v2 shape requires a model (v1 does not): a request without one is refused, naming it.
+  const noModel = await srv.post('/v2/rerank', { query: Q, documents: [GOOD] });
+  assert.equal(noModel.status, 400, JSON.stringify(noModel.body));
+  assert.deepEqual([noModel.body.error, noModel.body.field], ['bad_request', 'model']);
+  assert.equal((await srv.post('/v1/rerank', { query: Q, documents: [GOOD] })).status, 200);
 });
 
 test('metrics: standard process_*/nodejs_* names, queue-size and in-flight gauges, status label on latency, caper_info', async () => {
@@ -217,12 +222,22 @@ test('execution errors feed blame: "no such table" blames the clause naming it, 
   assert.equal(executionBlame(sql, units, 'near "x": syntax error'), null);
 });
 
-test('OpenAPI: bearer security scheme, named responses, real examples; 413 and 415 say what to send', async () => {
+test('OpenAPI: a bearer security scheme only with an API key, named responses, real examples; 413 and 415 say what to send', async () => {
   const doc = JSON.parse((await srv.get('/openapi.json')).text);
-  assert.deepEqual(doc.components.securitySchemes.bearerAuth, {
-    type: 'http', scheme: 'bearer', description: doc.components.securitySchemes.bearerAuth.description,
-  });
-  assert.deepEqual(doc.security, [{ bearerAuth: [] }]);
+  // Without a key every route is open: no lock in the UI, no scheme to authorize with.
+  assert.equal(doc.security, undefined);
+  assert.equal(doc.components?.securitySchemes, undefined);
+  const keyed = await start({ apiKey: 'k-openapi' });
+  try {
+    const kd = JSON.parse((await keyed.get('/openapi.json')).text);
+    assert.deepEqual(kd.components.securitySchemes.bearerAuth, {
+      type: 'http', scheme: 'bearer', description: kd.components.securitySchemes.bearerAuth.description,
+    });
+    assert.deepEqual(kd.security, [{ bearerAuth: [] }]);
+    assert.equal(kd.paths['/healthz'].get.security.length, 0, 'probes need no key');
+  } finally {
+    await keyed.app.close();
+  }
   for (const [path, item] of Object.entries<any>(doc.paths)) {
     for (const op of Object.values<any>(item)) {
       for (const [code, resp] of Object.entries<any>(op.responses ?? {})) {

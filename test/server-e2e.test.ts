@@ -119,8 +119,13 @@ test('/rerank hybrid with db_id: groups by result, errors trail, best member of 
   const drop = byIndex.get(5) as any;
   assert.equal(drop.execution.ok, false);
   assert.match(drop.execution.error, /refused/);
-  assert.equal(broken.execution.cluster, drop.execution.cluster, 'failures form one trailing group');
-  assert.equal(broken.execution.cluster_size, 2);
+  // Failures trail but are no group: two failed candidates do not agree on anything.
+  for (const f of [broken, drop]) {
+    assert.equal(f.execution.cluster, null);
+    assert.equal(f.execution.cluster_size, undefined);
+    assert.equal(f.score, 0);
+    assert.equal(f.verdict, 'fails');
+  }
   assert.ok(broken.rank > 4 && drop.rank > 4);
   assert.ok(body.timing.execution_ms > 0);
   for (const r of body.results) checkSpans(r);
@@ -240,7 +245,7 @@ test('/rerank selector (the default) with db_id: groups by result, a reason per 
   assert.ok(reason.prm > 0 && reason.prm < 1);
   assert.equal(reason.prm, Math.round(Math.max(...[1, 2, 4].map((i) => byIndex.get(i).prm_score)) * 1000) / 1000);
   assert.ok(reason.clause_agreement > 0, 'its clauses are shared by other candidates');
-  assert.match(reason.summary, /^chosen: group of 3\/6/);
+  assert.match(reason.summary, /^chosen: 3 of 6 candidates return this result; /);
   assert.ok(['caper.json', 'vote'].includes(reason.weights));
   // Members of one group share their reason but for the rank their summary names; failed
   // executions trail and say so.
@@ -257,6 +262,7 @@ test('/rerank selector (the default) with db_id: groups by result, a reason per 
   for (const i of [3, 5]) {
     assert.equal(byIndex.get(i).execution.ok, false);
     assert.equal(byIndex.get(i).reason.execution_failed, true);
+    assert.equal(byIndex.get(i).reason.group_size, 1, 'two failures are no group of two');
     assert.ok(byIndex.get(i).rank > 4);
   }
   // Scores are the model's group probabilities: one group's members share it, groups sum to 1.
@@ -276,6 +282,18 @@ test('/rerank selector: a group comparing a column with a value it never holds l
   const loser = body.results.find((r: any) => r.index === 0);
   assert.equal(loser.reason.missing_literals, true);
   assert.equal(loser.reason.vote_group_size, 3);
+  // The passed-over group keeps its own probability in its reason, but its score (what a client
+  // sorts by) shows no more than the group put before it: sorting by score keeps the ranking.
+  assert.ok(loser.reason.probability > body.results[0].reason.probability, 'the vote-weighted model prefers the larger group');
+  assert.ok(body.results.every((r: any, k: number) => k === 0 || r.score <= body.results[k - 1].score), JSON.stringify(body.results.map((r: any) => r.score)));
+  assert.match(loser.reason.summary, /value the database never holds, so it ranks below every group that does not/);
+  for (const path of ['/v1/rerank', '/v2/rerank']) {
+    const v = await srv.post(path, { model: 'caper:shop', query: 'Singers from France', documents: cands });
+    assert.equal(v.status, 200, JSON.stringify(v.body));
+    assert.equal(v.body.results[0].index, 3);
+    const rel = v.body.results.map((r: any) => r.relevance_score);
+    assert.ok(rel.every((x: number, k: number) => k === 0 || x <= rel[k - 1]), `${path}: ${rel}`);
+  }
 });
 
 test('/rerank selector without a database groups by canonical SQL', async () => {

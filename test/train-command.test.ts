@@ -2,7 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { shippedModelProblem } from '../src/commands/train.js';
 import { assembleFromSteps } from '../src/scoring/manifest.js';
 import { SINGERS_SQL, writeSpiderSplit } from './spider-split.js';
 import { tmpdir } from 'node:os';
@@ -51,6 +53,40 @@ test('caper train --nproc 2 trains data-parallel under torchrun (gloo on CPU)', 
     rmSync(dir, { recursive: true, force: true });
     rmSync(join(ROOT, 'runs', 'tinyddp'), { recursive: true, force: true });
   }
+});
+
+test('caper train never writes into a shipped model: --out is required, a git-tracked models/ directory needs --force', () => {
+  const tuples = join(ROOT, 'training', 'tests', 'fixtures', 'tuples.jsonl');
+  const fingerprint = (dir: string) => readdirSync(dir, { recursive: true }).sort().map((f) => {
+    const p = join(dir, String(f));
+    return statSync(p).isFile() ? `${f}:${createHash('sha256').update(readFileSync(p)).digest('hex')}` : String(f);
+  }).join('\n');
+  const before = { tiny: fingerprint(join(ROOT, 'models', 'tiny')), default: fingerprint(join(ROOT, 'models', 'default')) };
+  const caper = (...args: string[]) => spawnSync(process.execPath, [CLI, 'train', ...args], { cwd: ROOT, encoding: 'utf8' });
+  // No --out: refused, naming the flag, whatever the preset.
+  for (const preset of ['tiny', 'default']) {
+    const r = caper('--preset', preset, '--tuples', tuples, '--steps', '1', '--no-eval');
+    assert.equal(r.status, 2, r.stdout + r.stderr);
+    assert.match(r.stderr, /--out DIR is required/);
+    assert.match(r.stderr, new RegExp(`models/${preset} unless you name it and add --force`));
+  }
+  // Naming a shipped model directory (also for a manifest rebuild) is refused without --force.
+  for (const args of [['--preset', 'tiny', '--tuples', tuples, '--out', 'models/tiny', '--steps', '1', '--no-eval'],
+    ['--only', 'manifest', '--out', join(ROOT, 'models', 'default')], ['--quick', '--out', 'models/tiny/']]) {
+    const r = caper(...args);
+    assert.equal(r.status, 2, args.join(' ') + r.stdout + r.stderr);
+    assert.match(r.stderr, /holds a model git tracks .* add --force to replace it/, args.join(' '));
+  }
+  assert.deepEqual({ tiny: fingerprint(join(ROOT, 'models', 'tiny')), default: fingerprint(join(ROOT, 'models', 'default')) }, before);
+  // A new directory under models/, or one elsewhere, is the caller's own.
+  assert.equal(shippedModelProblem(join(ROOT, 'models', 'not-shipped-here')), null);
+  assert.equal(shippedModelProblem(tmpdir()), null);
+  assert.equal(shippedModelProblem(join(ROOT, 'models')), null, 'models/ itself is no model directory');
+  assert.match(shippedModelProblem(join(ROOT, 'models', 'default')) ?? '', /--force/);
+  // The quick run is documented where users look for it.
+  const help = caper('--help');
+  assert.match(help.stdout, /--quick +a quick run, data to servable model in minutes/);
+  assert.match(readFileSync(join(ROOT, 'README.md'), 'utf8'), /caper train --quick --out models\/\S+/);
 });
 
 test('caper train rejects bad launcher flags before starting anything', () => {
@@ -138,10 +174,10 @@ test('caper train rejects bad flags without starting anything', () => {
   const r = spawnSync(process.execPath, [CLI, 'train', '--preset', 'huge'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(r.status, 2);
   assert.match(r.stderr, /--preset must be default or tiny/);
-  const t = spawnSync(process.execPath, [CLI, 'train', '--tuples', '/nonexistent/x.jsonl', '--preset', 'tiny'], { cwd: ROOT, encoding: 'utf8' });
+  const t = spawnSync(process.execPath, [CLI, 'train', '--tuples', '/nonexistent/x.jsonl', '--preset', 'tiny', '--out', '/nonexistent/out'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(t.status, 2);
   assert.match(t.stderr, /does not exist/);
-  const o = spawnSync(process.execPath, [CLI, 'train', '--only', 'manifest,tuning'], { cwd: ROOT, encoding: 'utf8' });
+  const o = spawnSync(process.execPath, [CLI, 'train', '--only', 'manifest,tuning', '--out', '/nonexistent/out'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(o.status, 2);
   assert.match(o.stderr, /--only takes steps among annotate, train, evaluate, selector, confidence, blame-data, blame, manifest, got "tuning"/);
 });

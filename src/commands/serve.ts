@@ -84,8 +84,13 @@ export async function run(argv: string[]): Promise<number> {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   await app.caper.loaded;
-  if (app.caper.notReadyReason) console.error(`caper serve: not ready on ${url}: ${app.caper.notReadyReason}`);
-  else console.error(`caper serve: ready on ${url} (model ${app.caper.model!.manifest.name}, ${app.caper.model!.provider})`);
+  // The line scripts and people wait for says what the readiness probe says: it asks /readyz
+  // itself (in process), so "ready" is never printed while the probe would answer 503.
+  const probe = await app.inject({ method: 'GET', url: `${basePath.replace(/\/$/, '')}/readyz` });
+  if (probe.statusCode !== 200) {
+    const why = (probe.json() as { message?: string }).message ?? app.caper.notReadyReason ?? `readyz answered ${probe.statusCode}`;
+    console.error(`caper serve: not ready on ${url}: ${why}`);
+  } else console.error(`caper serve: ready on ${url} (model ${app.caper.model!.manifest.name}, ${app.caper.model!.provider})`);
   // Keep the process alive while the server runs.
   return new Promise<number>(() => undefined);
 }

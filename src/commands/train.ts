@@ -4,9 +4,9 @@
 // MODEL_DIR/steps/<step>.json, from which caper.json is assembled (src/scoring/manifest.ts).
 // The Python environment (training/.venv) is created on first use by training/setup.sh, which
 // returns at once when it is already up to date.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { flagString, parseStrict, UsageError, type ParsedArgs } from './args.js';
 import { assembleManifest, writeStep } from '../scoring/manifest.js';
 import { misplacedFlags, passThrough, trainFlagNames, trainFlagsUsage, type TrainTarget } from './train-flags.js';
@@ -14,7 +14,10 @@ import { misplacedFlags, passThrough, trainFlagNames, trainFlagsUsage, type Trai
 const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 const CLI = resolve(import.meta.dirname, '..', 'cli.js');
 
-export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--candidates DIR] [--out models/NAME]
+/** What --quick runs: annotation of this many questions, training stopped after this many minutes. */
+export const QUICK = { questions: 400, minutes: 2.5 } as const;
+
+export const USAGE = `usage: caper train --out DIR [--force] [--quick] [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--candidates DIR]
                    [--steps N | --epochs E] [--seed S] [--loss pref|pref+reg] [--max-minutes M]
                    [--eval-data DIR] [--pool NAMES] [--no-eval] [--no-selector] [--no-confidence] [--no-blame]
                    [--nproc N [--nnodes M --node-rank R --master ADDR:PORT]] [--only STEP,...]
@@ -24,7 +27,11 @@ export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [
   --candidates DIR  also learn from real candidates: a Spider-layout split with predictions/<system>.sql
                   (e.g. ../shared/data/spider/dev-open); its real failures (rootcause.ts root causes) and
                   real successes are annotated (caper annotate --candidates) and added to the training data
-  --out DIR       model directory (default models/<preset>)
+  --out DIR       model directory to write (required). A directory under models/ that git tracks (the shipped
+                  models/default and models/tiny) is refused unless --force is given as well
+  --quick         a quick run, data to servable model in minutes: the tiny preset on the first ${QUICK.questions} questions of
+                  --data, training stopped after ${QUICK.minutes} minutes, no evaluation or fits (implies --no-eval: the selector
+                  falls back to the vote, no confidence); for trying the pipeline, not for serving answers
   --base PATH     fine-tune a local Hugging Face checkpoint instead of training a preset; with --family probe|topk,
                   a Clause-PRM on its first --layers N layers built for the CPU (caper_train.base_prm, training/README.md)
   --extra-failures DIR  with --candidates: also the failing SQL of more systems (DIR/<system>.sql, e.g.
@@ -46,6 +53,20 @@ export const USAGE = `usage: caper train [--preset default|tiny] [--base PATH] [
   (caper_train.blamefit, folds by database); --no-blame skips them
 training flags, passed to the Python entry point named in brackets:
 ${trainFlagsUsage()}`;
+
+/**
+ * Why `out` may not be written without --force, or null: a directory under models/ that git
+ * tracks holds a shipped model (the service's default, the tests' tiny one), and a training run
+ * would replace it file by file. Where git cannot answer (no checkout), a caper.json there counts.
+ */
+export function shippedModelProblem(out: string, root: string = ROOT): string | null {
+  const rel = relative(join(root, 'models'), out);
+  if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) return null;
+  const r = spawnSync('git', ['-C', root, 'ls-files', '--', out], { encoding: 'utf8' });
+  const shipped = r.status === 0 ? r.stdout.trim() !== '' : existsSync(join(out, 'caper.json'));
+  if (!shipped) return null;
+  return `--out ${out} holds a model git tracks (a shipped model): training would overwrite it. Write elsewhere (e.g. --out models/mine), or add --force to replace it`;
+}
 
 /** torchrun's launcher arguments, or null for the plain one-process run; a string is a usage error. */
 export function launcherArgs(a: ParsedArgs): string[] | null | string {
@@ -116,20 +137,20 @@ export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, {
     values: ['preset', 'base', 'data', 'tuples', 'candidates', 'extra-failures', 'exclude-dbs', 'out', 'seed', 'eval-data', 'pool',
       'nproc', 'nnodes', 'node-rank', 'master', 'only', ...trainFlags.values],
-    booleans: ['no-eval', 'no-selector', 'no-confidence', 'no-blame', ...trainFlags.booleans],
+    booleans: ['no-eval', 'no-selector', 'no-confidence', 'no-blame', 'force', 'quick', ...trainFlags.booleans],
   });
   if (a.flags.has('help')) {
     console.log(USAGE);
     return 0;
   }
-  const preset = flagString(a, 'preset', 'default')!;
+  const quick = a.flags.has('quick');
+  const preset = flagString(a, 'preset', quick ? 'tiny' : 'default')!;
   if (preset !== 'default' && preset !== 'tiny') {
     console.error(`caper train: --preset must be default or tiny\n${USAGE}`);
     return 2;
   }
   const base = flagString(a, 'base');
   const data = resolve(flagString(a, 'data', join(ROOT, '..', 'shared', 'data', 'spider', 'train'))!);
-  const out = resolve(flagString(a, 'out', join(ROOT, 'models', preset))!);
   const seed = flagString(a, 'seed', '0')!;
   if (!/^\d+$/.test(seed)) {
     console.error('caper train: --seed must be a non-negative integer');
@@ -138,6 +159,17 @@ export async function run(argv: string[]): Promise<number> {
   const launcher = launcherArgs(a);
   if (typeof launcher === 'string') {
     console.error(`caper train: ${launcher}\n${USAGE}`);
+    return 2;
+  }
+  const outFlag = flagString(a, 'out');
+  if (outFlag === undefined) {
+    console.error(`caper train: --out DIR is required: the directory to write the model to (e.g. --out models/mine); nothing is written into models/${preset} unless you name it and add --force`);
+    return 2;
+  }
+  const out = resolve(outFlag);
+  const shipped = shippedModelProblem(out);
+  if (shipped && !a.flags.has('force')) {
+    console.error(`caper train: ${shipped}`);
     return 2;
   }
   const mainNode = flagString(a, 'node-rank', '0') === '0';
@@ -190,7 +222,8 @@ export async function run(argv: string[]): Promise<number> {
     } else {
       tuples = join(runDir, 'tuples.jsonl');
       step('annotate', `annotation of ${data} -> ${tuples}`);
-      const r = await runChild(process.execPath, [CLI, 'annotate', '--data', data, '--out', tuples, '--seed', seed]);
+      const r = await runChild(process.execPath, [CLI, 'annotate', '--data', data, '--out', tuples, '--seed', seed,
+        ...(quick ? ['--limit', String(QUICK.questions)] : [])]);
       if (r.code !== 0 || !existsSync(tuples)) {
         console.error(`caper train: annotation failed (exit ${r.code})`);
         return r.code || 1;
@@ -249,7 +282,8 @@ export async function run(argv: string[]): Promise<number> {
         '--checkpoint', join(runDir, 'checkpoint')];
       if (base) pyArgs.push('--base', resolve(base));
       // The shipped models/default was trained with these; `caper train --preset default` repeats them.
-      const presetDefaults: Record<string, string> = preset === 'default' && !base && !a.flags.has('steps') ? { epochs: '2', 'max-minutes': '50' } : {};
+      const presetDefaults: Record<string, string> = quick ? { 'max-minutes': String(QUICK.minutes) }
+        : preset === 'default' && !base && !a.flags.has('steps') ? { epochs: '2', 'max-minutes': '50' } : {};
       pyArgs.push(...passThrough(a, 'train', presetDefaults));
     }
     const tr = await runChild(py, pyArgs, { env: pyEnv });
@@ -267,7 +301,8 @@ export async function run(argv: string[]): Promise<number> {
   // The split the later steps evaluate and fit on.
   const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
   const pool = flagString(a, 'pool', 'pool8')!; // expanded by src/eval/spider.ts
-  const noEval = a.flags.has('no-eval');
+  const noEval = a.flags.has('no-eval') || quick;
+  const noEvalFlag = quick ? '--quick' : '--no-eval';
   const card = (title: string, text: string) => {
     try {
       appendFileSync(join(out, 'MODEL_CARD.md'), `\n## ${title}\n\n\`\`\`\n${text.trim()}\n\`\`\`\n`);
@@ -278,7 +313,7 @@ export async function run(argv: string[]): Promise<number> {
 
   // evaluate -> runs/NAME/localize.json (caper eval localize --out), recorded as the evaluation section
   if (todo.has('evaluate')) {
-    if (noEval) step('evaluate', 'evaluation skipped (--no-eval)');
+    if (noEval) step('evaluate', `evaluation skipped (${noEvalFlag})`);
     else {
       const report = join(runDir, 'localize.json');
       const args = ['eval', 'localize', '--data', evalData, '--pool', pool, '--model', out, ...(tuples ? ['--prior', tuples] : []), '--out', report];
@@ -297,7 +332,7 @@ export async function run(argv: string[]): Promise<number> {
   // are refit with every model.
   if (todo.has('selector')) {
     if (noEval || a.flags.has('no-selector')) {
-      step('selector', `selector fit skipped (${noEval ? '--no-eval' : '--no-selector'}): the selector strategy falls back to the vote`);
+      step('selector', `selector fit skipped (${noEval ? noEvalFlag : '--no-selector'}): the selector strategy falls back to the vote`);
     } else {
       const args = ['eval', 'rerank', '--strategy', 'selector', '--data', evalData, '--pools', pool, '--model', out,
         '--facts', join(runDir, 'selector.facts.json'), '--fit-out', out, '--fit-pool', pool, '--no-plot'];
@@ -315,7 +350,7 @@ export async function run(argv: string[]): Promise<number> {
   // scores, so they are refit after the selector's weights, on the same cached facts.
   if (todo.has('confidence')) {
     if (noEval || a.flags.has('no-selector') || a.flags.has('no-confidence')) {
-      step('confidence', `confidence fit skipped (${noEval ? '--no-eval' : a.flags.has('no-selector') ? '--no-selector' : '--no-confidence'}): the service gives no confidence`);
+      step('confidence', `confidence fit skipped (${noEval ? noEvalFlag : a.flags.has('no-selector') ? '--no-selector' : '--no-confidence'}): the service gives no confidence`);
     } else {
       const args = ['eval', 'rerank', '--confidence', '--data', evalData, '--pools', pool, '--model', out,
         '--facts', join(runDir, 'selector.facts.json'), '--fit-out', out, '--fit-pool', pool, '--no-plot'];
@@ -335,7 +370,7 @@ export async function run(argv: string[]): Promise<number> {
   // pool (predictions/ beside its questions).
   const blameData = join(runDir, 'blame-data.jsonl');
   const noBlame = noEval || a.flags.has('no-blame') || !existsSync(join(evalData, 'predictions'));
-  const noBlameWhy = 'blame combiners skipped (--no-eval, --no-blame, or no candidate pool to fit on): blame uses the built-in rules';
+  const noBlameWhy = 'blame combiners skipped (--no-eval or --quick, --no-blame, or no candidate pool to fit on): blame uses the built-in rules';
   if (todo.has('blame-data')) {
     if (noBlame) step('blame-data', noBlameWhy);
     else {

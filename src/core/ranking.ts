@@ -13,6 +13,7 @@ import { ROOT_CAUSE_MAX_CHARS } from './limits.js';
 import { chooseGroups, rankingOfChoice, rerank, type RerankInput, type RerankOutput, type Strategy } from '../verdict/rank.js';
 import { cannotMatch, confidenceFeatureNames, confidenceFeatures } from '../scoring/confidence-features.js';
 import { abstention, confidenceModelsFrom, probability, type Abstention, type ConfidenceMode, type ConfidenceModel, type ConfidenceModels } from '../verdict/confidence.js';
+import { envelopeAlong } from '../verdict/monotone.js';
 import { VerifierError } from './errors.js';
 
 /** The selector's choice: the model's group scores, the verdict's order. */
@@ -35,11 +36,14 @@ export function rankCandidates(strategy: Strategy, facts: {
   const s = facts.selector;
   const mode = s?.executed ? 'exec' : 'sql';
   const choice = s ? selectGroups(s.cands, s.model[mode], s.question) : null;
-  const confidence = s && choice && facts.confidence ? confidenceOf(facts.confidence, s.cands, choice, s.question) : undefined;
-  const extra = confidence ? { confidence } : {};
-  if (strategy !== 'selector') return { ranking: rerank(facts.inputs, strategy), ...extra };
+  const ranking = strategy === 'selector' ? rankingOfChoice(choice!) : rerank(facts.inputs, strategy);
+  const raw = s && choice && facts.confidence ? confidenceOf(facts.confidence, s.cands, choice, s.question) : undefined;
+  // A result more likely right than the one above it would contradict the ranking: confidence is
+  // shown as its envelope along whatever order the strategy chose.
+  const extra = raw ? { confidence: envelopeAlong(raw, ranking.map((r) => r.index)) } : {};
+  if (strategy !== 'selector') return { ranking, ...extra };
   const w = s!.model[mode];
-  return { ranking: rankingOfChoice(choice!), reasons: explain(choice!, w, s!.model.source[mode], s!.cands.length, s!.cands), ...extra };
+  return { ranking, reasons: explain(choice!, w, s!.model.source[mode], s!.cands.length, s!.cands), ...extra };
 }
 
 /** The `confidence` section of caper.json, checked against the features the scorer computes. */
@@ -53,9 +57,11 @@ export function confidenceOf(m: ConfidenceModel, cands: readonly SelectorCandida
   return confidenceFeatures(cands, choice, m.mode, question).map((x, i) => probability(m, x, never[i]));
 }
 
-/** One query's confidence judged in the pool it came from (index 0; the others are its rivals). */
+/** One query's confidence judged in the pool it came from (index 0; the others are its rivals), as
+ * /rerank shows it under the default strategy: enveloped along the selector's ranking. */
 export function confidenceInPool(m: ConfidenceModel, cands: readonly SelectorCandidate[], selector: SelectorModel, question: string): number {
-  return confidenceOf(m, cands, selectGroups(cands, selector[m.mode], question), question)[0]!;
+  const choice = selectGroups(cands, selector[m.mode], question);
+  return envelopeAlong(confidenceOf(m, cands, choice, question), choice.order)[0]!;
 }
 
 /**

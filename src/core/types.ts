@@ -4,7 +4,7 @@ import type { ScoredCandidate, ScoreUsage } from '../scoring/scorer.js';
 import type { Strategy, RerankOutput } from '../verdict/rank.js';
 import type { SelectorReason } from '../scoring/selector.js';
 import type { SampleRewards } from '../scoring/returns.js';
-import type { BlameSource } from '../verdict/blame.js';
+import type { BlameSource, CandidateVerdict } from '../verdict/blame.js';
 import type { RootCause, ConsensusOutcome } from '../rootcause/rootcause.js';
 import type { Abstention } from '../verdict/confidence.js';
 
@@ -58,6 +58,9 @@ export interface ExecutionOutcome {
   error?: string;
   /** True when the request's deadline came before this candidate's execution finished. */
   skipped?: boolean;
+  /** True when the result had more rows than the service keeps (SERVICE_MAX_ROWS): it was
+   * grouped and compared on the rows that came back. */
+  truncated?: boolean;
 }
 
 /**
@@ -70,8 +73,13 @@ export interface VerifiedCandidate extends ScoredCandidate {
   cleaned?: string;
   /** Unit indexes, most suspect first: the verdict (src/verdict/blame.ts blameOf). */
   blame: number[];
+  /** Per position of `blame`: the number it was ranked by (src/verdict/blame.ts Blame.suspicion). */
+  blameSuspicion: number[];
   /** Where the blame order comes from. */
   blameSource: BlameSource;
+  /** What the verifier believes of the whole candidate (src/verdict/blame.ts candidateVerdict);
+   * set by the operations that judge it (rerank, localize). */
+  verdict?: CandidateVerdict;
   /** The execution error that put blame[0] first, e.g. "no such table: singers". */
   blameFromExecution?: string;
   /** With fused or evidence blame: a clause blamed before every unit because the query lacks it

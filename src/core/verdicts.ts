@@ -10,7 +10,7 @@ import type { SchemaIndex } from '../clauses/scope.js';
 import { unitLabel } from '../clauses/labels.js';
 import { executionBlame, blameSchemaOf, clauseSuspects, type SuspectInputs } from '../rootcause/suspects.js';
 import { conjoinedValuesPerRow, type RootCause, type SqlRunner } from '../rootcause/rootcause.js';
-import { blameOf, usesEvidence, type Blame, type BlameFacts } from '../verdict/blame.js';
+import { blameOf, candidateVerdict, usesEvidence, type Blame, type BlameFacts } from '../verdict/blame.js';
 import type { Extracted } from './candidates.js';
 import { ROOT_CAUSE_MAX_CHARS } from './limits.js';
 import type { VerifiedCandidate } from './types.js';
@@ -82,7 +82,7 @@ function executionUnitOf(sql: string, c: ScoredCandidate, exec: ExecResult | und
  * string when the SQL was cut out of it, and what was cut.
  */
 function verified(c: ScoredCandidate, found: Extracted, b: Blame, exec: ExecResult | undefined): VerifiedCandidate {
-  const out: VerifiedCandidate = { ...c, blame: b.order, blameSource: b.source };
+  const out: VerifiedCandidate = { ...c, blame: b.order, blameSuspicion: b.suspicion, blameSource: b.source };
   if (b.source === 'execution' && exec && !exec.ok) out.blameFromExecution = exec.error;
   if (b.missing_clause) out.missingClause = b.missing_clause;
   if (found.start !== 0) {
@@ -90,4 +90,14 @@ function verified(c: ScoredCandidate, found: Extracted, b: Blame, exec: ExecResu
   }
   if (found.note) out.cleaned = found.note;
   return out;
+}
+
+/**
+ * The candidate with the verifier's belief about it as a whole (candidateVerdict): its execution
+ * (a deadline skip is no failure), whether it was scored, and its confidence when the model ships
+ * a confidence map, else its PRM candidate score.
+ */
+export function withVerdict(c: VerifiedCandidate, exec: ExecResult | undefined, confidence: number | undefined): VerifiedCandidate {
+  const executionFailed = exec !== undefined && !exec.ok && exec.code !== 'skipped';
+  return { ...c, verdict: candidateVerdict({ executionFailed, scored: !c.error, pRight: confidence ?? c.score }) };
 }

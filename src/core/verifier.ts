@@ -16,6 +16,7 @@ import type { PackedRow } from '../scoring/packing.js';
 import { Batcher, QueueFullError, BatcherClosedError } from '../scoring/batcher.js';
 import { HYBRID_LAMBDA, type Strategy } from '../verdict/rank.js';
 import { DEFAULT_BLAME } from '../verdict/blame.js';
+export { RIGHT_FROM, type CandidateVerdict } from '../verdict/blame.js';
 import { CANDIDATE_SCORE_MODE } from '../scoring/candidate-score.js';
 import { selectorModelFrom, type SelectorModel } from '../scoring/selector.js';
 import type { ConfidenceModels } from '../verdict/confidence.js';
@@ -26,8 +27,9 @@ import { PgExecutor } from '../execution/postgres.js';
 import { groupKey, matchesGold } from '../execution/equivalence.js';
 import type { RootCause, ConsensusOutcome } from '../rootcause/rootcause.js';
 import { extractSql } from './candidates.js';
+import { textDefect } from '../clauses/text.js';
 import { abstentionOf, confidenceInPool, confidenceModelsOf, rankCandidates, selectorCandidates, thresholdOf } from './ranking.js';
-import { evidenceOf, verdictOf } from './verdicts.js';
+import { evidenceOf, verdictOf, withVerdict } from './verdicts.js';
 import { goldVerdict, localizeConsensus, rerankConsensus } from './analysis.js';
 import { createDeadline, untilDeadline, type Deadline } from './deadline.js';
 import { VerifierError } from './errors.js';
@@ -59,7 +61,8 @@ export type { ScoredCandidate, ScoredUnit } from '../scoring/scorer.js';
 export type { SelectorReason } from '../scoring/selector.js';
 
 const outcome = (r: ExecResult): ExecutionOutcome =>
-  r.ok ? { ok: true } : r.code === 'skipped' ? { ok: false, error: r.error, skipped: true } : { ok: false, error: `${r.code}: ${r.error}` };
+  r.ok ? { ok: true, ...(r.truncated ? { truncated: true } : {}) }
+    : r.code === 'skipped' ? { ok: false, error: r.error, skipped: true } : { ok: false, error: `${r.code}: ${r.error}` };
 
 /**
  * Lets other requests (and /healthz) run between pieces of main-thread work on large results:
@@ -311,9 +314,9 @@ export class Verifier {
           evidence[i] = await evidenceOf(this.manifest, req.question, c, c.split, { db: { schema: this.schemaOf(req.db_id!), path: ctx.dbPath!, run: this.runner(dl, ctx.ex) } });
         }));
       }
-      const candidates = scored.candidates.map((c, i) => verdictOf(this.manifest, req.question, c, found[i]!, {
+      const candidates = scored.candidates.map((c, i) => withVerdict(verdictOf(this.manifest, req.question, c, found[i]!, {
         exec: exec?.results[i], index, evidence: evidence[i], withDatabase: ctx.dbPath !== null, consensus: consensus?.[i]?.rootCause ?? null,
-      }));
+      }), exec?.results[i], confidence?.[i]));
       const abstention = abstentionOf(ranking, confidence, threshold.value);
       return {
         candidates,
@@ -407,6 +410,7 @@ export class Verifier {
         });
         out.timing.execution_ms += exec.ms + (performance.now() - t1);
       } else if (exec) out.timing.execution_ms += exec.ms;
+      out.candidate = withVerdict(out.candidate, predResult, out.confidence);
       out.timing.total_ms = performance.now() - t0;
       return out;
     } finally {
@@ -570,7 +574,11 @@ export class Verifier {
     const run = this.runner(dl, ex);
     this.checkExecQueue(ex!, sqls.length);
     const t0 = performance.now();
-    const results = await Promise.all(sqls.map((s) => run.run(dbPath, s)));
+    // Text that is not what the caller sent (invalid UTF-8) is refused, as the scorer refuses it.
+    const results = await Promise.all(sqls.map((s) => {
+      const defect = textDefect(s);
+      return defect ? Promise.resolve<ExecResult>({ ok: false, code: 'refused', error: defect, ms: 0 }) : run.run(dbPath, s);
+    }));
     return { results, ms: performance.now() - t0 };
   }
 }

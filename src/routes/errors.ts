@@ -27,8 +27,41 @@ const STATUS: Record<VerifierErrorCode, number> = {
 interface AjvError {
   keyword: string;
   instancePath: string;
+  schemaPath?: string;
   params: Record<string, unknown>;
   message?: string;
+  /** With ajv's verbose option: the failing keyword's value (for oneOf, the alternatives). */
+  schema?: unknown;
+}
+
+interface Alternative {
+  type?: string | string[];
+  required?: string[];
+  properties?: Record<string, unknown>;
+}
+
+/** One alternative of a oneOf as a reader would write it: "a string", "an object {sql, id?}". */
+function describeAlternative(a: Alternative): string {
+  const t = Array.isArray(a.type) ? a.type.join(' or ') : (a.type ?? 'value');
+  if (t !== 'object' || !a.properties) return `${/^[aeiou]/.test(t) ? 'an' : 'a'} ${t}`;
+  const req = new Set(a.required ?? []);
+  return `an object {${Object.keys(a.properties).map((k) => (req.has(k) ? k : `${k}?`)).join(', ')}}`;
+}
+
+/**
+ * A value that matches none of a oneOf's alternatives: ajv reports the first alternative's
+ * failure ("must be string"), which hides that an object was accepted too. The message names
+ * every alternative, and for the object alternative what this value lacks or has in excess.
+ */
+function oneOfMessage(errs: readonly AjvError[]): { field: string; message: string } | null {
+  const o = errs.find((e) => e.keyword === 'oneOf' && Array.isArray(e.schema));
+  if (!o) return null;
+  const field = fieldName(o.instancePath) || 'body';
+  const accepts = (o.schema as Alternative[]).map(describeAlternative).join(' or ');
+  const inner = errs.find((e) => e.instancePath === o.instancePath && (e.keyword === 'required' || e.keyword === 'additionalProperties'));
+  const why = inner?.keyword === 'required' ? `: ${field}.${String(inner.params.missingProperty)} is missing`
+    : inner ? `: ${field}.${String(inner.params.additionalProperty)} is not a field it takes` : '';
+  return { field, message: `${field} must be ${accepts}${why}` };
 }
 
 const LIMIT_KEYWORDS = new Set(['maxItems', 'maxLength', 'maximum', 'exclusiveMaximum', 'maxProperties']);
@@ -47,6 +80,8 @@ export function fieldName(instancePath: string, extra?: string): string {
 function fromValidation(err: FastifyError & { validation?: AjvError[]; validationContext?: string }): { status: number; body: ErrorBody } {
   const v = err.validation?.[0];
   if (!v) return { status: 400, body: { error: 'bad_request', message: err.message } };
+  const alt = v.keyword === 'type' || v.keyword === 'required' || v.keyword === 'additionalProperties' ? oneOfMessage(err.validation!) : null;
+  if (alt) return { status: 400, body: { error: 'bad_request', message: alt.message, field: alt.field } };
   const extra =
     typeof v.params.missingProperty === 'string'
       ? v.params.missingProperty

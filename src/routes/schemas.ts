@@ -1,7 +1,7 @@
 // JSON schemas shared by the route plugins. Limits live here as maxItems/maxLength so that the
 // validator rejects oversized input before any work, and the error handler reports them as 422.
 import { DEFAULT_LIMITS as L } from './context.js';
-import { CLAUSE_LABELS } from '../core/verifier.js';
+import { CLAUSE_LABELS, RIGHT_FROM, SERVICE_MAX_ROWS } from '../core/verifier.js';
 
 export const question = { type: 'string', minLength: 1, maxLength: L.maxQuestionChars, description: 'the natural-language question' } as const;
 export const sqlString = { type: 'string', minLength: 1, maxLength: L.maxSqlChars } as const;
@@ -108,7 +108,7 @@ export const clauseOut = {
 export const blameSource = {
   type: 'string',
   enum: ['model', 'evidence', 'fused', 'execution'],
-  description: "model: the Clause-PRM's clause verdicts; evidence: those combined with checks of the query against the question and the database (literals that occur nowhere, result shape, what the question asks for); fused: combined with the consensus root cause of the other candidates; execution: the database named what is wrong (e.g. no such table) and the clause naming it is blamed",
+  description: "model: the Clause-PRM's clause verdicts alone (lowest clause score first); evidence: those combined by the model's fitted combiner with checks of the query against the question and the database (literals that occur nowhere, result shape, what the question asks for), or without a database against the question and the schema text; fused: combined with the consensus root cause of the other candidates (their results standing in for gold); execution: the database named what is wrong (e.g. no such table) and the clause naming it is blamed first",
 } as const;
 
 /** A clause blamed before every unit because the query does not have it. */
@@ -118,13 +118,39 @@ export const missingClause = {
   description: 'a clause the query lacks, blamed before every unit it wrote (blame still ranks the written units). SETOP: a set operation (INTERSECT / EXCEPT / UNION) is missing, which no written clause can carry; with blame_source fused the consensus root cause says so, with evidence the question does (it joins two values with "and" that the query tests on one row)',
 } as const;
 
+/** The number a blame list is ordered by (src/verdict/blame.ts Blame.suspicion). */
+export const suspicionOut = {
+  type: 'number',
+  description: 'how suspect this clause is, in [0, 1]: the number the blame order ranks by (never increases down a blame list). model: 1 - score, the probability the model gives that the query has gone wrong by this clause; execution: 1 for the clause the error names; evidence and fused: the combiner\'s share of suspicion among the query\'s clauses (they sum to 1: the probability that this clause is the one to change, given that one is). Read it with the candidate\'s verdict: the most suspect clause of a likely_right candidate is only where to look first',
+} as const;
+
+/** What the verifier believes of a whole candidate (src/verdict/blame.ts candidateVerdict). */
+export const verdictOut = {
+  type: 'string',
+  enum: ['likely_right', 'suspect', 'fails', 'unscored'],
+  description: `what the verifier believes of the candidate as a whole: likely_right when the probability that it is right (its confidence, or its prm_score for a model without a confidence map) is at least ${RIGHT_FROM}, suspect below; fails when its execution failed (error, timeout, refusal); unscored when the model could not score it (see its warning). Its blame is the clause most suspect if it is wrong`,
+} as const;
+
+/** The number results are ordered by (src/verdict/rank.ts, src/verdict/monotone.ts). */
+export const rankScoreOut = {
+  type: 'number',
+  description: 'what the results are ordered by, in [0, 1]: sorted by rank, scores never increase. prm: the PRM candidate score; vote: the group\'s share of the candidates; hybrid: the group score / (n + 1.5); selector: the group\'s probability, capped by the score above (a group passed over for a value the database does not hold shows no more than the group ranked before it; reason.probability keeps its own). Not a probability of being right: that is confidence',
+} as const;
+
+/** An execution result cut at the service's row cap. */
+export const truncatedOut = {
+  type: 'boolean',
+  description: `true when the result had more rows than the service keeps (${SERVICE_MAX_ROWS}): it was grouped and compared on the rows that came back, and is not analysed for a root cause`,
+} as const;
+
 export const blameOut = {
   type: ['object', 'null'],
-  required: ['unit', 'kind', 'text', 'start', 'end', 'score'],
+  required: ['unit', 'kind', 'text', 'start', 'end', 'score', 'suspicion', 'source'],
   properties: {
     unit: { type: 'integer', description: 'index among the depth-0 clause units' },
     ...span,
-    score: { type: ['number', 'null'] },
+    score: { type: ['number', 'null'], description: 'the clause score (sigmoid of the reward at this clause prefix)' },
+    suspicion: suspicionOut,
     source: blameSource,
     reason: { type: 'string', description: 'with source execution: the execution error' },
   },

@@ -67,7 +67,7 @@ export function blameOf(c: VerifiedCandidate, off: Offsets = same) {
   if (k === undefined) return null;
   const u = c.units[k]!;
   return {
-    unit: k, kind: u.kind, text: u.text, start: off(u.start), end: off(u.end), score: num(u.score),
+    unit: k, kind: u.kind, text: u.text, start: off(u.start), end: off(u.end), score: num(u.score), suspicion: c.blameSuspicion[0]!,
     ...(c.blameFromExecution ? { source: 'execution', reason: c.blameFromExecution } : { source: blameSourceOf(c) }),
   };
 }
@@ -105,9 +105,10 @@ export function localizeBody(sql: string, r: LocalizeResult, unit: SpanUnit = 'u
     const u = c.units[k]!;
     const before = k === 0 ? c.base : c.units[k - 1]!.score;
     const source = i === 0 && c.blameFromExecution ? { source: 'execution', reason: c.blameFromExecution } : { source: c.blameFromExecution ? 'model' : blameSourceOf(c) };
-    return { unit: k, kind: u.kind, text: u.text, start: off(u.start), end: off(u.end), score: num(u.score), drop: num(before - u.score), ...source };
+    return { unit: k, kind: u.kind, text: u.text, start: off(u.start), end: off(u.end), score: num(u.score), suspicion: c.blameSuspicion[i]!, drop: num(before - u.score), ...source };
   });
   const out: Record<string, unknown> = { sql, parsed: c.parsed, units, base_score: num(c.base), blame, blame_source: r.blameSource, model: r.model };
+  if (c.verdict) out.verdict = c.verdict;
   if (c.missingClause) out.missing_clause = c.missingClause;
   if (r.confidence !== undefined) out.confidence = r.confidence;
   const w = warningOf(c);

@@ -8,13 +8,16 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { timingBody, usageBody } from './shape.js';
-import { compatBody, compatRequest, compatWarnings, compatConfidence, compatConfidenceMeta, type V1Body } from './compat.js';
+import { compatBody, MODEL_DESCRIPTION, compatRequest, compatWarnings, compatConfidence, compatConfidenceMeta, type V1Body } from './compat.js';
 
 /** Cohere bills one search unit per query with up to 100 documents. */
 const DOCS_PER_SEARCH_UNIT = 100;
 
+// `model` is required, as in Cohere's v2 shape (a missing one is 400 like any missing field).
 const body = {
   ...compatBody,
+  required: ['model', ...compatBody.required],
+  properties: { ...compatBody.properties, model: { type: 'string', minLength: 1, description: `required by the v2 shape: ${MODEL_DESCRIPTION}` } },
   examples: [{ model: 'caper', ...compatBody.examples[0] }],
 } as const;
 

@@ -4,6 +4,7 @@
 // score (scoreByPrefixes below does it the slow way, one pass per prefix, for the benchmark and
 // the test that proves the two agree).
 import { splitSql, topUnits } from '../clauses/index.js';
+import { textDefect } from '../clauses/text.js';
 import type { ClauseKind, ClauseUnit, SplitResult } from '../clauses/types.js';
 import type { CaperTokenizer } from './tokenizer.js';
 import { buildPrompt, type PromptResult } from './prompt.js';
@@ -215,6 +216,8 @@ export class Scorer {
       terminal: -1,
     };
     this.onCandidate?.(split.ok);
+    const defect = textDefect(sql);
+    if (defect) return { ...base, error: defect };
     if (units.length === 0) return { ...base, error: 'no clause units in the SQL' };
     const maxLength = this.model.manifest.max_length;
     const sqlChars = units.reduce((a, u) => a + u.text.length, 0);

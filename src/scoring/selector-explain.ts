@@ -5,6 +5,7 @@ import { largestGroup } from '../consensus/vote.js';
 import { isUnscored, type SelectorCandidate, type SelectorMode } from './selector-facts.js';
 import { FEATURES, type SelectorGroup } from './selector-features.js';
 import type { SelectorWeights } from './selector-weights.js';
+import { plainSummary } from './selector-words.js';
 
 /** A choice over scored groups (src/verdict/rank.ts chooseGroups), as explain() reads it. */
 export interface SelectorChoice {
@@ -73,13 +74,10 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
       : [];
     const overrules = vote !== null && g !== vote && gi < gs.indexOf(vote);
     const size = g.members.length;
-    const summary =
-      `group of ${size}/${n}` +
-      (overrules ? ` over the vote's group of ${vote!.members.length}` : '') +
-      `, PRM ${g.info.prm.toFixed(2)}, clause agreement ${g.info.agreement.toFixed(2)}` +
-      (g.info.shape ? `, ${g.info.shape.rows} row(s) x ${g.info.shape.cols} col(s)` : '') +
-      (g.info.missingLiterals ? ', compares a column with a value it never holds (passed over while another group does not)' : '') +
-      (factors.length ? `; ${factors.map((f) => `${f.feature} ${f.contribution >= 0 ? '+' : ''}${f.contribution}`).join(', ')}` : '');
+    const summary = plainSummary({
+      mode: w.mode, size, n, prm: g.info.prm, empty: g.info.shape?.empty === true, allNull: g.info.shape?.all_null === true,
+      missingLiterals: g.info.missingLiterals === true, over: overrules ? { size: vote!.members.length, factors } : null,
+    });
     const reason: SelectorReason = {
       mode: w.mode,
       group_size: size,
@@ -99,12 +97,12 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
     };
     return reason;
   });
-  const failedCount = choice.cluster.filter((c) => c < 0).length;
-  // A candidate outside every group (unscored, or its execution failed) has no group evidence.
-  const outside = (groupSize: number, summary: string, failed: boolean): SelectorReason => ({
+  // A candidate outside every group (unscored, or its execution failed) has no group evidence: a
+  // group of one, however many others failed (failures do not agree with each other).
+  const outside = (summary: string, failed: boolean): SelectorReason => ({
     mode: w.mode,
-    group_size: groupSize,
-    group_share: r3(groupSize / n),
+    group_size: 1,
+    group_share: r3(1 / n),
     probability: 0,
     prm: 0,
     prm_mean: 0,
@@ -130,7 +128,9 @@ export function explain(choice: SelectorChoice, w: SelectorWeights, source: 'cap
     if (c >= 0) return { ...perGroup[c]!, summary: `${head(i, c)}: ${perGroup[c]!.summary}` };
     const r = rankOf[i]!;
     return cands?.[i] && isUnscored(cands[i]!)
-      ? outside(1, `ranked ${r}: not scored (see its warning), joins no group`, !!(cands[i]!.exec && !cands[i]!.exec!.ok))
-      : outside(failedCount, gs.length ? `ranked ${r}: execution failed, after every group, by PRM` : `ranked ${r}: every execution failed, by PRM`, true);
+      ? outside(`ranked ${r}: not scored (see its warning), so it joins no group`, !!(cands[i]!.exec && !cands[i]!.exec!.ok))
+      : outside(gs.length
+        ? `ranked ${r}: its execution failed, so it agrees with no one and ranks after every candidate that ran, by the clause model's score`
+        : `ranked ${r}: every execution failed, so the clause model's scores alone order them`, true);
   });
 }

@@ -27,6 +27,25 @@ const order = (keys: number[]): number[] =>
     .map(([, i]) => i);
 
 /**
+ * A combiner's utilities as shares of suspicion over the query's units (softmax): the conditional
+ * logit the combiners are fitted as, read as "the probability that this unit is the one to change,
+ * given that one is". Monotone in the utilities, so it orders the units exactly as they do.
+ */
+function shares(keys: readonly number[]): number[] {
+  const mx = Math.max(...keys);
+  const e = keys.map((k) => Math.exp(k - mx));
+  const z = e.reduce((a, b) => a + b, 0);
+  return e.map((x) => x / z);
+}
+
+/** An order with the number it was ranked by, per position. */
+function ranked(keys: number[]): { order: number[]; suspicion: number[] } {
+  const o = order(keys);
+  const p = shares(keys);
+  return { order: o, suspicion: o.map((i) => p[i]!) };
+}
+
+/**
  * @param scores clause scores in [0, 1], one per depth-0 unit
  * @param base   score before the first clause (the model's output at the <sql> token)
  * @returns unit indexes, most suspect first; ties keep written order
@@ -55,6 +74,11 @@ export const sigmoid = (x: number): number => 1 / (1 + Math.exp(-x));
  * @returns unit indexes, most suspect first; ties keep written order
  */
 export function fusedBlameOrder(raw: number[], labels: string[], consensus: readonly string[] | null, beta: number = FUSED_BETA): number[] {
+  return order(fusedBlameUtilities(raw, labels, consensus, beta));
+}
+
+/** fusedBlameOrder's per-unit suspicion, before ordering (higher = more suspect). */
+function fusedBlameUtilities(raw: number[], labels: string[], consensus: readonly string[] | null, beta: number): number[] {
   const n = raw.length;
   const mean = raw.reduce((a, b) => a + b, 0) / Math.max(1, n);
   const sd = Math.sqrt(raw.reduce((a, b) => a + (b - mean) ** 2, 0) / Math.max(1, n));
@@ -62,7 +86,7 @@ export function fusedBlameOrder(raw: number[], labels: string[], consensus: read
     const k = consensus ? consensus.indexOf(l) : -1;
     return k >= 0 ? 1 / (k + 1) : 0;
   };
-  return order(raw.map((r, i) => (Number.isFinite(r) ? -r / (sd + 1e-6) : 0) + beta * rr(labels[i]!)));
+  return raw.map((r, i) => (Number.isFinite(r) ? -r / (sd + 1e-6) : 0) + beta * rr(labels[i]!));
 }
 
 /** Default weight of the consensus in fusedBlameOrder when the model does not name one. */
@@ -136,11 +160,18 @@ export function isEvidenceFeature(name: string): boolean {
  */
 export function linearBlameOrder(lin: LinearBlame, raw: number[], baseRaw: number, labels: string[], consensus: readonly string[] | null,
   evidence: readonly Map<string, number>[] | null = null): number[] | null {
+  const u = linearBlameUtilities(lin, raw, baseRaw, labels, consensus, evidence);
+  return u && order(u);
+}
+
+/** linearBlameOrder's per-unit utilities, before ordering; null as there. */
+function linearBlameUtilities(lin: LinearBlame, raw: number[], baseRaw: number, labels: string[], consensus: readonly string[] | null,
+  evidence: readonly Map<string, number>[] | null): number[] | null {
   const feats = blameFeatures(raw, baseRaw, labels, consensus);
   const known = (f: string): boolean => feats[0]?.has(f) === true || (evidence !== null && isEvidenceFeature(f));
   if (lin.features.length !== lin.weights.length || !lin.features.every(known)) return null;
   if (evidence && evidence.length !== feats.length) return null;
-  return order(feats.map((f, i) => lin.features.reduce((s, name, j) => s + lin.weights[j]! * (f.get(name) ?? evidence?.[i]!.get(name) ?? 0), 0)));
+  return feats.map((f, i) => lin.features.reduce((s, name, j) => s + lin.weights[j]! * (f.get(name) ?? evidence?.[i]!.get(name) ?? 0), 0));
 }
 
 /** The fitted combiner a model directory names (caper.json `blame.fused_linear`, or `blame.solo_linear`), if valid. */
@@ -159,9 +190,14 @@ const logit = (p: number): number => Math.log(Math.max(1e-7, p) / Math.max(1e-7,
  */
 export function fusedOrderFor(manifest: { [k: string]: unknown }, raw: number[], base: number, labels: string[], consensus: readonly string[] | null,
   evidence: readonly Map<string, number>[] | null = null): number[] {
+  return order(fusedUtilitiesFor(manifest, raw, base, labels, consensus, evidence));
+}
+
+function fusedUtilitiesFor(manifest: { [k: string]: unknown }, raw: number[], base: number, labels: string[], consensus: readonly string[] | null,
+  evidence: readonly Map<string, number>[] | null): number[] {
   const lin = linearBlameOf(manifest);
-  const o = lin ? linearBlameOrder(lin, raw, logit(base), labels, consensus, evidence) : null;
-  return o ?? fusedBlameOrder(raw, labels, consensus, fusedBetaOf(manifest));
+  const u = lin ? linearBlameUtilities(lin, raw, logit(base), labels, consensus, evidence) : null;
+  return u ?? fusedBlameUtilities(raw, labels, consensus, fusedBetaOf(manifest));
 }
 
 /**
@@ -183,10 +219,16 @@ export function missingClauseOf(labels: readonly string[], consensus: readonly s
  */
 export function evidenceOrderFor(manifest: { [k: string]: unknown }, raw: number[], base: number, labels: string[],
   evidence: readonly Map<string, number>[], withDatabase = true): number[] | null {
+  const u = evidenceUtilitiesFor(manifest, raw, base, labels, evidence, withDatabase);
+  return u && order(u);
+}
+
+function evidenceUtilitiesFor(manifest: { [k: string]: unknown }, raw: number[], base: number, labels: string[],
+  evidence: readonly Map<string, number>[], withDatabase: boolean): number[] | null {
   // Without a database the evidence is what the question, the SQL and the schema text say: its own
   // combiner (blame.text_linear), fitted on features computed the same way.
   const lin = linearBlameOf(manifest, withDatabase ? 'solo_linear' : 'text_linear');
-  return lin ? linearBlameOrder(lin, raw, logit(base), labels, null, evidence) : null;
+  return lin ? linearBlameUtilities(lin, raw, logit(base), labels, null, evidence) : null;
 }
 
 /** Where a blame order comes from: the query's own execution error, the model alone, the model
@@ -196,6 +238,14 @@ export type BlameSource = 'model' | 'execution' | 'evidence' | 'fused';
 export interface Blame {
   /** Unit indexes, most suspect first; empty when nothing was scored and no error names a unit. */
   order: number[];
+  /**
+   * Per position of `order`, the number it was ranked by, in [0, 1] and never increasing down the
+   * list (higher = more suspect): `model`: 1 - the clause score, the model's probability that the
+   * query has gone wrong by this clause; `execution`: 1 for the unit the error names, then the
+   * model's; `evidence` and `fused`: the combiner's share of suspicion among the units (softmax of
+   * its utilities: the probability that this unit is the one to change, given that one is).
+   */
+  suspicion: number[];
   source: BlameSource;
   /** A clause blamed before every unit because the query lacks it (missingClauseOf). */
   missing_clause: 'SETOP' | null;
@@ -232,20 +282,44 @@ export interface BlameFacts {
  */
 export function blameOf(f: BlameFacts, manifest: { [k: string]: unknown }): Blame {
   const raw = [...f.raw];
-  const model = f.scored ? blameOrder(raw.map(sigmoid), f.base, DEFAULT_BLAME) : [];
+  const scores = raw.map(sigmoid);
+  const model = f.scored ? blameOrder(scores, f.base, DEFAULT_BLAME) : [];
+  const modelSuspicion = model.map((i) => 1 - scores[i]!);
   const k = f.executionUnit;
-  if (k !== undefined && k !== null) return { order: [k, ...model.filter((x) => x !== k)], source: 'execution', missing_clause: null };
+  if (k !== undefined && k !== null) {
+    const rest = model.flatMap((x, j) => (x === k ? [] : [[x, modelSuspicion[j]!] as const]));
+    return { order: [k, ...rest.map(([x]) => x)], suspicion: [1, ...rest.map(([, s]) => s)], source: 'execution', missing_clause: null };
+  }
   const labels = f.scored && f.labels && f.labels.length === raw.length && raw.length > 0 ? [...f.labels] : null;
   if (labels && f.consensus) {
-    const order = fusedOrderFor(manifest, raw, f.base, labels, f.consensus, f.evidence ?? null);
-    return { order, source: 'fused', missing_clause: missingClauseOf(labels, f.consensus) };
+    const r = ranked(fusedUtilitiesFor(manifest, raw, f.base, labels, f.consensus, f.evidence ?? null));
+    return { ...r, source: 'fused', missing_clause: missingClauseOf(labels, f.consensus) };
   }
   if (labels && f.evidence) {
-    const order = evidenceOrderFor(manifest, raw, f.base, labels, f.evidence, f.withDatabase ?? true);
-    if (order) return { order, source: 'evidence', missing_clause: missingClauseOf(labels, null, f.conjunction ?? false) };
+    const u = evidenceUtilitiesFor(manifest, raw, f.base, labels, f.evidence, f.withDatabase ?? true);
+    if (u) return { ...ranked(u), source: 'evidence', missing_clause: missingClauseOf(labels, null, f.conjunction ?? false) };
   }
-  return { order: model, source: 'model', missing_clause: null };
+  return { order: model, suspicion: modelSuspicion, source: 'model', missing_clause: null };
 }
+
+/**
+ * What the verifier believes of a whole candidate, so that its blamed clause is never read as
+ * "the wrong one" of a candidate it trusts: `fails` when its execution failed (an error, a
+ * timeout, a refusal: not a deadline skip, which says nothing of the query), `unscored` when the
+ * model could not score it, else `likely_right` when the probability that it is right is at least
+ * one half and `suspect` below. That probability is its confidence when the model ships a
+ * confidence map, else its PRM candidate score (the model's own verdict on the query).
+ */
+export type CandidateVerdict = 'likely_right' | 'suspect' | 'fails' | 'unscored';
+
+export function candidateVerdict(f: { executionFailed: boolean; scored: boolean; pRight: number }): CandidateVerdict {
+  if (f.executionFailed) return 'fails';
+  if (!f.scored) return 'unscored';
+  return f.pRight >= RIGHT_FROM ? 'likely_right' : 'suspect';
+}
+
+/** The probability of being right from which a candidate is called likely right. */
+export const RIGHT_FROM = 0.5;
 
 /** Whether a manifest's combiners read single-query evidence (with a database or from text): without one, computing it is wasted. */
 export function usesEvidence(manifest: { [k: string]: unknown }, withDatabase: boolean): boolean {

@@ -30,6 +30,7 @@
 //           caper.json); chooseGroups below orders them.
 
 import { byVote } from '../consensus/vote.js';
+import { envelopeAlong } from './monotone.js';
 
 export type Strategy = 'prm' | 'vote' | 'hybrid' | 'selector';
 export const STRATEGIES: readonly Strategy[] = ['prm', 'vote', 'hybrid', 'selector'];
@@ -60,7 +61,8 @@ export interface RerankOutput {
    * share of all candidates; for hybrid groupScore / (n + lambda). Members of one group share it.
    */
   score: number;
-  /** Group id for vote/hybrid: 0 is the winning group, numbered in ranking order. */
+  /** Group id for vote/hybrid/selector: 0 is the winning group, numbered in ranking order; absent
+   * for a candidate in no group (its execution failed, or it could not be scored). */
   cluster?: number;
   clusterSize?: number;
 }
@@ -129,16 +131,13 @@ function rankGroups(cands: readonly RerankInput[], strategy: 'vote' | 'hybrid', 
   const norm = strategy === 'vote' ? n : n + lambda;
   const out: RerankOutput[] = [];
   groups.forEach((g, gi) => {
-    // A failed group's members did not agree on anything, so it carries no group score.
-    const score = g.failed ? 0 : g.key / norm;
-    for (const index of g.members) {
-      out.push({ index, rank: out.length + 1, score, cluster: gi, clusterSize: g.members.length });
-    }
+    // A failed group's members did not agree on anything: no group score, and no cluster either,
+    // so that failures are never read as a group that agrees.
+    if (g.failed) for (const index of g.members) out.push({ index, rank: out.length + 1, score: 0 });
+    else for (const index of g.members) out.push({ index, rank: out.length + 1, score: g.key / norm, cluster: gi, clusterSize: g.members.length });
   });
-  if (ok.length === 0 && strategy === 'hybrid') {
-    // Nothing ran: the PRM is the only signal left.
-    return rankPrm(cands).map((r) => ({ ...r, cluster: 0, clusterSize: n }));
-  }
+  // Nothing ran: the PRM is the only signal left.
+  if (ok.length === 0 && strategy === 'hybrid') return rankPrm(cands);
   return out;
 }
 
@@ -204,13 +203,19 @@ export function chooseGroups<G extends RankedGroupInput>(groups: readonly G[], o
   return { order, cluster, clusterSize, prob, groups: scored };
 }
 
-/** A selector choice as a ranking: candidates outside every group share the cluster after the last group. */
+/**
+ * A selector choice as a ranking. `score` is what orders it: the group's probability, capped by the
+ * score of the result above (envelopeAlong), so that a group passed over for a missing literal
+ * never shows more than the group put before it (its own probability stays in the selector's
+ * reason). Candidates outside every group (unscored, or their execution failed) agree with no one:
+ * they carry no cluster.
+ */
 export function rankingOfChoice(choice: GroupChoice<RankedGroupInput>): RerankOutput[] {
+  const score = envelopeAlong(choice.prob, choice.order);
   return choice.order.map((index, k) => ({
     index,
     rank: k + 1,
-    score: choice.prob[index]!,
-    cluster: choice.cluster[index]! >= 0 ? choice.cluster[index]! : choice.groups.length,
-    clusterSize: choice.clusterSize[index]!,
+    score: score[index]!,
+    ...(choice.cluster[index]! >= 0 ? { cluster: choice.cluster[index]!, clusterSize: choice.clusterSize[index]! } : {}),
   }));
 }
