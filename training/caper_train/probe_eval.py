@@ -27,7 +27,8 @@ POOL8 = ["dail-sql-gpt4", "din-sql-gpt4", "gpt4-few-shot", "gpt4-zero-shot", "ch
 
 
 def norm_sql(s: str) -> str:
-    return re.sub(r"\s+", "", s).lower()
+    # whitespace only: case matters inside string literals (a right and a wrong query can differ by it)
+    return re.sub(r"\s+", "", s)
 
 
 def load_split(data: str | Path) -> dict:
