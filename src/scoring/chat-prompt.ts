@@ -5,7 +5,7 @@
 // closing the answer. Text segments are encoded one by one without added tokens, so content can
 // never inject a control token. Truncation follows caper-prompt-v1: the SQL part is never cut, the
 // question is cut to its first 96 tokens, then the schema (head kept), then the question further.
-import { QUESTION_MAX_TOKENS, type PromptResult } from './prompt.js';
+import { fitContext, type PromptResult } from './prompt.js';
 
 export const CHAT_TEMPLATE = 'caper-chat-v1';
 const SYSTEM = 'You are a helpful assistant.';
@@ -48,26 +48,8 @@ export function buildChatPrompt(
     if (fixed + sql.length > maxLength) {
       return { ok: false, error: `SQL part needs ${fixed + sql.length} tokens, max_length is ${maxLength}` };
     }
-    let s = tok.encode(typeof input.schema === 'string' ? input.schema : '');
-    let q = tok.encode(typeof input.question === 'string' ? input.question : '');
-    let ts = false;
-    let tq = false;
-    if (fixed + s.length + q.length + sql.length > maxLength) {
-      if (q.length > QUESTION_MAX_TOKENS) {
-        q = q.slice(0, QUESTION_MAX_TOKENS);
-        tq = true;
-      }
-      let room = maxLength - fixed - q.length - sql.length;
-      if (s.length > Math.max(room, 0)) {
-        s = s.slice(0, Math.max(room, 0));
-        ts = true;
-      }
-      room = maxLength - fixed - s.length - sql.length;
-      if (q.length > room) {
-        q = q.slice(0, room);
-        tq = true;
-      }
-    }
+    const { s, q, ts, tq } = fitContext(tok.encode(typeof input.schema === 'string' ? input.schema : ''),
+      tok.encode(typeof input.question === 'string' ? input.question : ''), maxLength - fixed - sql.length);
     const head = [...sysPart, ...s, ...mid, ...q, ...answerOpen];
     const ids = [...head, ...sql];
     return {

@@ -21,6 +21,33 @@ export type PromptResult =
   }
   | { ok: false; error: string };
 
+/**
+ * The schema and question cut to `room` tokens together, the one truncation rule of every prompt
+ * template: the question to its first 96 tokens, then the schema (head kept) to what is left, then
+ * the question further if even an empty schema leaves no room.
+ */
+export function fitContext(schema: number[], question: number[], room: number): { s: number[]; q: number[]; ts: boolean; tq: boolean } {
+  let s = schema;
+  let q = question;
+  let ts = false;
+  let tq = false;
+  if (s.length + q.length > room) {
+    if (q.length > QUESTION_MAX_TOKENS) {
+      q = q.slice(0, QUESTION_MAX_TOKENS);
+      tq = true;
+    }
+    if (s.length > Math.max(room - q.length, 0)) {
+      s = s.slice(0, Math.max(room - q.length, 0));
+      ts = true;
+    }
+    if (q.length > room - s.length) {
+      q = q.slice(0, room - s.length);
+      tq = true;
+    }
+  }
+  return { s, q, ts, tq };
+}
+
 export function buildPrompt(
   tok: CaperTokenizer,
   input: { schema: string; question: string; units: string[] },
@@ -47,26 +74,8 @@ export function buildPrompt(
     if (fixed + sql.length > maxLength) {
       return { ok: false, error: `SQL part needs ${sql.length + fixed} tokens, max_length is ${maxLength}` };
     }
-    let s = tok.encode(typeof input.schema === 'string' ? input.schema : '');
-    let q = tok.encode(typeof input.question === 'string' ? input.question : '');
-    let ts = false;
-    let tq = false;
-    if (fixed + s.length + q.length + sql.length > maxLength) {
-      if (q.length > QUESTION_MAX_TOKENS) {
-        q = q.slice(0, QUESTION_MAX_TOKENS);
-        tq = true;
-      }
-      let room = maxLength - fixed - q.length - sql.length;
-      if (s.length > Math.max(room, 0)) {
-        s = s.slice(0, Math.max(room, 0));
-        ts = true;
-      }
-      room = maxLength - fixed - s.length - sql.length;
-      if (q.length > room) {
-        q = q.slice(0, room);
-        tq = true;
-      }
-    }
+    const { s, q, ts, tq } = fitContext(tok.encode(typeof input.schema === 'string' ? input.schema : ''),
+      tok.encode(typeof input.question === 'string' ? input.question : ''), maxLength - fixed - sql.length);
     const ids = [bos, ...s, qTok, ...q, ...sql];
     const base = 2 + s.length + q.length;
     return {

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from . import QUESTION_MAX_TOKENS
-from .prompt import Prompt, PromptError
+from .prompt import Prompt, PromptError, fit_context
 
 TEMPLATE = "caper-chat-v1"
 SYSTEM = "You are a helpful assistant."
@@ -53,18 +52,7 @@ def build(encode: Callable[[str], list[int]], specials: dict[str, int], schema: 
     fixed = len(sys_part) + len(mid) + len(answer_open)
     if fixed + len(sql) > max_length:
         raise PromptError(f"SQL part needs {fixed + len(sql)} tokens, max_length is {max_length}")
-    s = encode(schema)
-    q = encode(question)
-    ts = tq = False
-    if fixed + len(s) + len(q) + len(sql) > max_length:
-        if len(q) > QUESTION_MAX_TOKENS:
-            q, tq = q[:QUESTION_MAX_TOKENS], True
-        room = max_length - fixed - len(q) - len(sql)
-        if len(s) > max(room, 0):
-            s, ts = s[:max(room, 0)], True
-        room = max_length - fixed - len(s) - len(sql)
-        if len(q) > room:
-            q, tq = q[:room], True
+    s, q, ts, tq = fit_context(encode(schema), encode(question), max_length - fixed - len(sql))
     head = [*sys_part, *s, *mid, *q, *answer_open]
     ids = head + sql
     base = len(head)

@@ -32,6 +32,20 @@ class Prompt:
     terminal: int = -1  # position of the terminal `</s>`, -1 without the terminal verdict
 
 
+def fit_context(s: list[int], q: list[int], room: int) -> tuple[list[int], list[int], bool, bool]:
+    """Schema and question cut to `room` tokens together, the one truncation rule of every prompt
+    template: the question to its first 96 tokens, then the schema (head kept), then the question further."""
+    ts = tq = False
+    if len(s) + len(q) > room:
+        if len(q) > QUESTION_MAX_TOKENS:
+            q, tq = q[:QUESTION_MAX_TOKENS], True
+        if len(s) > max(room - len(q), 0):
+            s, ts = s[:max(room - len(q), 0)], True
+        if len(q) > room - len(s):
+            q, tq = q[:room - len(s)], True
+    return s, q, ts, tq
+
+
 def build_from_ids(schema_ids: Sequence[int], question_ids: Sequence[int], unit_ids: Sequence[Sequence[int]],
                    max_length: int, specials: dict[str, int], terminal: bool = False) -> Prompt:
     if len(unit_ids) == 0:
@@ -47,17 +61,7 @@ def build_from_ids(schema_ids: Sequence[int], question_ids: Sequence[int], unit_
     fixed = 2  # <s> and <q>; <sql> is counted inside the SQL part
     if fixed + len(sql) > max_length:
         raise PromptError(f"SQL part needs {len(sql) + fixed} tokens, max_length is {max_length}")
-    s, q = list(schema_ids), list(question_ids)
-    ts = tq = False
-    if fixed + len(s) + len(q) + len(sql) > max_length:
-        if len(q) > QUESTION_MAX_TOKENS:
-            q, tq = q[:QUESTION_MAX_TOKENS], True
-        room = max_length - fixed - len(q) - len(sql)
-        if len(s) > max(room, 0):
-            s, ts = s[:max(room, 0)], True
-        room = max_length - fixed - len(s) - len(sql)
-        if len(q) > room:
-            q, tq = q[:room], True
+    s, q, ts, tq = fit_context(list(schema_ids), list(question_ids), max_length - fixed - len(sql))
     ids = [specials["<s>"], *s, specials["<q>"], *q, *sql]
     base = 2 + len(s) + len(q)
     return Prompt(ids=ids, markers=[base + m for m in markers_rel], truncated_schema=ts, truncated_question=tq,
