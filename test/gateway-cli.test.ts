@@ -231,7 +231,9 @@ test('request logs carry the request id the caller sent', async () => {
     });
     const r = await fetch(url + '/healthz', { headers: { 'x-request-id': 'trace-7f3a' } });
     assert.equal(r.headers.get('x-request-id'), 'trace-7f3a');
-    for (let i = 0; i < 50 && !out.includes('request completed'); i++) await new Promise((res) => setTimeout(res, 50));
+    // the ready line's own /readyz probe logs a completed request too: wait for this one's
+    const done = () => out.split('\n').some((l) => l.includes('trace-7f3a') && l.includes('request completed'));
+    for (let i = 0; i < 50 && !done(); i++) await new Promise((res) => setTimeout(res, 50));
     const lines = out.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { reqId?: string; msg?: string });
     const mine = lines.filter((l) => l.reqId === 'trace-7f3a');
     assert.deepEqual(mine.map((l) => l.msg), ['incoming request', 'request completed']);

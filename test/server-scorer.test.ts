@@ -60,6 +60,6 @@ test('unscorable input is reported, never thrown', async () => {
   for (const c of candidates) {
     assert.equal(c.score, 0);
     assert.equal(typeof c.error, 'string');
-    assert.deepEqual(blameOf({ raw: c.units.map((u) => u.raw), base: c.base, scored: !c.error, labels: null }, {}), { order: [], source: 'model', missing_clause: null });
+    assert.deepEqual(blameOf({ raw: c.units.map((u) => u.raw), base: c.base, scored: !c.error, labels: null }, {}), { order: [], source: 'model', missing_clause: null, suspicion: [] });
   }
 });

@@ -160,7 +160,7 @@ test('caper train --candidates DIR adds the real candidates\' failures and succe
     const again = spawnSync(process.execPath, [CLI, 'train', '--only', 'manifest', '--out', evalOut], { cwd: ROOT, encoding: 'utf8' });
     assert.equal(again.status, 0, again.stderr);
     assert.deepEqual(JSON.parse(readFileSync(join(evalOut, 'caper.json'), 'utf8')), em);
-    const bad = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples', fixture, '--candidates', join(dir, 'nowhere')], { cwd: ROOT, encoding: 'utf8' });
+    const bad = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples', fixture, '--candidates', join(dir, 'nowhere'), '--out', join(dir, 'nowhere-model')], { cwd: ROOT, encoding: 'utf8' });
     assert.equal(bad.status, 2);
     assert.match(bad.stderr, /no predictions\/ directory/);
   } finally {
