@@ -85,8 +85,9 @@ def main(argv=None) -> int:
         best, times = throughput.faster_dtype(m)
         del m
         dfile.write_text(json.dumps({"dtype": str(best).replace("torch.", ""), "forward_s": times}))
-    dtype = json.loads(dfile.read_text())["dtype"]
-    log(f"dtype {dtype} ({json.loads(dfile.read_text())['forward_s']})")
+    measured = json.loads(dfile.read_text())
+    dtype = measured["dtype"]
+    log(f"dtype {dtype} ({measured['forward_s']})")
 
     feats = run / "feats"
     layer_list = sorted({n, *([rows_layer] if rows_layer else []),

@@ -29,26 +29,18 @@ def main(argv=None) -> int:
     if a.train_vocab:
         CaperTokenizer(train_tokenizer(texts, vocab_size=a.train_vocab)).save(a.tokenizer)
     tok = CaperTokenizer.load(a.tokenizer)
-    if a.chat:
+    if a.chat or a.prompts:
         from . import chat_prompt
-        from .prompt import PromptError
-        specials = {t: tok.special_id(t) for t in chat_prompt.CONTROL}
-        built = []
-        for x in texts:
-            try:
-                p = chat_prompt.build(tok.encode, specials, x["schema"], x["question"], x["units"], x["max_length"])
-                built.append({"ids": p.ids, "markers": p.markers, "terminal": p.terminal})
-            except PromptError as e:
-                built.append({"error": str(e)})
-        with open(a.out, "w", encoding="utf-8") as f:
-            json.dump(built, f)
-        return 0
-    if a.prompts:
         from .prompt import PromptError, build_prompt
+        if a.chat:
+            specials = {t: tok.special_id(t) for t in chat_prompt.CONTROL}
+            build = lambda x: chat_prompt.build(tok.encode, specials, x["schema"], x["question"], x["units"], x["max_length"])  # noqa: E731
+        else:
+            build = lambda x: build_prompt(tok, x["schema"], x["question"], x["units"], x["max_length"], terminal=x["terminal"])  # noqa: E731
         built = []
         for x in texts:
             try:
-                p = build_prompt(tok, x["schema"], x["question"], x["units"], x["max_length"], terminal=x["terminal"])
+                p = build(x)
                 built.append({"ids": p.ids, "markers": p.markers, "terminal": p.terminal})
             except PromptError as e:
                 built.append({"error": str(e)})

@@ -64,6 +64,21 @@ def root_index(c: dict) -> int:
     return -1
 
 
+def targets(c: dict, after_root_weight: float = 1.0) -> tuple[list[float], list[float]]:
+    """(target, weight) at each unit, then at the terminal: the rule of the module docstring. A wrong
+    candidate with no blamed clause supervises only its terminal."""
+    n = len(c["kinds"])
+    r = root_index(c)
+    y, w = [1.0] * n, [1.0] * n
+    if r >= 0:
+        y[r] = 0.0
+        for k in range(r + 1, n):
+            w[k] = after_root_weight
+    elif not c["correct"]:
+        w = [0.0] * n
+    return y + [1.0 if c["correct"] else 0.0], w + [1.0]
+
+
 def table(cands: list[dict], layer_slot: int, after_root_weight: float = 1.0) -> Table:
     xs, ys, ws, ci, term = [], [], [], [], []
     terminal_at, qg, corr = [], [], []
@@ -71,18 +86,8 @@ def table(cands: list[dict], layer_slot: int, after_root_weight: float = 1.0) ->
     row = 0
     for i, c in enumerate(cands):
         f = c["feats"][:, layer_slot].float()
+        y, w = targets(c, after_root_weight)
         n = len(c["kinds"])
-        r = root_index(c)
-        y = [1.0] * n
-        w = [1.0] * n
-        if r >= 0:
-            y[r] = 0.0
-            for k in range(r + 1, n):
-                w[k] = after_root_weight
-        elif not c["correct"]:
-            w = [0.0] * n  # wrong with no blamed clause: only the terminal knows
-        y.append(1.0 if c["correct"] else 0.0)
-        w.append(1.0)
         xs.append(f)
         ys += y
         ws += w

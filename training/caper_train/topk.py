@@ -64,17 +64,6 @@ def _load_rows_of(cache: Path, exclude: set[str], rows: list[dict], cands: list[
             rows.append(r)
 
 
-def targets(c: dict) -> tuple[list[float], list[float]]:
-    n = len(c["kinds"])
-    r = probe.root_index(c)
-    y, w = [1.0] * n, [1.0] * n
-    if r >= 0:
-        y[r] = 0.0
-    elif not c["correct"]:
-        w = [0.0] * n
-    return y + [1.0 if c["correct"] else 0.0], w + [1.0]
-
-
 class Top(torch.nn.Module):
     """Layers from..N of the truncated base, its final norm and a scalar head."""
 
@@ -107,7 +96,7 @@ def row_loss(model: Top, row: dict, cands: list[dict], pref_weight: float, delta
     ys, ws, at_all = [], [], []
     right, wrong = [], []
     for ci, at in row["cands"]:
-        y, w = targets(cands[ci])
+        y, w = probe.targets(cands[ci])
         ys += y
         ws += w
         at_all += at
