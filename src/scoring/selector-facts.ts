@@ -3,7 +3,7 @@
 // facts alone (selector-features.ts), which is what lets the evaluation cache them
 // (src/eval/selector-data.ts).
 import { createHash } from 'node:crypto';
-import type { ClauseKind } from '../clauses/types.js';
+import type { ClauseKind, SplitResult } from '../clauses/types.js';
 import type { ExecResult } from '../execution/executor.js';
 import { canonValue, groupKey, resultKey } from '../execution/equivalence.js';
 import { candidateScore, CANDIDATE_SCORE_MODE } from './candidate-score.js';
@@ -68,6 +68,8 @@ export interface SelectorCandidate {
   units: { kind: ClauseKind; text: string; score: number }[];
   /** The model's verdict on the whole query (models with caper.json `terminal_verdict`). */
   terminal?: number;
+  /** The scorer's parse of `sql`, when the caller has it: the canonical form then costs no second parse. */
+  split?: SplitResult;
   /** Execution outcome; absent (for every candidate) in sql mode. */
   exec?: ExecShape;
   /** String literals compared with a column that holds no such value (exec mode; absent = 0). */
