@@ -8,11 +8,13 @@
 //     with execution, on the same questions;
 //   - detection AUROC of the candidate score: right vs wrong distinct pool8 candidates;
 //   - removed-clause pairs (bench/removed-clause.ts on the same split): % where the complete query
-//     scores higher.
+//     scores higher;
+//   - injected-fault pairs: `caper annotate` of the split's gold (faults injected into each gold
+//     query, kept only when the result changes), % of (gold, fault) pairs where the gold scores higher.
 // Usage: node dist/bench/prm-base.js --data runs/heldout-data --models models/default,runs/models/X
-//        [--sources prm,text,solo,fused] [--no-removed] [--out bench/results/prm-base]
+//        [--sources prm,text,solo,fused] [--no-removed] [--no-injected] [--out bench/results/prm-base]
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs, flagString } from '../src/commands/args.js';
 import { computeFacts, picks } from '../src/eval/rerank.js';
@@ -43,10 +45,59 @@ interface ModelFigures {
   rerank: { n: number; prm: number; vote: number; oracle: number };
   auroc: { value: number; right: number; wrong: number };
   removed?: { pairs: number; pct_complete_higher: number };
+  injected?: { pairs: number; questions: number; pct_gold_higher: number };
   seconds: number;
 }
 
-async function measure(dir: string, data: string, sources: LabelSource[], removed: boolean, runs: string): Promise<ModelFigures> {
+interface Trajectory { type: string; db_id: string; question: string; schema: string; units: { text: string }[]; source: string }
+
+/** The split's gold queries and the faults annotation injected into them (one file for every model). */
+function injectedRecords(data: string, runs: string): Trajectory[] {
+  const file = join(runs, `injected-${basename(data)}.jsonl`);
+  if (!existsSync(file)) {
+    const r = spawnSync(process.execPath, [join(REPO, 'dist', 'src', 'cli.js'), 'annotate', '--data', data, '--out', file, '--seed', '0'],
+      { encoding: 'utf8', stdio: ['ignore', 'ignore', 'inherit'] });
+    if (r.status !== 0) throw new Error(`caper annotate --data ${data} failed`);
+  }
+  return readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Trajectory).filter((t) => t.type === 'trajectory');
+}
+
+/** % of (gold, injected fault) pairs of a question where the gold query's candidate score is higher. */
+async function injectedPairs(dir: string, records: Trajectory[]): Promise<NonNullable<ModelFigures['injected']>> {
+  const { loadModel } = await import('../src/scoring/onnx.js');
+  const { Scorer } = await import('../src/scoring/scorer.js');
+  const byQ = new Map<string, { gold?: Trajectory; faults: Trajectory[] }>();
+  for (const t of records) {
+    const g = byQ.get(`${t.db_id}\u0000${t.question}`) ?? { faults: [] };
+    if (t.source === 'gold') g.gold ??= t;
+    else if (t.source === 'fault') g.faults.push(t);
+    byQ.set(`${t.db_id}\u0000${t.question}`, g);
+  }
+  const model = await loadModel(dir, { device: 'cpu' });
+  const scorer = new Scorer(model, null);
+  let pairs = 0;
+  let higher = 0;
+  let questions = 0;
+  try {
+    for (const { gold, faults } of byQ.values()) {
+      if (!gold || !faults.length) continue;
+      const sql = (t: Trajectory) => t.units.map((u) => u.text).join(' ');
+      const r = await scorer.score(gold.question, gold.schema, [sql(gold), ...faults.map(sql)]);
+      const [g, ...fs] = r.candidates;
+      questions++;
+      for (const f of fs) {
+        pairs++;
+        if (g!.score > f.score) higher++;
+      }
+    }
+  } finally {
+    await model.close();
+  }
+  return { pairs, questions, pct_gold_higher: (100 * higher) / Math.max(1, pairs) };
+}
+
+async function measure(dir: string, data: string, sources: LabelSource[], removed: boolean, runs: string,
+  injected: Trajectory[] | null): Promise<ModelFigures> {
   const t0 = performance.now();
   const systems = resolvePool(data, 'pool8');
   const manifest = JSON.parse(readFileSync(join(dir, 'caper.json'), 'utf8')) as { name: string };
@@ -83,12 +134,13 @@ async function measure(dir: string, data: string, sources: LabelSource[], remove
     const j = JSON.parse(readFileSync(`${out}.json`, 'utf8')) as { summary: { all: { n: number; pct_complete_higher: number } } };
     rem = { pairs: j.summary.all.n, pct_complete_higher: j.summary.all.pct_complete_higher };
   }
+  const inj = injected ? await injectedPairs(dir, injected) : undefined;
   return { model: manifest.name, dir, blame, rerank, auroc: { value: auroc(right, wrong), right: right.length, wrong: wrong.length },
-    ...(rem ? { removed: rem } : {}), seconds: (performance.now() - t0) / 1000 };
+    ...(rem ? { removed: rem } : {}), ...(inj ? { injected: inj } : {}), seconds: (performance.now() - t0) / 1000 };
 }
 
 async function main(): Promise<void> {
-  const a = parseArgs(process.argv.slice(2), ['no-removed']);
+  const a = parseArgs(process.argv.slice(2), ['no-removed', 'no-injected']);
   const data = resolve(flagString(a, 'data', join(REPO, 'runs', 'heldout-data'))!);
   const models = (flagString(a, 'models', 'models/default') ?? '').split(',').filter(Boolean).map((m) => resolve(m));
   const sources = (flagString(a, 'sources', 'prm') ?? '').split(',').filter(Boolean) as LabelSource[];
@@ -97,8 +149,9 @@ async function main(): Promise<void> {
   const runs = join(REPO, 'runs', 'prm-base-bench');
   mkdirSync(runs, { recursive: true });
   const figs: ModelFigures[] = [];
+  const injected = a.flags.has('no-injected') ? null : injectedRecords(data, runs);
   for (const m of models) {
-    figs.push(await measure(m, data, sources, !a.flags.has('no-removed'), runs));
+    figs.push(await measure(m, data, sources, !a.flags.has('no-removed'), runs, injected));
     console.error(`prm-base: ${m} measured in ${figs.at(-1)!.seconds.toFixed(0)} s`);
   }
   const f3 = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? '-' : v.toFixed(3));
@@ -110,12 +163,13 @@ async function main(): Promise<void> {
     ['Majority Vote with execution, same questions', (f) => f1(f.rerank.vote)],
     ['detection AUROC of the candidate score', (f) => f3(f.auroc.value)],
     ['removed-clause pairs, complete higher %', (f) => (f.removed ? `${f1(f.removed.pct_complete_higher)} (${f.removed.pairs})` : '-')],
+    ['injected-fault pairs, gold higher %', (f) => (f.injected ? `${f1(f.injected.pct_gold_higher)} (${f.injected.pairs})` : '-')],
   ];
   const rel = (p: string) => p.replace(REPO + '/', '');
   const md = [
     `# Clause-PRMs on ${rel(data)} (product path)`,
     '',
-    `\`node dist/bench/prm-base.js --data ${rel(data)} --models ${models.map(rel).join(',')} --sources ${sources.join(',')}${a.flags.has('no-removed') ? ' --no-removed' : ''}\``,
+    `\`node dist/bench/prm-base.js --data ${rel(data)} --models ${models.map(rel).join(',')} --sources ${sources.join(',')}${a.flags.has('no-removed') ? ' --no-removed' : ''}${a.flags.has('no-injected') ? ' --no-injected' : ''}\``,
     '',
     `Databases: ${[...new Set((JSON.parse(readFileSync(join(data, 'dev.json'), 'utf8')) as { db_id: string }[]).map((q) => q.db_id))].sort().join(', ')} ` +
       '(the held-out split of training/README.md when the data is its `caper_train.dataview` view). ' +
