@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 
-def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int) -> dict:
+def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int, embed_bits: int | None = None) -> dict:
     """Weight-only quantization: every MatMul with a constant weight (MatMulNBits) and the
     embedding table (quantize_embedding)."""
     import logging
@@ -35,19 +35,22 @@ def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int) -> d
     from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
 
     logging.getLogger("onnxruntime.quantization").setLevel(logging.ERROR)
-    m = onnx.load(str(src), load_external_data=True)
-    cfg = DefaultWeightOnlyQuantConfig(block_size=block, is_symmetric=False, bits=bits, op_types_to_quantize=("MatMul",))
-    q = MatMulNBitsQuantizer(m, algo_config=cfg)
-    q.process()
-    g = q.model.model
-    embedded = quantize_embedding(g, bits, embed_block)
+    g = onnx.load(str(src), load_external_data=True)
+    if bits:
+        cfg = DefaultWeightOnlyQuantConfig(block_size=block, is_symmetric=False, bits=bits, op_types_to_quantize=("MatMul",))
+        q = MatMulNBitsQuantizer(g, algo_config=cfg)
+        q.process()
+        g = q.model.model
+    embed_bits = bits if embed_bits is None else embed_bits
+    embedded = quantize_embedding(g, embed_bits, embed_block) if embed_bits else {}
     onnx.save_model(g, str(dst))
     ops: dict[str, int] = {}
     for n in g.graph.node:
         ops[n.op_type] = ops.get(n.op_type, 0) + 1
-    return {"bits": bits, "block": block, "embed_block": embed_block, "symmetric": False,
-            "method": f"weight-only int{bits}: MatMulNBits (blocks of {block}) and a dequantizing embedding lookup "
-                      f"(blocks of {embed_block}, fp16 scale and offset)",
+    return {"bits": bits, "block": block, "embed_bits": embed_bits, "embed_block": embed_block, "symmetric": False,
+            "method": (f"weight-only: matrix products int{bits} (MatMulNBits, blocks of {block})" if bits else "matrix products fp32")
+                      + (f", embedding int{embed_bits} looked up and dequantized (blocks of {embed_block}, fp16 scale and offset)"
+                         if embed_bits else ", embedding fp32"),
             "matmul_nbits": ops.get("MatMulNBits", 0), "unquantized_matmul": ops.get("MatMul", 0),
             "embedding": embedded}
 
@@ -202,7 +205,8 @@ def main(argv=None) -> int:
     ap.add_argument("--model", required=True, help="an exported base Clause-PRM directory (fp32 model.onnx)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--records", nargs="+", required=True, help="annotated records whose candidates measure parity")
-    ap.add_argument("--bits", type=int, default=4, choices=[4, 8])
+    ap.add_argument("--bits", type=int, default=4, choices=[0, 4, 8], help="bits of the decoder's matrices (0: left fp32)")
+    ap.add_argument("--embed-bits", type=int, choices=[0, 4, 8], help="bits of the embedding table (default --bits; 0: fp32)")
     ap.add_argument("--block", type=int, default=128, help="values per scale in the decoder's matrices")
     ap.add_argument("--embed-block", type=int, default=64, help="values per scale in the embedding table")
     ap.add_argument("--max-questions", type=int, default=0)
@@ -216,7 +220,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for f in out.glob("model*.onnx*"):
         f.unlink()
-    q = quantize(src / manifest["files"]["model"], out / "model.onnx", a.bits, a.block, a.embed_block)
+    q = quantize(src / manifest["files"]["model"], out / "model.onnx", a.bits, a.block, a.embed_block, a.embed_bits)
     shutil.copyfile(src / manifest["files"]["tokenizer"], out / "tokenizer.json")
     groups = question_prompts(a.records, out / "tokenizer.json", manifest["max_length"], a.max_questions)
     p = parity(src / manifest["files"]["model"], out / "model.onnx", groups, a.threads)
@@ -234,7 +238,7 @@ def main(argv=None) -> int:
         shutil.copytree(src / "steps", out / "steps", dirs_exist_ok=True)
     train = read_step(out, "train") or {k: v for k, v in manifest.items() if section_writers().get(k) == "train"}
     train["files"] = {"model": "model.onnx", "tokenizer": "tokenizer.json"}
-    train["export"] = {**(train.get("export") or {}), "weights": f"int{a.bits}", "shipped": q}
+    train["export"] = {**(train.get("export") or {}), "weights": f"int{a.bits}" if a.bits else "fp32", "shipped": q}
     write_step(out, "train", train)
     return 0
 
