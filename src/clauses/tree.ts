@@ -1,4 +1,4 @@
-// The normalized tree: built from node-sql-parser's AST (build.ts), located in the text
+// The normalized tree: built from node-sql-parser's AST (parser.ts, build.ts, build-expr.ts), located in the text
 // (spans.ts), rendered back to SQLite SQL (render.ts); nodes themselves in node.ts.
 //
 // Rendering is driven only by (kind, label, attrs, children), so a mutator edits the tree and
