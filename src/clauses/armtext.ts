@@ -1,8 +1,8 @@
 // The text of one query arm as handed to node-sql-parser: subqueries become placeholders,
 // comments spaces, [bracket] identifiers `backtick` ones, and what the parser cannot read
-// (backslashes in strings, FILTER/OVER suffixes, NULLS FIRST/LAST) is set aside in an ArmSide and
-// put back by the tree builder.
-import type { ClauseUnit } from './types.js';
+// (backslashes in strings, FILTER/OVER suffixes, NULLS FIRST/LAST; in PostgreSQL DISTINCT ON's list
+// and the FETCH FIRST form of LIMIT) is set aside in an ArmSide and put back by the tree builder.
+import type { ClauseUnit, SqlDialect } from './types.js';
 import { identName, significant, type Token } from './lexer.js';
 import type { ArmInfo } from './segment.js';
 import { KEYWORDS, VALUE_KEYWORDS } from './render.js';
@@ -29,6 +29,12 @@ export interface ArmSide {
   windows: { suffix: string; star: boolean }[];
   /** NULLS FIRST/LAST per ORDER BY item index. */
   nulls: string[];
+  /** PostgreSQL: the parenthesized list of SELECT DISTINCT ON, verbatim (whitespace-normalized). */
+  distinctOn?: string;
+  /** PostgreSQL: the LIMIT unit was written FETCH FIRST|NEXT n ROWS ONLY (handed over as LIMIT n). */
+  fetch?: 'FIRST' | 'NEXT';
+  /** ... and without its count, which means one row. */
+  fetchImplicit?: boolean;
 }
 
 /** Significant tokens of [from, to] joined by single spaces: safe to splice into one line. */
@@ -109,8 +115,15 @@ function findWindowSuffixes(toks: Token[], arm: ArmInfo, stars: Set<number>): Ma
   return out;
 }
 
-export function armText(ctx: { sql: string; toks: Token[]; units?: ClauseUnit[] }, arm: ArmInfo, side: ArmSide = { strings: [], windows: [], nulls: [] }): string {
+export function armText(
+  ctx: { sql: string; toks: Token[]; units?: ClauseUnit[]; dialect?: SqlDialect }, arm: ArmInfo,
+  side: ArmSide = { strings: [], windows: [], nulls: [] },
+): string {
   const { toks } = ctx;
+  const pg = ctx.dialect === 'postgresql';
+  const unitOfKind = (kind: string) => arm.units.map((u) => ctx.units?.[u]).find((u) => u?.kind === kind);
+  const selectUnit = pg ? unitOfKind('SELECT') : undefined;
+  const limitUnit = pg ? unitOfKind('LIMIT') : undefined;
   let out = '';
   let si = 0;
   const subs = [...arm.subqueries].sort((a, b) => a.open - b.open);
@@ -151,6 +164,41 @@ export function armText(ctx: { sql: string; toks: Token[]; units?: ClauseUnit[] 
       // Subqueries inside a verbatim suffix travel inside it.
       while (subs[si] && subs[si]!.open < toks[skip]!.end) si++;
       continue;
+    }
+    // PostgreSQL's DISTINCT ON (...) travels verbatim; the parser sees a plain DISTINCT.
+    if (selectUnit && t.type === 'word' && t.upper === 'DISTINCT' && t.start >= selectUnit.start && t.end <= selectUnit.end &&
+      side.distinctOn === undefined) {
+      const on = sigIdx(k + 1, 1);
+      const open = on >= 0 && toks[on]!.upper === 'ON' ? sigIdx(on + 1, 1) : -1;
+      const close = open >= 0 && toks[open]!.text === '(' ? closeParen(toks, open, arm.end) : -1;
+      if (close >= 0) {
+        side.distinctOn = normalizedText(toks, open, close);
+        out += 'DISTINCT ';
+        k = close;
+        while (subs[si] && subs[si]!.open < toks[close]!.end) si++;
+        continue;
+      }
+    }
+    // PostgreSQL's row-limiting words the parser lacks: FETCH FIRST|NEXT [n] ROW[S] ONLY is LIMIT n
+    // (n = 1 when left out), and ROW[S] after an OFFSET count is a noise word. A subquery in the
+    // unit becomes a placeholder below, so every word seen here is the unit's own.
+    if (limitUnit && t.start >= limitUnit.start && t.end <= limitUnit.end && t.type === 'word') {
+      if (t.upper === 'FETCH') {
+        const fn = sigIdx(k + 1, 1);
+        const fw = fn >= 0 ? toks[fn]!.upper : '';
+        if (fw === 'FIRST' || fw === 'NEXT') {
+          side.fetch = fw;
+          const after = sig(fn + 1, 1);
+          const implicit = after?.upper === 'ROW' || after?.upper === 'ROWS';
+          if (implicit) side.fetchImplicit = true;
+          out += implicit ? 'LIMIT 1 ' : 'LIMIT ';
+          k = fn;
+          continue;
+        }
+      } else if (t.upper === 'ROW' || t.upper === 'ROWS' || (t.upper === 'ONLY' && side.fetch)) {
+        out += ' ';
+        continue;
+      }
     }
     // ORDER BY items: count them so that NULLS FIRST/LAST (unknown to the parser) can be cut
     // out here and put back on the right order_item.
@@ -200,6 +248,18 @@ export function armText(ctx: { sql: string; toks: Token[]; units?: ClauseUnit[] 
     } else out += t.text;
   }
   return out;
+}
+
+/** Index of the ')' closing the '(' at `open`, within the arm; -1 when there is none. */
+function closeParen(toks: Token[], open: number, end: number): number {
+  let depth = 0;
+  for (let j = open; j < toks.length && toks[j]!.start < end; j++) {
+    const x = toks[j]!;
+    if (x.type !== 'punct') continue;
+    if (x.text === '(') depth++;
+    else if (x.text === ')' && --depth === 0) return j;
+  }
+  return -1;
 }
 
 /** True when a token can end an operand (so a following NOT NULL is the postfix test). */

@@ -21,9 +21,22 @@ export interface ArmCtx {
   /** Values of the "double-quoted" and 'single-quoted' tokens of the arm. */
   dquoted: Set<string>;
   squoted: Set<string>;
+  /** Text of the arm's bare words (exact case), to tell a quoted PostgreSQL name from a bare one. */
+  bareWords: Set<string>;
   /** The arm has an unquoted NATURAL keyword. */
   bareNatural: boolean;
   side: ArmSide;
+}
+
+/**
+ * PostgreSQL keeps the case of a "quoted" name and folds a bare one to lower case, so the tree
+ * remembers which it was (attrs quoted / qualifierQuoted / aliasQuoted) for the renderer. The
+ * parser's AST says so for columns; for the names it hands over as plain strings (tables,
+ * qualifiers, aliases) the arm's tokens decide: written in double quotes and never bare.
+ */
+export function pgQuoted(ctx: ArmCtx, name: string | undefined | null): true | undefined {
+  if (ctx.dialect !== 'postgresql' || name == null) return undefined;
+  return ctx.dquoted.has(name) && !ctx.bareWords.has(name) ? true : undefined;
 }
 
 export function identOf(x: Ast): string | null {
@@ -60,7 +73,7 @@ function unescapeSingle(v: string): string {
 export function literal(e: Ast, ctx: ArmCtx): TreeNode | null {
   // Fallback dialects (bigquery) report "x" and 'x' alike as 'string'; the arm's own tokens
   // tell which quote it had, and a double-quoted one must keep SQLite's identifier reading.
-  if (e.type === 'string' && ctx.dialect !== 'sqlite' && typeof e.value === 'string' &&
+  if (e.type === 'string' && ctx.dialect !== 'sqlite' && ctx.dialect !== 'postgresql' && typeof e.value === 'string' &&
     ctx.dquoted.has(e.value) && !ctx.squoted.has(e.value)) {
     return literal({ type: 'double_quote_string', value: e.value.replace(/"/g, '""') }, ctx);
   }
@@ -79,6 +92,8 @@ export function literal(e: Ast, ctx: ArmCtx): TreeNode | null {
       return mk('literal', `'${String(e.value)}'`, [], { value: unescapeSingle(String(e.value)), type: 'string' });
     }
     case 'double_quote_string': {
+      // PostgreSQL reads "x" as a name, always.
+      if (ctx.dialect === 'postgresql') return columnNode({ column: { expr: e } }, ctx);
       const v = String(e.value).replace(/""/g, '"');
       return mk('literal', `'${v.replace(/'/g, "''")}'`, [], { value: v, type: 'string', quote: '"' });
     }
@@ -99,13 +114,27 @@ export function literal(e: Ast, ctx: ArmCtx): TreeNode | null {
   }
 }
 
-function columnNode(e: Ast): TreeNode {
+function columnNode(e: Ast, ctx: ArmCtx): TreeNode {
   const name = identOf(e.column);
   if (name == null) throw new TreeBuildError('column without a name');
   const qualifier = identOf(e.table) ?? undefined;
-  if (name === '*') return mk('star', qualifier ? `${qualifier.toLowerCase()}.*` : '*', [], qualifier ? { qualifier } : undefined);
+  const qualifierQuoted = pgQuoted(ctx, qualifier);
+  if (name === '*') return mk('star', qualifier ? `${qualifier.toLowerCase()}.*` : '*', [], qualifier ? { qualifier, qualifierQuoted } : undefined);
   const label = (qualifier ? `${qualifier}.${name}` : name).toLowerCase();
-  return mk('column', label, [], { qualifier, name });
+  const quoted = ctx.dialect === 'postgresql' && e.column?.expr?.type === 'double_quote_string' ? true : undefined;
+  return mk('column', label, [], { qualifier, name, quoted, qualifierQuoted });
+}
+
+/** A cast's target type as SQL text: NUMERIC(10, 2), TIMESTAMP WITH TIME ZONE, INT[]. */
+function castType(t: Ast, pg: boolean): string {
+  if (!t || !t.dataType) throw new TreeBuildError('CAST without type');
+  let type = String(t.dataType).toUpperCase();
+  if (t.length != null) type += t.scale != null ? `(${t.length}, ${t.scale})` : `(${t.length})`;
+  if (pg) {
+    if (Array.isArray(t.suffix) && t.suffix.length > 0) type += ' ' + t.suffix.map((x: unknown) => String(x).toUpperCase()).join(' ');
+    if (t.array) type += '[]'.repeat(Number(t.array.dimension) || 1);
+  }
+  return type;
 }
 
 function funcName(e: Ast): string {
@@ -126,7 +155,7 @@ export function exprList(x: Ast): Ast[] {
 // set means a construct the tree would silently drop, so the parse fails instead.
 const EXPR_KEYS = new Set(['type', 'value', 'name', 'args', 'expr', 'left', 'right', 'operator', 'table', 'column',
   'collate', 'parentheses', 'suffix', 'escape', 'keyword', 'symbol', 'target', 'over', 'loc', 'db', 'schema',
-  'args_parentheses', 'ast', 'tableList', 'columnList', 'distinct']);
+  'args_parentheses', 'ast', 'tableList', 'columnList', 'distinct', 'unit']);
 
 export function expr(e: Ast, ctx: ArmCtx): TreeNode {
   if (e && typeof e === 'object' && !Array.isArray(e)) {
@@ -164,7 +193,7 @@ function exprInner(e: Ast, ctx: ArmCtx): TreeNode {
   if (lit) return lit;
   switch (e.type) {
     case 'column_ref':
-      return columnNode(e);
+      return columnNode(e, ctx);
     case 'star':
       return mk('star', '*');
     case 'binary_expr': {
@@ -205,8 +234,11 @@ function exprInner(e: Ast, ctx: ArmCtx): TreeNode {
     case 'aggr_func': {
       const name = funcName(e).toUpperCase();
       const a = e.args ?? {};
-      if (a.orderby || a.separator) throw new TreeBuildError('aggregate ORDER BY/SEPARATOR not modelled');
+      // PostgreSQL's string_agg(x, ', ') comes back with its second argument as a "separator".
+      const pgSep = ctx.dialect === 'postgresql' && a.separator?.symbol === ',' && a.separator.delimiter ? a.separator.delimiter : null;
+      if (a.orderby || (a.separator && !pgSep)) throw new TreeBuildError('aggregate ORDER BY/SEPARATOR not modelled');
       const args = exprList(a.expr);
+      if (pgSep) args.push(pgSep);
       return mk('aggregate', name, args.map((x) => expr(x, ctx)), { distinct: a.distinct ? true : undefined });
     }
     case 'function': {
@@ -244,21 +276,43 @@ function exprInner(e: Ast, ctx: ArmCtx): TreeNode {
       return mk('case', 'CASE', kids, { operand: e.expr ? true : undefined });
     }
     case 'cast': {
+      if (ctx.dialect === 'postgresql') {
+        // x::int::text is one cast with two targets: nested, innermost first.
+        const targets: Ast[] = Array.isArray(e.target) ? e.target : [e.target];
+        if (targets.length === 0) throw new TreeBuildError('CAST without type');
+        const colons = e.symbol === '::' ? true : undefined;
+        if (!colons && targets.length !== 1) throw new TreeBuildError('CAST with several types');
+        return targets.reduce((inner: TreeNode, t: Ast) => mk('cast', castType(t, true), [inner], { colons }), expr(e.expr, ctx));
+      }
       const t = Array.isArray(e.target) ? e.target[0] : e.target;
-      if (!t || !t.dataType) throw new TreeBuildError('CAST without type');
-      let type = String(t.dataType).toUpperCase();
-      if (t.length != null) type += t.scale != null ? `(${t.length}, ${t.scale})` : `(${t.length})`;
-      return mk('cast', type, [expr(e.expr, ctx)]);
+      return mk('cast', castType(t, false), [expr(e.expr, ctx)]);
+    }
+    case 'interval': {
+      if (ctx.dialect !== 'postgresql') break;
+      // INTERVAL '1 day' (or INTERVAL '1' DAY): a literal, rendered as written.
+      const v = e.expr;
+      if (!v || (v.type !== 'single_quote_string' && v.type !== 'string')) throw new TreeBuildError('INTERVAL without a string');
+      const unit = typeof e.unit === 'string' && e.unit ? e.unit.toUpperCase() : undefined;
+      const text = `'${String(v.value)}'`;
+      return mk('literal', `INTERVAL ${text}${unit ? ` ${unit}` : ''}`, [], { value: unescapeSingle(String(v.value)), type: 'interval', unit });
+    }
+    case 'extract': {
+      if (ctx.dialect !== 'postgresql') break;
+      const a = e.args ?? {};
+      if (typeof a.field !== 'string' || !a.source || meaningful(a.cast_type)) throw new TreeBuildError('unsupported EXTRACT');
+      return mk('function', 'EXTRACT', [expr(a.source, ctx)], { field: a.field.toUpperCase() });
     }
     case 'expr_list':
       return mk('list', '()', exprList(e).map((x) => expr(x, ctx)));
-    default: {
-      // Leaves we do not model keep their SQL text (as node-sql-parser prints it).
-      const text = parser().exprToSQL(e, { database: ctx.dialect });
-      if (!text) throw new TreeBuildError(`unsupported expression ${String(e.type)}`);
-      return mk('other', text);
-    }
+    case 'origin':
+      // PostgreSQL's LIMIT ALL.
+      if (ctx.dialect === 'postgresql' && String(e.value).toUpperCase() === 'ALL') return mk('other', 'ALL');
+      break;
   }
+  // Leaves we do not model keep their SQL text (as node-sql-parser prints it).
+  const text = parser().exprToSQL(e, { database: ctx.dialect });
+  if (!text) throw new TreeBuildError(`unsupported expression ${String(e.type)}`);
+  return mk('other', text);
 }
 
 // node-sql-parser 5 gives AND and OR the same precedence (a OR b AND c comes back as

@@ -8,7 +8,7 @@ import { TreeBuildError, mk, setParent, type BuildEnv } from './node.js';
 import { assignSpans } from './spans.js';
 import { armText, tokenAt, type ArmSide } from './armtext.js';
 import { parseArm, type Ast } from './parser.js';
-import { asIdent, expr, identOf, identPositions, meaningful, subquery, type ArmCtx } from './build-expr.js';
+import { asIdent, expr, identOf, identPositions, meaningful, pgQuoted, subquery, type ArmCtx } from './build-expr.js';
 
 export { DIALECTS } from './parser.js';
 
@@ -18,13 +18,15 @@ function fromItem(f: Ast, ctx: ArmCtx): TreeNode {
   if (f.expr) {
     const s = subquery(f.expr, ctx);
     if (!s) throw new TreeBuildError('FROM item that is not a table or subquery');
-    if (alias) s.attrs = { ...(s.attrs ?? {}), alias };
+    if (alias) s.attrs = { ...(s.attrs ?? {}), alias, ...(pgQuoted(ctx, alias) ? { aliasQuoted: true } : {}) };
     item = s;
   } else if (f.table != null) {
     const name = identOf(f.table);
     if (!name) throw new TreeBuildError('table without name');
     const db = identOf(f.db) ?? undefined;
-    item = mk('table', (db ? `${db}.${name}` : name).toLowerCase(), [], { name, alias, db });
+    item = mk('table', (db ? `${db}.${name}` : name).toLowerCase(), [], {
+      name, alias, db, quoted: pgQuoted(ctx, name), aliasQuoted: pgQuoted(ctx, alias),
+    });
   } else throw new TreeBuildError('unsupported FROM item');
   if (!f.join) return item;
   let label = String(f.join).toUpperCase().replace(/\s+/g, ' ');
@@ -46,7 +48,35 @@ function clause(kind: ClauseKind, kids: TreeNode[], ctx: ArmCtx, attrs?: Record<
   return c;
 }
 
-const SELECT_KEYS = new Set(['type', 'with', 'distinct', 'columns', 'from', 'where', 'groupby', 'having', 'orderby', 'limit',
+/**
+ * PostgreSQL's row limits, which the grammar returns in three shapes: LIMIT c [OFFSET o] as
+ * limit [c, o]; OFFSET o alone as limit [o] with separator 'offset'; OFFSET o LIMIT c as limit [o]
+ * and _limit [c]. The clause is always [count, offset?], count ALL ('other') when there is none;
+ * attrs say how it was written (offsetFirst, and fetch for FETCH FIRST|NEXT, handed over as LIMIT).
+ */
+function pgLimit(ast: Ast, ctx: ArmCtx): TreeNode | null {
+  const v: Ast[] = Array.isArray(ast.limit?.value) ? ast.limit.value : [];
+  const after: Ast[] = Array.isArray(ast._limit?.value) ? ast._limit.value : [];
+  if (v.length === 0 && after.length === 0) return null;
+  const sep = String(ast.limit?.seperator ?? '').toLowerCase();
+  let count: TreeNode;
+  let offset: TreeNode | undefined;
+  let offsetFirst: true | undefined;
+  if (sep === 'offset' && v.length === 1) {
+    offset = expr(v[0], ctx);
+    if (after.length > 1) throw new TreeBuildError('unsupported LIMIT');
+    count = after.length === 1 ? expr(after[0], ctx) : mk('other', 'ALL');
+    offsetFirst = after.length === 1 ? true : undefined;
+  } else {
+    if (after.length > 0 || v.length > 2 || (v.length === 2 && sep !== 'offset')) throw new TreeBuildError('unsupported LIMIT');
+    count = expr(v[0], ctx);
+    if (v.length === 2) offset = expr(v[1], ctx);
+  }
+  if (ctx.side.fetchImplicit) count.attrs = { ...(count.attrs ?? {}), implicit: true };
+  return clause('LIMIT', offset ? [count, offset] : [count], ctx, { fetch: ctx.side.fetch, offsetFirst });
+}
+
+const SELECT_KEYS = new Set(['type', 'with', 'distinct', 'columns', 'from', 'where', 'groupby', 'having', 'orderby', 'limit', '_limit',
   'options', 'for_update', 'into', 'collate', 'locking_read', 'tableList', 'columnList', 'parentheses', 'loc']);
 
 function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
@@ -74,7 +104,7 @@ function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
           return v;
         })
         : undefined;
-      return mk('alias', name, [s], { cte: true, columns: cols });
+      return mk('alias', name, [s], { cte: true, columns: cols, quoted: pgQuoted(ctx, name) });
     });
     clauses.push(clause('WITH', ctes, ctx, { recursive: ast.with.some((w: Ast) => w.recursive) ? true : undefined }));
   }
@@ -82,9 +112,13 @@ function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
   const items = (cols as Ast[]).map((c) => {
     const x = asIdent(expr(c.expr, ctx));
     const as = identOf(c.as);
-    return as ? mk('alias', as, [x]) : x;
+    return as ? mk('alias', as, [x], { quoted: pgQuoted(ctx, as) }) : x;
   });
-  clauses.push(clause('SELECT', items, ctx, { distinct: ast.distinct ? true : undefined }));
+  // PostgreSQL's grammar gives DISTINCT as an object ({type: null} when absent).
+  const dv = ast.distinct;
+  const distinct = dv && typeof dv === 'object' ? Boolean(dv.type) : Boolean(dv);
+  if (ctx.side.distinctOn !== undefined && !distinct) throw new TreeBuildError('DISTINCT ON without DISTINCT');
+  clauses.push(clause('SELECT', items, ctx, { distinct: distinct ? true : undefined, distinctOn: ctx.side.distinctOn }));
   if (Array.isArray(ast.from) && ast.from.length > 0) {
     const from = (ast.from as Ast[]).map((f) => ({ ...f }));
     // The sqlite grammar reads `a NATURAL JOIN b` as table a aliased NATURAL, then a plain JOIN.
@@ -110,7 +144,9 @@ function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
       return mk('order_item', dir, [asIdent(expr(o.expr, ctx))], { explicit: o.type ? true : undefined, nulls: ctx.side.nulls[i] });
     }), ctx));
   }
-  if (ast.limit && Array.isArray(ast.limit.value) && ast.limit.value.length > 0) {
+  const limit = ctx.dialect === 'postgresql' ? pgLimit(ast, ctx) : null;
+  if (limit) clauses.push(limit);
+  else if (ast.limit && Array.isArray(ast.limit.value) && ast.limit.value.length > 0) {
     const v = ast.limit.value as Ast[];
     const sep = String(ast.limit.seperator ?? '').toLowerCase();
     const parts = sep === ',' && v.length === 2 ? [v[1], v[0]] : v;
@@ -134,17 +170,19 @@ export function buildQuery(q: QueryInfo, env: BuildEnv): TreeNode {
     const text = armText(env, arm, side);
     const dquoted = new Set<string>();
     const squoted = new Set<string>();
+    const bareWords = new Set<string>();
     let bareNatural = false;
     for (let k = tokenAt(env.toks, arm.start); k < env.toks.length && env.toks[k]!.end <= arm.end; k++) {
       const t = env.toks[k]!;
       if (t.type === 'word' && t.upper === 'NATURAL') bareNatural = true;
+      if (t.type === 'word') bareWords.add(t.text);
       if (t.type === 'dquote') dquoted.add(identName(t) ?? '');
       else if (t.type === 'string') squoted.add(t.text.slice(1, -1).replace(/''/g, "'"));
     }
     const node = parseArm(text, env, (ast, dialect) => {
       subCache.clear();
       const ctx: ArmCtx = {
-        sql: env.sql, toks: env.toks, units: env.units, arm, dialect, dquoted, squoted, bareNatural, side,
+        sql: env.sql, toks: env.toks, units: env.units, arm, dialect, dquoted, squoted, bareWords, bareNatural, side,
         buildSub: (k) => {
           const s = subs[k];
           if (!s) throw new TreeBuildError('placeholder without subquery');

@@ -1,6 +1,6 @@
 // node-sql-parser, the one instance of it, and the dialect loop each query arm goes through.
 import { createRequire } from 'node:module';
-import type { TreeNode } from './types.js';
+import type { SqlDialect, TreeNode } from './types.js';
 import { TreeBuildError, type BuildEnv } from './node.js';
 
 interface SqlParser {
@@ -17,15 +17,20 @@ export function parser(): SqlParser {
   return parserInstance;
 }
 
-/** Dialects tried in order for each arm; sqlite first because it is what we execute. */
+/** The parser's grammars tried in order for each arm of SQLite SQL; sqlite first because it is
+ * what we execute. */
 export const DIALECTS = ['sqlite', 'mysql', 'bigquery'] as const;
+
+/** Grammars per dialect. PostgreSQL's is the only one for PostgreSQL SQL: another grammar's reading
+ * could render to SQL PostgreSQL reads differently. */
+const GRAMMARS: Record<SqlDialect, readonly string[]> = { sqlite: DIALECTS, postgresql: ['postgresql'] };
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Ast = any;
 
 export function parseArm(text: string, env: BuildEnv, build: (ast: Ast, dialect: string) => TreeNode): TreeNode {
   let firstErr: unknown = null;
-  for (const d of DIALECTS) {
+  for (const d of GRAMMARS[env.dialect]) {
     let ast: Ast;
     try {
       ast = parser().astify(text, { database: d });
