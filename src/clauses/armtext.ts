@@ -25,8 +25,9 @@ export interface ArmSide {
   /** Original text of string literals the parser sees as '__caper_sN' (backslashes confuse it). */
   strings: string[];
   /** Verbatim (whitespace-normalized) FILTER (...) / OVER ... suffixes of calls renamed
-   * __caper_wN_name; star: the call's only argument was '*'. */
-  windows: { suffix: string; star: boolean }[];
+   * __caper_wN_name; star: the call's only argument was '*'; distinct: its arguments began with
+   * DISTINCT (both dropped from the renamed call, which would not parse with them). */
+  windows: { suffix: string; star: boolean; distinct?: boolean }[];
   /** NULLS FIRST/LAST per ORDER BY item index. */
   nulls: string[];
   /** PostgreSQL: the parenthesized list of SELECT DISTINCT ON, verbatim (whitespace-normalized). */
@@ -51,7 +52,7 @@ function normalizedText(toks: Token[], from: number, to: number): string {
 }
 
 /** Window / FILTER suffixes in the arm: the function-name token index -> [first, last] suffix tokens. */
-function findWindowSuffixes(toks: Token[], arm: ArmInfo, stars: Set<number>): Map<number, [number, number]> {
+function findWindowSuffixes(toks: Token[], arm: ArmInfo, stars: Set<number>, distincts: Set<number>): Map<number, [number, number]> {
   const out = new Map<number, [number, number]>();
   const first = tokenAt(toks, arm.start);
   const nextSigIdx = (j: number): number => {
@@ -110,6 +111,7 @@ function findWindowSuffixes(toks: Token[], arm: ArmInfo, stars: Set<number>): Ma
     // count(*) would not parse once renamed: the '*' is dropped and restored in the tree.
     const inner = nextSigIdx(lp + 1);
     if (inner >= 0 && toks[inner]!.text === '*' && nextSigIdx(inner + 1) === rp) stars.add(inner);
+    if (inner >= 0 && toks[inner]!.type === 'word' && toks[inner]!.upper === 'DISTINCT') distincts.add(inner);
     k = end;
   }
   return out;
@@ -128,7 +130,8 @@ export function armText(
   let si = 0;
   const subs = [...arm.subqueries].sort((a, b) => a.open - b.open);
   const stars = new Set<number>();
-  const windows = findWindowSuffixes(toks, arm, stars);
+  const distincts = new Set<number>();
+  const windows = findWindowSuffixes(toks, arm, stars, distincts);
   const orderUnit = arm.units.map((u) => ctx.units?.[u]).find((u) => u?.kind === 'ORDER BY');
   let level = 0;
   let orderItem = 0;
@@ -153,10 +156,12 @@ export function armText(
       out += `__caper_w${side.windows.length}_${t.text}`;
       let star = false;
       for (const st of stars) if (st > k && st < w[0]) star = true;
-      side.windows.push({ suffix: normalizedText(toks, w[0], w[1]), star });
+      let distinct = false;
+      for (const dt of distincts) if (dt > k && dt < w[0]) distinct = true;
+      side.windows.push({ suffix: normalizedText(toks, w[0], w[1]), star, ...(distinct ? { distinct } : {}) });
       continue;
     }
-    if (stars.has(k)) continue;
+    if (stars.has(k) || distincts.has(k)) continue;
     const skip = skipTo.get(k);
     if (skip !== undefined) {
       out += ' ';
@@ -203,7 +208,8 @@ export function armText(
     // ORDER BY items: count them so that NULLS FIRST/LAST (unknown to the parser) can be cut
     // out here and put back on the right order_item.
     if (orderUnit && t.start >= orderUnit.start && t.end <= orderUnit.end) {
-      if (t.type === 'punct' && t.text === '(') level++;
+      // A subquery's '(' is not counted: the placeholder below skips its ')'.
+      if (t.type === 'punct' && t.text === '(' && t.start !== subs[si]?.open) level++;
       else if (t.type === 'punct' && t.text === ')') level--;
       else if (t.type === 'punct' && t.text === ',' && level === 0) orderItem++;
       else if (t.type === 'word' && t.upper === 'NULLS' && level === 0) {
@@ -231,6 +237,7 @@ export function armText(
     // Spellings SQLite accepts but node-sql-parser does not, rewritten to exact equivalents.
     // Only the parser's input changes; spans always come from the caller's tokens.
     if (t.type === 'comment') out += ' ';
+    else if (pg && t.type === 'word' && PG_PARSER_TRIPS.has(t.upper) && sig(k + 1, 1)?.text !== '(') out += `"${t.text.toLowerCase()}"`;
     else if (t.type === 'bracket') out += '`' + (identName(t) ?? '').replace(/`/g, '``') + '`';
     else if (t.type === 'number' && t.text.startsWith('.')) out += '0' + t.text;
     else if (t.type === 'number' && /^\d+\.(?:[eE]|$)/.test(t.text)) out += t.text.replace('.', '.0');
@@ -249,6 +256,13 @@ export function armText(
   }
   return out;
 }
+
+/**
+ * Words PostgreSQL takes as names (e.g. a table called show) that node-sql-parser's PostgreSQL
+ * grammar reserves, and that no SELECT uses as a keyword: handed to the parser double-quoted in
+ * the lower case PostgreSQL folds them to, which names the same thing.
+ */
+const PG_PARSER_TRIPS = new Set(['SHOW', 'SESSION', 'TRUNCATE', 'ADD', 'CALL', 'DELETE', 'EXPLAIN', 'GLOBAL', 'INSERT', 'RENAME', 'SET', 'UPDATE']);
 
 /** Index of the ')' closing the '(' at `open`, within the arm; -1 when there is none. */
 function closeParen(toks: Token[], open: number, end: number): number {

@@ -121,7 +121,8 @@ function columnNode(e: Ast, ctx: ArmCtx): TreeNode {
   const qualifierQuoted = pgQuoted(ctx, qualifier);
   if (name === '*') return mk('star', qualifier ? `${qualifier.toLowerCase()}.*` : '*', [], qualifier ? { qualifier, qualifierQuoted } : undefined);
   const label = (qualifier ? `${qualifier}.${name}` : name).toLowerCase();
-  const quoted = ctx.dialect === 'postgresql' && e.column?.expr?.type === 'double_quote_string' ? true : undefined;
+  // Quoted as the source wrote it (the parser's input quotes a few bare words it would trip on).
+  const quoted = ctx.dialect === 'postgresql' && e.column?.expr?.type === 'double_quote_string' && ctx.dquoted.has(name) ? true : undefined;
   return mk('column', label, [], { qualifier, name, quoted, qualifierQuoted });
 }
 
@@ -252,7 +253,7 @@ function exprInner(e: Ast, ctx: ArmCtx): TreeNode {
         if (!win) throw new TreeBuildError('window placeholder without suffix');
         const args = exprList(e.args).map((x) => expr(x, ctx));
         if (win.star) args.push(mk('star', '*'));
-        return mk(AGGREGATES.has(name) ? 'aggregate' : 'function', name, args, { suffix: win.suffix });
+        return mk(AGGREGATES.has(name) ? 'aggregate' : 'function', name, args, { suffix: win.suffix, distinct: win.distinct });
       }
       if (name === 'EXISTS' || name === 'NOT EXISTS') {
         const s = subquery(exprList(e.args)[0], ctx);

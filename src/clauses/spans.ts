@@ -129,11 +129,14 @@ export function assignSpans(root: TreeNode, env: BuildEnv): void {
         if (j >= 1 && toks[list[j]!]!.text === '(' && toks[list[j - 1]!]!.type === 'word') {
           s = toks[list[j - 1]!]!.start;
           let depth = 0;
+          let close = -1;
           for (let m = j; m < list.length; m++) {
             const tt = toks[list[m]!]!;
             if (tt.text === '(') depth++;
-            else if (tt.text === ')' && --depth === 0) { e = Math.max(e, tt.end); break; }
+            else if (tt.text === ')' && --depth === 0) { e = Math.max(e, tt.end); close = m; break; }
           }
+          // A FILTER (...) / OVER ... suffix belongs to the call.
+          if (close >= 0 && typeof n.attrs?.suffix === 'string') e = Math.max(e, suffixEnd(list, close));
         }
       }
       const list = sigByUnit.get(n.unit) ?? [];
@@ -161,6 +164,32 @@ export function assignSpans(root: TreeNode, env: BuildEnv): void {
     }
   };
   post(root);
+
+  /** End of the FILTER (...) / OVER (...) / OVER name words after the call's ')' at list[close]. */
+  function suffixEnd(list: number[], close: number): number {
+    let e = toks[list[close]!]!.end;
+    let m = close + 1;
+    for (;;) {
+      const w = toks[list[m]!]?.upper;
+      if (w !== 'FILTER' && w !== 'OVER') return e;
+      const nx = toks[list[m + 1]!];
+      if (nx?.text === '(') {
+        let depth = 0;
+        let k = m + 1;
+        for (; k < list.length; k++) {
+          const tt = toks[list[k]!]!;
+          if (tt.text === '(') depth++;
+          else if (tt.text === ')' && --depth === 0) break;
+        }
+        if (k >= list.length) return e;
+        e = toks[list[k]!]!.end;
+        m = k + 1;
+      } else if (w === 'OVER' && nx?.type === 'word') {
+        e = nx.end;
+        m += 2;
+      } else return e;
+    }
+  }
 
   /**
    * x::type: from the operand (with the parentheses written around it, which belong to the cast)
