@@ -23,6 +23,12 @@ export { quoteIdent, dialectOf } from './tree.js';
 export function splitSql(sql: string, opts?: { tree?: boolean; dialect?: SqlDialect }): SplitResult {
   const wantTree = opts?.tree !== false;
   const dialect: SqlDialect = opts?.dialect ?? 'sqlite';
+  const r = split(sql, wantTree, dialect);
+  if (dialect !== 'sqlite') r.dialect = dialect;
+  return r;
+}
+
+function split(sql: string, wantTree: boolean, dialect: SqlDialect): SplitResult {
   if (typeof sql !== 'string') return { sql: String(sql), ok: false, error: 'sql must be a string', units: [] };
   const units: ClauseUnit[] = [];
   try {

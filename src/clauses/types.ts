@@ -80,6 +80,9 @@ export interface TreeNode {
 
 export interface SplitResult {
   sql: string;
+  /** The dialect the SQL was read in when not SQLite's: SQL derived from it (a repair, another
+   * candidate for the same database) is read in the same one. */
+  dialect?: SqlDialect;
   /** true when the statement parsed into a tree. */
   ok: boolean;
   error?: string;

@@ -28,6 +28,7 @@ import { groupKey, matchesGold } from '../execution/equivalence.js';
 import type { RootCause, ConsensusOutcome } from '../rootcause/rootcause.js';
 import { extractSql } from './candidates.js';
 import { textDefect } from '../clauses/text.js';
+import type { SqlDialect } from '../clauses/types.js';
 import { abstentionOf, confidenceInPool, confidenceModelsOf, rankCandidates, selectorCandidates, thresholdOf } from './ranking.js';
 import { evidenceOf, verdictOf, withVerdict } from './verdicts.js';
 import { goldVerdict, localizeConsensus, rerankConsensus } from './analysis.js';
@@ -268,7 +269,7 @@ export class Verifier {
     try {
       // Scoring and execution are independent: run them side by side.
       const [scored, exec] = await this.both(
-        this.score(scorer, req.question, ctx.schema, sqls, dl),
+        this.score(scorer, req.question, ctx.schema, sqls, dl, ctx.dialect),
         runs ? this.executeAll(ctx.ex, ctx.dbPath!, sqls, dl) : null,
       );
       const keys: (string | null)[] = [];
@@ -362,7 +363,7 @@ export class Verifier {
       const pool = [sql, ...(cands !== undefined && confModel ? cands : [])];
       const [scored, exec, candExec] = await Promise.all([
         this.both(
-          this.score(scorer, req.question, ctx.schema, pool, dl),
+          this.score(scorer, req.question, ctx.schema, pool, dl, ctx.dialect),
           canRun ? this.executeAll(ctx.ex, ctx.dbPath!, withGold ? [gold!, sql] : [sql], dl) : null,
         ),
         cands !== undefined && cands.length > 0 ? this.executeAll(ctx.ex, ctx.dbPath!, [sql, ...cands], dl) : null,
@@ -428,7 +429,7 @@ export class Verifier {
     const dl = this.deadline();
     try {
       const [scored, exec] = await this.both(
-        this.score(scorer, req.question, ctx.schema, sqls, dl),
+        this.score(scorer, req.question, ctx.schema, sqls, dl, ctx.dialect),
         gold !== undefined && ctx.dbPath ? this.executeAll(ctx.ex, ctx.dbPath, [gold, ...sqls], dl) : null,
       );
       const execution: (number | undefined)[] = sqls.map(() => undefined);
@@ -496,11 +497,12 @@ export class Verifier {
    * schema is used as given (it is what the caller's LLM saw); without it, a db_id's schema is
    * rendered from the database's catalog.
    */
-  private async resolve(req: Context & { gold?: string }): Promise<{ schema: string; dbPath: string | null; ex: Executor | null }> {
+  private async resolve(req: Context & { gold?: string }): Promise<{ schema: string; dbPath: string | null; ex: Executor | null; dialect: SqlDialect }> {
     if (req.gold !== undefined && req.db_id === undefined) {
       throw new VerifierError('invalid_value', 'gold needs a db_id to execute against', { field: 'db_id' });
     }
-    if (req.db_id === undefined) return { schema: req.schema ?? '', dbPath: null, ex: null };
+    const dialect = this.dbs.dialectFor(req);
+    if (req.db_id === undefined) return { schema: req.schema ?? '', dbPath: null, ex: null, dialect };
     const dbPath = this.dbs.get(req.db_id) ?? null;
     if (!dbPath) {
       const known = this.dbs.size ? '' : ' (the server has no --db-dir or --postgres databases)';
@@ -508,11 +510,11 @@ export class Verifier {
     }
     const ex = this.dbs.engineOf(req.db_id) === 'postgresql' ? this.pgExecutor : this.executor;
     const s = await this.loadSchema(req.db_id, ex);
-    if (req.schema !== undefined) return { schema: req.schema, dbPath, ex };
+    if (req.schema !== undefined) return { schema: req.schema, dbPath, ex, dialect };
     if (s.error !== undefined) {
       throw new VerifierError('invalid_value', `cannot read the schema of db_id "${req.db_id}": ${s.error}`, { field: 'db_id' });
     }
-    return { schema: s.text, dbPath, ex };
+    return { schema: s.text, dbPath, ex, dialect };
   }
 
   /** The one schema cache (src/clauses/schema-cache.ts), read through the database's own engine. */
@@ -531,9 +533,9 @@ export class Verifier {
     return createDeadline(this.execution.requestTimeoutMs);
   }
 
-  private async score(scorer: Scorer, question: string, schema: string, sqls: readonly string[], dl: Deadline): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming; usage: ScoreUsage }> {
+  private async score(scorer: Scorer, question: string, schema: string, sqls: readonly string[], dl: Deadline, dialect: SqlDialect): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming; usage: ScoreUsage }> {
     try {
-      const r = await untilDeadline(scorer.score(question, schema, sqls), dl);
+      const r = await untilDeadline(scorer.score(question, schema, sqls, dialect), dl);
       this.metrics.queue.observe(r.timing.queue_ms / 1000);
       return r;
     } catch (e) {
