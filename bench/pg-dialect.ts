@@ -141,7 +141,8 @@ async function main(): Promise<void> {
   };
   show('Spans not exact', fails.spans, (m) => m.spans!);
   show('Not parsed', fails.parse, (m) => m.parseError ?? '');
-  show('Rendered with another result', fails.same, (m) => `\`${m.rendered ?? ''}\`${m.renderedError ? `: ${m.renderedError}` : ''}`);
+  show('Rendered with another result', fails.same, (m) => (m.rendered === undefined ? 'no tree to render'
+    : `\`${m.rendered}\`${m.renderedError ? `: ${m.renderedError}` : ''}`));
   mkdirSync(dirname(out), { recursive: true });
   writeFileSync(`${out}.md`, md.join('\n'));
   writeFileSync(`${out}.json`, JSON.stringify({
