@@ -8,7 +8,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
 import { annotate, formatSummary, type AnnotateSummary } from '../src/annotate/tuples.js';
 import { CLAUSE_KINDS } from '../src/clauses/types.js';
-import { MUTATION_KINDS } from '../src/annotate/mutations.js';
+import { MUTATION_KINDS } from '../src/annotate/mutation-kinds.js';
 
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { REPO, startServer, stopServer, percentile } from './lib.js';
 import { splitSql } from '../src/clauses/index.js';
-import { canonicalize } from '../src/scoring/selector-canon.js';
+import { canonicalSql } from '../src/clauses/canon.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { Batcher } from '../src/scoring/batcher.js';
 
@@ -138,7 +138,7 @@ async function guards(): Promise<Guard[]> {
     splitSql(long);
   }), 'max < 20 s', (m) => m[m.length - 1]! < 20_000));
   const longSql = `SELECT ${'a+'.repeat(5_000)}1 FROM t`;
-  out.push(guard('canonicalize: 10k-char expression', await timed(10, () => void canonicalize(longSql)), 'max < 200 ms', (m) => m[m.length - 1]! < 200));
+  out.push(guard('canonicalSql: 10k-char expression', await timed(10, () => void canonicalSql(longSql)), 'max < 200 ms', (m) => m[m.length - 1]! < 200));
 
   const db = makeDb();
   const forever = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c';

@@ -8,7 +8,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { MUTATION_KINDS } from '../src/annotate/mutations.js';
+import { MUTATION_KINDS } from '../src/annotate/mutation-kinds.js';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const FILES = ['README.md', join('src', 'annotate', 'README.md')];

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { CLAUSE_KINDS } from '../src/clauses/types.js';
-import { DELETION_KINDS } from '../src/annotate/mutations.js';
+import { DELETION_KINDS } from '../src/annotate/mutation-kinds.js';
 
 // dist/test/annotate-cli.test.js -> dist/src/cli.js
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli.js');

@@ -9,7 +9,9 @@ import { schemaFromSqlite } from '../src/clauses/schema.js';
 import { SqlExecutor } from '../src/execution/executor.js';
 import { sameResult } from '../src/execution/equivalence.js';
 import { SchemaIndex } from '../src/clauses/scope.js';
-import { makeMutants, fetchValues, literalColumns, MUTATION_KINDS, DELETION_KINDS, type MutationKind, type Mutant, type MutateStats } from '../src/annotate/mutations.js';
+import { makeMutants, fetchValues, type Mutant, type MutateStats } from '../src/annotate/mutations.js';
+import { MUTATION_KINDS, DELETION_KINDS, type MutationKind } from '../src/annotate/mutation-kinds.js';
+import { literalColumns } from '../src/annotate/kinds-values.js';
 import { rootCause } from '../src/rootcause/rootcause.js';
 import { Rng } from '../src/annotate/rng.js';
 

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO } from './server-fixture.js';
 import { FIGURES, FILES, render } from '../scripts/readme-figures.js';
-import { MUTATION_KINDS } from '../src/annotate/mutations.js';
+import { MUTATION_KINDS } from '../src/annotate/mutation-kinds.js';
 
 test('every marked README figure equals what its data says (npm run readme rewrites them)', () => {
   const used = new Set<string>();

@@ -12,6 +12,8 @@ import { buildPrompt } from '../src/scoring/prompt.js';
 import { loadModel } from '../src/scoring/onnx.js';
 import { Scorer } from '../src/scoring/scorer.js';
 import { candidateScore } from '../src/scoring/candidate-score.js';
+import { prmOf } from '../src/scoring/selector.js';
+import { selectorCandidates } from '../src/core/ranking.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const TINY = join(ROOT, 'models', 'tiny');
@@ -81,7 +83,7 @@ test('a manifest without terminal_verdict (models/tiny) serves as before: no ter
   }
 });
 
-test('terminal_verdict: the output after the last marker enters the candidate score; clause scores unchanged', async () => {
+test('terminal_verdict: the output after the last marker enters the candidate score (the selector\'s PRM feature too); clause scores unchanged', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'caper-terminal-model-'));
   const old = await loadModel(TINY, { device: 'cpu' });
   try {
@@ -99,6 +101,9 @@ test('terminal_verdict: the output after the last marker enters the candidate sc
           c.units.forEach((u, k) => assert.ok(Math.abs(u.raw - before[i]!.units[k]!.raw) < 1e-4));
           assert.equal(c.score, Math.min(c.terminal!, ...c.units.map((u) => u.score)));
         });
+        // The selector weighs the prm_score /rerank returns, terminal verdict included.
+        const sel = await selectorCandidates(candidates, null, null);
+        sel.forEach((s, i) => assert.equal(prmOf(s), candidates[i]!.score));
       }
       // The terminal value is the model's output at `</s>` after the last marker.
       const p = buildPrompt(m.tokenizer, { schema: SCHEMA, question: Q, units: ["SELECT count(*)", 'FROM singer'] }, m.manifest.max_length, { terminal: true });

@@ -11,7 +11,7 @@ import { POOLS, resolvePool, dbPath } from '../../src/eval/spider.js';
 import { loadOrComputeFacts, subsetFacts, type SelectorFacts } from '../../src/eval/selector-data.js';
 import { crossValidate, largestGroupPick, textVotePick, votePick } from '../../src/eval/selector.js';
 import { FEATURES, execShape, type ExecShape } from '../../src/scoring/selector.js';
-import { canonicalize } from '../../src/scoring/selector-canon.js';
+import { canonicalSql } from '../../src/clauses/canon.js';
 import { schemaFromSqlite, schemaFromText, schemaText, type SchemaInfo } from '../../src/clauses/schema.js';
 import { SqlExecutor } from '../../src/execution/executor.js';
 import { groupKey, resultKey } from '../../src/execution/equivalence.js';
@@ -92,7 +92,7 @@ function withBehaviour(f: SelectorFacts, minRows: number): SelectorFacts {
       const n = q.candidates.length;
       const parent = q.candidates.map((_, i) => i);
       const find = (i: number): number => (parent[i] === i ? i : (parent[i] = find(parent[i]!)));
-      const canon = q.candidates.map((c) => canonicalize(c.sql).sql);
+      const canon = q.candidates.map((c) => canonicalSql(c.sql).sql);
       for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) {
         const a = q.candidates[i]!.exec, b = q.candidates[j]!.exec;
         const same = canon[i] === canon[j] || (a?.ok && b?.ok && a.key === b.key && a.rows >= minRows);

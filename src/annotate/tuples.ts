@@ -16,7 +16,9 @@ import { schemaFromSqlite, schemaFromSpiderTables, schemaText, type SchemaInfo }
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
 import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
 import { SchemaIndex } from '../clauses/scope.js';
-import { makeMutants, literalColumns, fetchValues, MUTATION_KINDS, DELETION_KINDS, type MutationKind, type MutateStats, type ValueTable, type Mutant } from './mutations.js';
+import { makeMutants, fetchValues, type MutateStats, type Mutant } from './mutations.js';
+import { MUTATION_KINDS, DELETION_KINDS, type MutationKind, type ValueTable } from './mutation-kinds.js';
+import { literalColumns } from './kinds-values.js';
 import { similarity } from '../rootcause/repair.js';
 import { rootCauseDetail } from '../rootcause/rootcause.js';
 import { nodeRewards, clauseRewards, propagationParams } from '../rootcause/propagation.js';

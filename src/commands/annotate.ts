@@ -6,7 +6,7 @@ import { createWriteStream, existsSync, readdirSync, rmSync, statSync, type Writ
 import { join } from 'node:path';
 import { onlyIn, parseStrict, flagNumber, flagString } from './args.js';
 import { annotate, formatSummary, loadQuestionsFile, type AnnotateSummary } from '../annotate/tuples.js';
-import { MUTATION_KINDS } from '../annotate/mutations.js';
+import { MUTATION_KINDS } from '../annotate/mutation-kinds.js';
 import { mergeParts, metaPath, parseShard, questionsFileSha256, writePartMeta, type Shard } from '../annotate/shards.js';
 
 export const USAGE = `usage: caper annotate --data DIR --out FILE.jsonl [--mutants-per-query N] [--workers N] [--seed S]

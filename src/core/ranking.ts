@@ -105,6 +105,8 @@ export async function selectorCandidates(scored: readonly ScoredCandidate[], res
     cands.push({
       sql: c.sql,
       units: c.units.map((u) => ({ kind: u.kind, text: u.text, score: u.score })),
+      ...(c.terminal !== undefined ? { terminal: c.terminal } : {}),
+      split: c.split,
       ...(r ? { exec: execShape(r) } : {}),
       ...(c.error ? { unscored: true } : {}),
     });

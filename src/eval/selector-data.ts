@@ -39,20 +39,24 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
   const { matchesGold } = await import('../execution/equivalence.js');
   const timeoutMs = opts.timeoutMs ?? 5000;
   const out: SelectorQuestion[] = [];
-  const retry: { qi: number; sqls: string[]; units: SelectorCandidate['units'][]; unscored: Set<number> }[] = [];
-  const build = (db_id: string, questionText: string, goldSql: string, sqls: string[], units: SelectorCandidate['units'][], unscored: Set<number>, gold: ExecResult, results: ExecResult[]): SelectorQuestion => {
+  type Prm = Pick<SelectorCandidate, 'units' | 'terminal'>;
+  const retry: { qi: number; sqls: string[]; prm: Prm[]; unscored: Set<number> }[] = [];
+  const build = (db_id: string, questionText: string, goldSql: string, sqls: string[], prm: Prm[], unscored: Set<number>, gold: ExecResult, results: ExecResult[]): SelectorQuestion => {
     const judge = matchesGold(gold, goldSql);
-    return { db_id, question: questionText, candidates: sqls.map((sql, i) => ({ sql, units: units[i]!, exec: execShape(results[i]!), ...(unscored.has(i) ? { unscored: true } : {}) })), correct: results.map((r) => judge(r)) };
+    return { db_id, question: questionText, candidates: sqls.map((sql, i) => ({ sql, ...prm[i]!, exec: execShape(results[i]!), ...(unscored.has(i) ? { unscored: true } : {}) })), correct: results.map((r) => judge(r)) };
   };
   const run = await runPool(
     { dataDir, systems, modelDir, device: opts.device ?? 'auto', limit: opts.limit, timeoutMs, label: 'selector facts' },
     ({ qi, q, sqls, gold, results, scored }) => {
       // A candidate the PRM could not score keeps NaN scores; the selector treats it as the service
       // does (selector.ts: SelectorCandidate.unscored).
-      const units = scored.map((c) => c.units.map((u) => ({ kind: u.kind, text: u.text, score: Number.isFinite(u.score) ? u.score : NaN })));
+      const prm = scored.map((c): Prm => ({
+        units: c.units.map((u) => ({ kind: u.kind, text: u.text, score: Number.isFinite(u.score) ? u.score : NaN })),
+        ...(c.terminal !== undefined ? { terminal: c.terminal } : {}),
+      }));
       const unscored = new Set(scored.flatMap((c, i) => (c.error ? [i] : [])));
-      out[qi] = build(q.db_id, q.question, q.query, sqls, units, unscored, gold, results);
-      if ((gold.ok === false && gold.code === 'timeout') || results.some((r) => !r.ok && r.code === 'timeout')) retry.push({ qi, sqls, units, unscored });
+      out[qi] = build(q.db_id, q.question, q.query, sqls, prm, unscored, gold, results);
+      if ((gold.ok === false && gold.code === 'timeout') || results.some((r) => !r.ok && r.code === 'timeout')) retry.push({ qi, sqls, prm, unscored });
     },
   );
   // A busy machine can push a query past the limit that it meets alone (the reference figures
@@ -61,13 +65,13 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
     console.error(`  ${retry.length} question(s) had a timeout; running their queries again one at a time`);
     const solo = new SqlExecutor({ timeoutMs, workers: 1, cacheEntries: 0 });
     try {
-      for (const { qi, sqls, units, unscored } of retry) {
+      for (const { qi, sqls, prm, unscored } of retry) {
         const q = run.questions[qi]!;
         const db = dbPath(dataDir, q.db_id);
         const gold = await solo.run(db, q.query);
         const results: ExecResult[] = [];
         for (const sql of sqls) results.push(await solo.run(db, sql));
-        out[qi] = build(q.db_id, q.question, q.query, sqls, units, unscored, gold, results);
+        out[qi] = build(q.db_id, q.question, q.query, sqls, prm, unscored, gold, results);
       }
     } finally {
       await solo.close();

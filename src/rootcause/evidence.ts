@@ -1,12 +1,13 @@
 // Steps 2 and 4 of the root cause (rootcause.ts): which aligned clauses differ in meaning, and
 // what executing repairs says about each of them.
-import { splitSql, topUnits, walk, cloneTree, makeNode } from '../clauses/index.js';
+import { splitSql, topUnits, walk } from '../clauses/index.js';
 import type { SplitResult, SqlDialect, TreeNode } from '../clauses/types.js';
 import type { ExecResult } from '../execution/executor.js';
 import { sameResult, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
 import type { SchemaIndex } from '../clauses/scope.js';
 import { unitLabel } from '../clauses/labels.js';
-import { alignSlots, canon, clauseNodeFor, schemaFor, tokenText, type CanonCtx, type Slot } from './alignment.js';
+import { alignSlots, schemaFor, type Slot } from './alignment.js';
+import { canonNode, canonText, clauseNodeFor, type CanonCtx } from '../clauses/canon.js';
 import { buildRepair, similarity } from './repair.js';
 import type { RootLabel, SqlRunner } from './types.js';
 
@@ -62,23 +63,6 @@ function labelOf(s: Slot): RootLabel {
   return unitLabel(s.kind, s.arm);
 }
 
-/** A copy of the tree with meaning-preserving variants rewritten to one form. */
-export function normalizedSplit(split: SplitResult): SplitResult {
-  if (!split.tree) return split;
-  const t = cloneTree(split.tree);
-  for (const n of walk(t)) {
-    // count(col) counts the non-null values of col; the reviewers read it as count(*) (Spider's
-    // columns under count are keys or never null in practice), so it is not a divergence.
-    if (n.kind === 'aggregate' && n.label === 'COUNT' && !n.attrs?.distinct && n.children.length === 1 && n.children[0]!.kind === 'column') {
-      const star = makeNode('star', '*');
-      star.parent = n;
-      star.unit = n.unit;
-      n.children = [star];
-    }
-  }
-  return { ...split, tree: t };
-}
-
 function slotDiffers(ps: SplitResult, gs: SplitResult, s: Slot, ctx: CanonCtx): boolean {
   if (s.p < 0 || s.g < 0) return true;
   const pu = topUnits(ps);
@@ -86,9 +70,9 @@ function slotDiffers(ps: SplitResult, gs: SplitResult, s: Slot, ctx: CanonCtx): 
   if (ps.tree && gs.tree) {
     const pn = clauseNodeFor(ps, s.p);
     const gn = clauseNodeFor(gs, s.g);
-    if (pn && gn) return s.kind === 'SETOP' ? pn.label !== gn.label : canon(pn, ctx) !== canon(gn, ctx);
+    if (pn && gn) return s.kind === 'SETOP' ? pn.label !== gn.label : canonNode(pn, ctx) !== canonNode(gn, ctx);
   }
-  return tokenText(pu[s.p]!.text) !== tokenText(gu[s.g]!.text);
+  return canonText(pu[s.p]!.text) !== canonText(gu[s.g]!.text);
 }
 
 function mirror(s: Slot): Slot {
@@ -140,15 +124,13 @@ export async function gatherEvidence(pred: string, gold: string, dbPath: string,
   const gu = topUnits(gs);
   if (pu.length === 0 || gu.length === 0) return null;
   const ctx: CanonCtx = { schema: opts.schema !== undefined ? opts.schema : schemaFor(dbPath) };
-  const psN = normalizedSplit(ps);
-  const gsN = normalizedSplit(gs);
   const slots = alignSlots(pu, gu);
   const predSim = similarity(goldResult, predResult);
   const matchGold = matchesGold(goldResult, { ordered });
   const ev: SlotEvidence[] = [];
-  let differing = slots.filter((s) => slotDiffers(psN, gsN, s, ctx));
-  // The normalisation can hide the one real difference (count(col) over a column with NULLs).
-  if (differing.length === 0) differing = slots.filter((s) => slotDiffers(ps, gs, s, ctx));
+  let differing = slots.filter((s) => slotDiffers(ps, gs, s, ctx));
+  // Reading count(col) as count(*) can hide the one real difference (count(col) over a column with NULLs).
+  if (differing.length === 0) differing = slots.filter((s) => slotDiffers(ps, gs, s, { ...ctx, exactCount: true }));
   for (const s of differing) {
     const differs = true;
     ev.push({

@@ -9,7 +9,8 @@ import { treeEditDistance } from './ted.js';
 import { nodeRewards, clauseRewards as unitRewards, propagationParams } from './propagation.js';
 import { resolveColumn, scopeOf, enclosingSelect } from '../clauses/scope.js';
 import { unitLabel } from '../clauses/labels.js';
-import { armsOf, clauseNodeFor, tedLabel, type CanonCtx, type Slot } from './alignment.js';
+import { armsOf, tedLabel, type Slot } from './alignment.js';
+import { clauseNodeFor, type CanonCtx } from '../clauses/canon.js';
 import { buildRepair, similarity } from './repair.js';
 import type { RootCause, RootCauseDetail, RootCauseInputs, SqlRunner } from './types.js';
 

@@ -5,7 +5,8 @@ import type { ClauseUnit, SplitResult, TreeNode } from '../clauses/types.js';
 import type { ExecResult } from '../execution/executor.js';
 import { canonValue } from '../execution/equivalence.js';
 import { scopeOf } from '../clauses/scope.js';
-import { ARM_ORDER, armsOf, clauseNodeFor, type Slot } from './alignment.js';
+import { ARM_ORDER, armsOf, type Slot } from './alignment.js';
+import { clauseNodeFor } from '../clauses/canon.js';
 
 /** Gold's clause text in the prediction's alias names (same table -> the prediction's alias). */
 export function translatedClause(goldClause: TreeNode, goldSql: string, predSplit: SplitResult, predClauseOrAnchor: TreeNode | null): string {

@@ -12,10 +12,9 @@
 //    units); arm k faces arm k, SETOP k faces SETOP k, and inside an arm a unit faces the unit of
 //    its kind. A unit without a partner is an extra clause (prediction only) or a missing one
 //    (reference only); slots are visited in the prediction's written order.
-// 2. Divergence by meaning (alignment.ts canon, evidence.ts): two clauses agree when their
-//    canonical forms agree: columns resolved to table.column through aliases and the schema,
-//    SELECT / GROUP BY items and inner-join FROM items as multisets, AND/OR operands as multisets,
-//    =/!= operands unordered, a > b as b < a, <> as !=, numbers by value, count(x) as count(*).
+// 2. Divergence by meaning (evidence.ts): two clauses agree when their canonical forms agree (the
+//    one canonical form, src/clauses/canon.ts, with the database's schema; where count(x) as
+//    count(*) hides every difference, the form that keeps them apart decides).
 // 3. Repair (repair.ts buildRepair): the prediction with that clause replaced by the reference's
 //    (spliced by spans, in the prediction's alias names); a missing clause inserted where it
 //    belongs, an extra one removed (an extra SETOP with its arm).
@@ -42,7 +41,7 @@ import { evidenceTier, gatherEvidence, type RootCauseEvidence, type SlotEvidence
 import type { RootCause, RootCauseDetail, RootCauseInputs, RootLabel, SqlRunner } from './types.js';
 
 export type { RootCause, RootCauseDetail, RootCauseInputs, RootLabel, SqlRunner } from './types.js';
-export { evidenceTier, gatherEvidence, conjoinedValuesPerRow, normalizedSplit, type EvidenceOptions, type RootCauseEvidence, type SlotEvidence } from './evidence.js';
+export { evidenceTier, gatherEvidence, conjoinedValuesPerRow, type EvidenceOptions, type RootCauseEvidence, type SlotEvidence } from './evidence.js';
 
 /** The clause labels (src/clauses/labels.ts, the one vocabulary), under the names root-cause callers use. */
 export { CLAUSE_LABELS as ROOT_LABELS, FUNDAMENTAL_ORDER, unitLabel } from '../clauses/labels.js';

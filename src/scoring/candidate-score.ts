@@ -5,7 +5,12 @@
 /** How one candidate's clause scores are folded into its candidate score. */
 export type CandidateScoreMode = 'min' | 'min_clauses' | 'terminal' | 'last' | 'mean';
 export const CANDIDATE_SCORE_MODES: readonly CandidateScoreMode[] = ['min', 'min_clauses', 'terminal', 'last', 'mean'];
-/** Chosen on dev-open pool8 (prm strategy): see bench/results/rerank.md. */
+/**
+ * The fold the service uses (prm_score, and the selector's PRM feature), chosen on dev-open pool8
+ * (prm strategy): see bench/results/rerank.md. The other folds are there to compare against it:
+ * `caper eval rerank --score`, the formula table of bench/rerank.ts (last, mean) and the
+ * terminal-verdict comparison of bench/removed-clause.ts (min_clauses, terminal).
+ */
 export const CANDIDATE_SCORE_MODE: CandidateScoreMode = 'min';
 
 /**

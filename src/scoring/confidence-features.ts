@@ -4,7 +4,7 @@
 import { FEATURES, isUnscored, prmOf, type SelectorCandidate, type SelectorChoice, type SelectorGroup, type SelectorMode } from './selector.js';
 import { tokenize, significant } from '../clauses/lexer.js';
 import { readQuestion, type QuestionReading } from '../clauses/question.js';
-import { MAX_CANON_CHARS } from './selector-canon.js';
+import { MAX_CANON_CHARS } from '../clauses/canon.js';
 
 const LOGIT_CLIP = 8;
 const logit = (p: number) => Math.max(-LOGIT_CLIP, Math.min(LOGIT_CLIP, Math.log(p / (1 - p))));

@@ -3,10 +3,10 @@
 // facts alone (selector-features.ts), which is what lets the evaluation cache them
 // (src/eval/selector-data.ts).
 import { createHash } from 'node:crypto';
-import type { ClauseKind } from '../clauses/types.js';
+import type { ClauseKind, SplitResult } from '../clauses/types.js';
 import type { ExecResult } from '../execution/executor.js';
 import { canonValue, groupKey, resultKey } from '../execution/equivalence.js';
-import { candidateScore } from './candidate-score.js';
+import { candidateScore, CANDIDATE_SCORE_MODE } from './candidate-score.js';
 
 export type ExecShape =
   | {
@@ -66,6 +66,10 @@ export interface SelectorCandidate {
   sql: string;
   /** Top-level clause units with their PRM clause-prefix scores (NaN when unscored). */
   units: { kind: ClauseKind; text: string; score: number }[];
+  /** The model's verdict on the whole query (models with caper.json `terminal_verdict`). */
+  terminal?: number;
+  /** The scorer's parse of `sql`, when the caller has it: the canonical form then costs no second parse. */
+  split?: SplitResult;
   /** Execution outcome; absent (for every candidate) in sql mode. */
   exec?: ExecShape;
   /** String literals compared with a column that holds no such value (exec mode; absent = 0). */
@@ -90,12 +94,10 @@ export function isUnscored(c: SelectorCandidate): boolean {
 }
 
 /**
- * The selector's PRM candidate score: the minimum clause-prefix score (candidateScore 'min_clauses';
- * 0 unscored). For a model without a terminal verdict (caper.json `terminal_verdict`) it is /rerank's
- * prm_score; with one, prm_score ('min') also takes the terminal verdict and this does not: the
- * selector's facts (src/eval/selector-data.ts) keep clause scores only, so its weights are fitted on
- * this score.
+ * The selector's PRM candidate score: the candidate score /rerank returns as prm_score (the shipped
+ * fold over the clause-prefix scores and, for a model with one, the whole-query verdict; 0 unscored),
+ * so the selector weighs the number the caller sees.
  */
 export function prmOf(c: SelectorCandidate): number {
-  return candidateScore(c.units.map((u) => u.score), 'min_clauses');
+  return candidateScore(c.units.map((u) => u.score), CANDIDATE_SCORE_MODE, c.terminal);
 }

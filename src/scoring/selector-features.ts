@@ -2,7 +2,7 @@
 // modes it exists in and how it is computed from a group's view (GroupView); the feature vector
 // and the list of names (FEATURES) both derive from the table, so a value cannot land in another
 // feature's slot, and adding a feature is adding a row. docs/SELECTOR.md describes each feature.
-import { canonicalize, MAX_CANON_CHARS } from './selector-canon.js';
+import { canonicalSql, MAX_CANON_CHARS } from '../clauses/canon.js';
 import { tokenize, significant } from '../clauses/lexer.js';
 import { largestGroup } from '../consensus/vote.js';
 import { readQuestion, type QuestionReading } from '../clauses/question.js';
@@ -97,7 +97,7 @@ const UNLEXED: Style = { star: 0, like: 0, tokens: 1, nest: 0, joins: 0, distinc
 
 function derive(cands: readonly SelectorCandidate[]): Derived[] {
   const n = cands.length;
-  const canon = cands.map((c) => (isUnscored(c) ? { clauses: [], sql: '' } : canonicalize(c.sql)));
+  const canon = cands.map((c) => (isUnscored(c) ? { clauses: [], sql: '' } : canonicalSql(c.sql, c.split)));
   // A clause counts once per candidate even if it repeats inside it.
   const clauseCount = new Map<string, number>();
   const sqlCount = new Map<string, number>();

@@ -6,7 +6,7 @@
 //   exec mode (a database is available): candidates whose execution succeeded, grouped by the
 //     result-equivalence key (rows as a multiset, columns in any order). Failed candidates never
 //     form a group; if every candidate failed, the selector falls back to the PRM order.
-//   sql mode (no database): candidates grouped by canonical SQL (selector-canon.ts).
+//   sql mode (no database): candidates grouped by canonical SQL (src/clauses/canon.ts).
 //
 // Model
 //   For the groups g of one question, P(g) = softmax_g(w . x_g). Features that are the same for

@@ -118,7 +118,7 @@ def main(argv=None) -> int:
     if a.family == "topk":
         targs = ["--cache", str(feats), *a.extra_cache, "--base", a.base, "--layers", str(n), "--init-head", str(head),
                  "--run", str(run / "topk"), "--epochs", str(a.epochs), "--lr", str(a.lr),
-                 "--threads", str(a.threads), "--seed", str(a.seed)]
+                 "--threads", str(a.threads), "--seed", str(a.seed), "--dtype", dtype]
         if a.max_minutes:
             targs += ["--max-minutes", str(a.max_minutes)]
         if a.resume:

@@ -30,6 +30,7 @@ import torch
 
 from . import probe
 from .features import load_truncated, packed_mask
+from .throughput import autocast
 
 
 def load_rows(caches: list[str | Path], exclude: set[str]) -> tuple[list[dict], list[dict], int]:
@@ -89,10 +90,15 @@ class Top(torch.nn.Module):
         return self.head(self.norm(h)).squeeze(-1)
 
 
-def row_loss(model: Top, row: dict, cands: list[dict], pref_weight: float, delta: float = 1.0):
+def row_loss(model: Top, row: dict, cands: list[dict], pref_weight: float, delta: float = 1.0,
+             dtype: torch.dtype = torch.float32):
     h = row["h"].float()[None]
     pos = torch.tensor([row["pos"]])
-    out = model(h, pos, packed_mask(row["bid"]))[0]
+    # bf16 autocast where the machine has bf16 instructions (the run's measured dtype); the
+    # weights, the optimizer and the loss stay fp32.
+    with autocast(dtype):
+        out = model(h, pos, packed_mask(row["bid"]))[0]
+    out = out.float()
     ys, ws, at_all = [], [], []
     right, wrong = [], []
     for ci, at in row["cands"]:
@@ -133,6 +139,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                    help="compute dtype of the trained layers (bfloat16: autocast; the run measures which is faster)")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -184,7 +192,7 @@ def main(argv=None) -> int:
         opt.zero_grad(set_to_none=True)
         loss_sum = 0.0
         for r in batch:
-            loss, n = row_loss(model, r, cands, a.pref)
+            loss, n = row_loss(model, r, cands, a.pref, dtype=getattr(torch, a.dtype))
             (loss / len(batch)).backward()
             loss_sum += loss.item() / len(batch)
             tok += n

@@ -40,7 +40,7 @@ from . import MARKER, PAD_ID, SPECIAL_TOKENS, SQL_ID, TEMPLATE
 from .data import (Dataset, PairExample, TrajExample, build_dataset, corpus_texts, file_sha256,
                    in_validation, read_records)
 
-# Mutation kinds (src/annotate/mutations.ts DELETION_KINDS) that remove whole units.
+# Mutation kinds (src/annotate/mutation-kinds.ts DELETION_KINDS) that remove whole units.
 DELETION_KINDS = ("drop_where", "drop_group_by", "drop_having", "drop_set_arm")
 from .export import manifest_inputs
 from .model import PRESETS, RewardModel, build_from_base, build_from_preset, use_attention

@@ -1,0 +1,243 @@
+"""Ship a trained base Clause-PRM: a served model directory small enough to commit.
+
+The export of a base Clause-PRM (caper_train.probe.export_model) is the fp32 graph: the truncated
+base's decoder layers and its whole embedding matrix, which is most of the bytes. Shipping keeps
+the graph and stores the weights in 4 bits with a scale and zero point per block of values:
+the decoder's matrix products as MatMulNBits and the embedding as a lookup of its rows' codes dequantized after the lookup (standard operators), so
+the activations stay fp32 and only the rows a request uses are expanded. The vocabulary is
+kept whole, so schema text in any form tokenizes exactly as the base was trained on.
+
+Parity is measured, not assumed: every candidate of the --records questions is scored by both
+graphs (the fp32 export matches torch to its recorded fp32_max_abs_diff), and the shipped
+caper.json records the largest clause-score difference and the share of a question's candidate
+pairs that keep their order under the candidate score the service ranks by.
+
+    python -m caper_train.ship --model runs/models/NAME --out models/default \\
+        --records runs/prm-base/pool16-heldout.jsonl [--bits 4] [--block 128] [--embed-block 64] [--max-questions 0]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int) -> dict:
+    """Weight-only quantization: every MatMul with a constant weight (MatMulNBits) and the
+    embedding table (quantize_embedding)."""
+    import logging
+
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    logging.getLogger("onnxruntime.quantization").setLevel(logging.ERROR)
+    m = onnx.load(str(src), load_external_data=True)
+    cfg = DefaultWeightOnlyQuantConfig(block_size=block, is_symmetric=False, bits=bits, op_types_to_quantize=("MatMul",))
+    q = MatMulNBitsQuantizer(m, algo_config=cfg)
+    q.process()
+    g = q.model.model
+    embedded = quantize_embedding(g, bits, embed_block)
+    onnx.save_model(g, str(dst))
+    ops: dict[str, int] = {}
+    for n in g.graph.node:
+        ops[n.op_type] = ops.get(n.op_type, 0) + 1
+    return {"bits": bits, "block": block, "embed_block": embed_block, "symmetric": False,
+            "method": f"weight-only int{bits}: MatMulNBits (blocks of {block}) and a dequantizing embedding lookup "
+                      f"(blocks of {embed_block}, fp16 scale and offset)",
+            "matmul_nbits": ops.get("MatMulNBits", 0), "unquantized_matmul": ops.get("MatMul", 0),
+            "embedding": embedded}
+
+
+def _blocks(w, bits: int, block: int):
+    """Asymmetric per-block quantization along the rows' last axis: codes, scale, offset."""
+    levels = (1 << bits) - 1
+    v, h = w.shape
+    wb = w.reshape(v, h // block, block)
+    lo, hi = wb.min(-1, keepdims=True), wb.max(-1, keepdims=True)
+    # scale and offset are stored in fp16: round them first so the codes fit the stored values
+    scale = np.where(hi > lo, (hi - lo) / levels, 1.0).astype(np.float16)
+    lo = lo.astype(np.float16)
+    codes = np.clip(np.rint((wb - lo.astype(np.float32)) / scale.astype(np.float32)), 0, levels).astype(np.uint8)
+    return codes.reshape(v, h), scale[..., 0], lo[..., 0]
+
+
+def quantize_embedding(model, bits: int, block: int) -> dict:
+    """Replaces the Gather of a float embedding table by a lookup of its rows' codes (two 4-bit
+    codes a byte) and their blocks' scale and offset, dequantized after the lookup. Only standard
+    operators of the graph's opset: onnxruntime builds without the contrib lookup serve it too,
+    and only the looked-up rows are expanded."""
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    inputs = {i.name for i in g.input}
+    # the token embedding: the constant table looked up by the graph's input ids
+    node = next((n for n in g.node if n.op_type == "Gather" and n.input[0] in inits and n.input[1] in inputs
+                 and len(inits[n.input[0]].dims) == 2 and inits[n.input[0]].dims[1] % block == 0), None)
+    if node is None:
+        return {}
+    table = inits[node.input[0]]
+    w = numpy_helper.to_array(table).astype(np.float32)
+    v, h = w.shape
+    codes, scale, offset = _blocks(w, bits, block)
+    if bits == 4:
+        codes = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
+    name = node.input[0]
+    pre = f"{name}.q{bits}"
+    new_inits = [numpy_helper.from_array(codes, pre + ".codes"), numpy_helper.from_array(scale, pre + ".scale"),
+                 numpy_helper.from_array(offset, pre + ".offset"),
+                 numpy_helper.from_array(np.array(16, dtype=np.int32), pre + ".sixteen"),
+                 numpy_helper.from_array(np.array([0, 0, h // block, block], dtype=np.int64), pre + ".blocks"),
+                 numpy_helper.from_array(np.array([0, 0, h], dtype=np.int64), pre + ".rows"),
+                 numpy_helper.from_array(np.array([-1], dtype=np.int64), pre + ".last")]
+    ids, out = node.input[1], node.output[0]
+    t = lambda s: f"{pre}.{s}"  # noqa: E731
+    nodes = [helper.make_node("Gather", [pre + ".codes", ids], [t("c")], axis=0),
+             helper.make_node("Cast", [t("c")], [t("ci")], to=onnx_int32())]
+    if bits == 4:
+        nodes += [helper.make_node("Div", [t("ci"), pre + ".sixteen"], [t("hi")]),
+                  helper.make_node("Mul", [t("hi"), pre + ".sixteen"], [t("hi16")]),
+                  helper.make_node("Sub", [t("ci"), t("hi16")], [t("lo")]),
+                  helper.make_node("Unsqueeze", [t("lo"), pre + ".last"], [t("lo1")]),
+                  helper.make_node("Unsqueeze", [t("hi"), pre + ".last"], [t("hi1")]),
+                  helper.make_node("Concat", [t("lo1"), t("hi1")], [t("pair")], axis=-1),
+                  helper.make_node("Cast", [t("pair")], [t("qf")], to=onnx_float())]
+    else:
+        nodes += [helper.make_node("Cast", [t("ci")], [t("qf")], to=onnx_float())]
+    nodes += [helper.make_node("Reshape", [t("qf"), pre + ".blocks"], [t("qb")]),
+              helper.make_node("Gather", [pre + ".scale", ids], [t("s16")], axis=0),
+              helper.make_node("Gather", [pre + ".offset", ids], [t("o16")], axis=0),
+              helper.make_node("Cast", [t("s16")], [t("s")], to=onnx_float()),
+              helper.make_node("Cast", [t("o16")], [t("o")], to=onnx_float()),
+              helper.make_node("Unsqueeze", [t("s"), pre + ".last"], [t("s1")]),
+              helper.make_node("Unsqueeze", [t("o"), pre + ".last"], [t("o1")]),
+              helper.make_node("Mul", [t("qb"), t("s1")], [t("qs")]),
+              helper.make_node("Add", [t("qs"), t("o1")], [t("wb")]),
+              helper.make_node("Reshape", [t("wb"), pre + ".rows"], [out])]
+    at = list(g.node).index(node)
+    g.node.remove(node)
+    for k, n in enumerate(nodes):
+        g.node.insert(at + k, n)
+    g.initializer.remove(table)
+    g.initializer.extend(new_inits)
+    return {"table": name, "rows": v, "width": h, "bytes": int(codes.nbytes + scale.nbytes + offset.nbytes)}
+
+
+def onnx_int32() -> int:
+    from onnx import TensorProto
+    return TensorProto.INT32
+
+
+def onnx_float() -> int:
+    from onnx import TensorProto
+    return TensorProto.FLOAT
+
+
+def question_prompts(records: list[str], tok_path: Path, max_length: int, max_questions: int):
+    """Per question, the prompts of its distinct candidates (caper-chat-v1) and their scored positions."""
+    from . import chat_prompt
+    from .features import question_groups
+    from .prompt import PromptError
+    from .tok import CaperTokenizer
+
+    tok = CaperTokenizer.load(tok_path)
+    specials = {t: tok.special_id(t) for t in chat_prompt.CONTROL}
+    out = []
+    for (_db, question), g in sorted(question_groups(records, None, set()).items()):
+        ps = []
+        for rec in g["cands"].values():
+            try:
+                ps.append(chat_prompt.build(tok.encode, specials, g["schema"], question,
+                                            [u["text"] for u in rec["units"]], max_length))
+            except PromptError:
+                continue
+        if len(ps) >= 2:
+            out.append(ps)
+        if max_questions and len(out) >= max_questions:
+            break
+    return out
+
+
+def scores(session, prompts) -> list[np.ndarray]:
+    """Clause scores then the terminal's, per candidate (logits at the scored positions)."""
+    from .export import ort_rewards
+
+    rewards = ort_rewards(session, [p.ids for p in prompts])
+    return [r[[*p.markers, p.terminal]] for r, p in zip(rewards, prompts)]
+
+
+def parity(ref_model: Path, new_model: Path, groups, threads: int) -> dict:
+    """Largest clause-score difference and candidate-pair order agreement (candidate score = the
+    lowest of its clause and terminal scores, as the service ranks a chat model's candidates)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.log_severity_level = 3
+    a = ort.InferenceSession(str(ref_model), opts, providers=["CPUExecutionProvider"])
+    b = ort.InferenceSession(str(new_model), opts, providers=["CPUExecutionProvider"])
+    worst, same, pairs, cands = 0.0, 0, 0, 0
+    for ps in groups:
+        sa, sb = scores(a, ps), scores(b, ps)
+        worst = max(worst, max(float(np.abs(x - y).max()) for x, y in zip(sa, sb)))
+        ca, cb = [float(x.min()) for x in sa], [float(x.min()) for x in sb]
+        cands += len(ps)
+        for i in range(len(ps)):
+            for j in range(i + 1, len(ps)):
+                if ca[i] == ca[j]:
+                    continue
+                pairs += 1
+                same += (ca[i] - ca[j]) * (cb[i] - cb[j]) > 0
+    return {"questions": len(groups), "candidates": cands, "pairs": pairs,
+            "pair_order_agreement": same / pairs if pairs else 1.0, "max_abs_diff": worst}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m caper_train.ship", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="an exported base Clause-PRM directory (fp32 model.onnx)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--records", nargs="+", required=True, help="annotated records whose candidates measure parity")
+    ap.add_argument("--bits", type=int, default=4, choices=[4, 8])
+    ap.add_argument("--block", type=int, default=128, help="values per scale in the decoder's matrices")
+    ap.add_argument("--embed-block", type=int, default=64, help="values per scale in the embedding table")
+    ap.add_argument("--max-questions", type=int, default=0)
+    ap.add_argument("--min-agreement", type=float, default=0.99)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args(argv)
+    src, out = Path(a.model), Path(a.out)
+    manifest = json.loads((src / "caper.json").read_text())
+    if manifest.get("template") != "caper-chat-v1":
+        ap.error(f"{src}: not a base Clause-PRM export (template {manifest.get('template')})")
+    out.mkdir(parents=True, exist_ok=True)
+    for f in out.glob("model*.onnx*"):
+        f.unlink()
+    q = quantize(src / manifest["files"]["model"], out / "model.onnx", a.bits, a.block, a.embed_block)
+    shutil.copyfile(src / manifest["files"]["tokenizer"], out / "tokenizer.json")
+    groups = question_prompts(a.records, out / "tokenizer.json", manifest["max_length"], a.max_questions)
+    p = parity(src / manifest["files"]["model"], out / "model.onnx", groups, a.threads)
+    q["parity"] = {**p, "reference": "fp32 export", "records": [Path(r).name for r in a.records]}
+    q["bytes"] = (out / "model.onnx").stat().st_size
+    print(json.dumps(q, indent=2), file=sys.stderr)
+    if p["pair_order_agreement"] < a.min_agreement:
+        print(f"ship: pair order agreement {p['pair_order_agreement']:.4f} < {a.min_agreement}", file=sys.stderr)
+        return 1
+    # The train step's sections name the served files: recorded there, caper.json is reassembled
+    # from the step outputs like any other model directory's.
+    from .manifest import read_step, section_writers, write_step
+
+    if (src / "steps").is_dir():
+        shutil.copytree(src / "steps", out / "steps", dirs_exist_ok=True)
+    train = read_step(out, "train") or {k: v for k, v in manifest.items() if section_writers().get(k) == "train"}
+    train["files"] = {"model": "model.onnx", "tokenizer": "tokenizer.json"}
+    train["export"] = {**(train.get("export") or {}), "weights": f"int{a.bits}", "shipped": q}
+    write_step(out, "train", train)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

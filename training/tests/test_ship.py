@@ -1,0 +1,84 @@
+"""caper_train.ship on an exported tiny chat Clause-PRM: the decoder's matrix products and the
+embedding become 4-bit blocks, the graph still serves the same inputs, parity is measured on the
+given records and recorded in the train step, and a ship whose order agreement falls below the
+floor writes no manifest."""
+import json
+
+import onnx
+import pytest
+
+from test_base_prm import tiny_base, write_records  # noqa: F401  (fixture)
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_base, tmp_path_factory):
+    from caper_train import base_prm
+
+    d = tmp_path_factory.mktemp("ship")
+    rec = d / "r.jsonl"
+    write_records(rec)
+    assert base_prm.main(["--records", str(rec), "--base", str(tiny_base), "--family", "probe", "--layers", "3",
+                          "--threads", "1", "--max-length", "256", "--out", str(d / "m"), "--run", str(d / "run")]) == 0
+    return d / "m", rec
+
+
+def test_ship_quantizes_matmuls_and_embedding_and_records_parity(exported, tmp_path):
+    from caper_train import ship
+    from caper_train.manifest import read_manifest
+
+    model, rec = exported
+    out = tmp_path / "shipped"
+    assert ship.main(["--model", str(model), "--out", str(out), "--records", str(rec), "--min-agreement", "0",
+                      "--block", "32", "--embed-block", "32", "--threads", "1"]) == 0
+    g = onnx.load(str(out / "model.onnx"))
+    ops = [n.op_type for n in g.graph.node]
+    tables = {t.name: t for t in g.graph.initializer}
+    assert not any(t.data_type == onnx.TensorProto.FLOAT and len(t.dims) == 2 and t.dims[0] == 800 for t in tables.values()), \
+        "no float embedding table left"
+    codes = [t for n, t in tables.items() if n.endswith(".q4.codes")]
+    assert len(codes) == 1 and list(codes[0].dims) == [800, 16], "the embedding as two 4-bit codes a byte"
+    assert ops.count("MatMulNBits") >= 3 * 7, "every decoder matrix product (q, k, v, o, gate, up, down)"
+    # tiny graph: node protos and per-block scales weigh more than in a real model
+    assert (out / "model.onnx").stat().st_size < (model / "model.onnx").stat().st_size * 0.6
+    m = read_manifest(out)
+    assert m["files"] == {"model": "model.onnx", "tokenizer": "tokenizer.json"}
+    assert m["export"]["weights"] == "int4"
+    p = m["export"]["shipped"]["parity"]
+    assert p["questions"] == 12 and p["candidates"] == 48 and p["pairs"] > 0
+    assert 0.0 <= p["pair_order_agreement"] <= 1.0 and p["max_abs_diff"] >= 0.0
+    assert json.loads((out / "steps" / "train.json").read_text())["files"]["model"] == "model.onnx"
+
+
+def test_ship_refuses_below_the_agreement_floor(exported, tmp_path):
+    from caper_train import ship
+
+    model, rec = exported
+    out = tmp_path / "refused"
+    assert ship.main(["--model", str(model), "--out", str(out), "--records", str(rec), "--min-agreement", "1.01",
+                      "--block", "32", "--embed-block", "32", "--threads", "1"]) == 1
+    assert not (out / "caper.json").exists()
+
+
+def test_embedding_lookup_dequantizes_the_blocks():
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from caper_train import ship
+
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(50, 64)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Gather", ["emb", "input_ids"], ["h"], axis=0)], "g",
+                          [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "l"])],
+                          [helper.make_tensor_value_info("h", TensorProto.FLOAT, ["b", "l", 64])],
+                          [numpy_helper.from_array(table, "emb")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    info = ship.quantize_embedding(m, 4, 32)
+    assert info["rows"] == 50 and info["width"] == 64
+    ids = np.array([[3, 0, 49, 3]], dtype=np.int64)
+    got = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"input_ids": ids})[0]
+    codes, scale, offset = ship._blocks(table, 4, 32)
+    want = (codes.reshape(50, 2, 32) * scale.astype(np.float32)[..., None] + offset.astype(np.float32)[..., None]).reshape(50, 64)
+    assert np.allclose(got[0], want[ids[0]], atol=1e-6)
+    step = scale.astype(np.float32).max()
+    assert np.abs(got[0] - table[ids[0]]).max() <= step / 2 + 1e-3, "within half a step of the float table"
