@@ -54,6 +54,10 @@ export const FIGURES: Record<string, () => string> = {
   'clauses.spans_exact': () => pct(json('clauses-validation').total.spanOk, json('clauses-validation').total.lines, 0),
   'clauses.parsed': () => pct(json('clauses-validation').total.parsed, json('clauses-validation').total.executes, 0),
   'clauses.same': () => pct(json('clauses-validation').total.same, json('clauses-validation').total.rendered, 2),
+  'pgdialect.n': () => int(json('pg-dialect').rows[0].n),
+  'pgdialect.spans_exact': () => pct(json('pg-dialect').rows[0].spans, json('pg-dialect').rows[0].n, 1),
+  'pgdialect.parsed': () => pct(json('pg-dialect').rows[0].parsed, json('pg-dialect').rows[0].syntax, 1),
+  'pgdialect.same': () => pct(json('pg-dialect').rows[0].same, json('pg-dialect').rows[0].runs, 1),
 
   ...Object.fromEntries(
     (['pool8', 'pool16'] as const).flatMap((p) => [

@@ -111,3 +111,14 @@ test('SQL without a tree: normalized text per clause, anything gets a form, long
   assert.equal(c.clauses.length, 1);
   assert.ok(c.clauses[0]!.startsWith('?: '));
 });
+
+test('the dialect: PostgreSQL SQL is read as PostgreSQL when asked or when its parse says so', () => {
+  const sql = 'SELECT name FROM singer WHERE age::int > 30';
+  const pg = canonicalSql(sql, undefined, 'postgresql');
+  assert.match(pg.sql, /cast:INT\(c:age\)/);
+  assert.doesNotMatch(canonicalSql(sql).sql, /cast:/);
+  assert.deepEqual(canonicalSql(sql, splitSql(sql, { dialect: 'postgresql' })), pg);
+  // A parse in another dialect is not reused: the SQL is read again in the one asked for.
+  assert.deepEqual(canonicalSql(sql, splitSql(sql), 'postgresql'), pg);
+  assert.equal(pg.sql, canonicalSql('select S.NAME from singer as s where 30 < s.age::int', undefined, 'postgresql').sql);
+});

@@ -47,3 +47,23 @@ test('caper split without --render has no rendered field; bad flags exit 2', () 
   const bad = spawnSync(process.execPath, [cli, 'split', '--frobnicate'], { input: '', encoding: 'utf8' });
   assert.equal(bad.status, 2);
 });
+
+test("caper split --dialect postgresql: the issue's PostgreSQL queries parse and render; SQLite's reading (the default) does not", () => {
+  const input = [
+    "SELECT name FROM users WHERE email ILIKE '%@x.com' ORDER BY created_at DESC NULLS LAST LIMIT 5 OFFSET 10",
+    "SELECT id::text FROM t WHERE created_at > now() - interval '1 day'",
+  ].join('\n') + '\n';
+  const run = (args: string[]) => {
+    const p = spawnSync(process.execPath, [cli, 'split', '--render', ...args], { input, encoding: 'utf8' });
+    assert.equal(p.status, 0, p.stderr);
+    return p.stdout.trim().split('\n').map((l) => JSON.parse(l) as { ok: boolean; rendered?: string; units: { kind: string; text: string }[] });
+  };
+  const [a, b] = run(['--dialect', 'postgresql']);
+  assert.equal(a!.ok, true);
+  assert.deepEqual(a!.units.map((u) => u.text).slice(-2), ['ORDER BY created_at DESC NULLS LAST', 'LIMIT 5 OFFSET 10']);
+  assert.equal(a!.rendered, "SELECT name FROM users WHERE email ILIKE '%@x.com' ORDER BY created_at DESC NULLS LAST LIMIT 5 OFFSET 10");
+  assert.equal(b!.rendered, "SELECT id::TEXT FROM t WHERE created_at > NOW() - INTERVAL '1 day'");
+  assert.deepEqual(run([]).map((l) => l.ok), [false, false]);
+  const bad = spawnSync(process.execPath, [cli, 'split', '--dialect', 'mysql'], { input: '', encoding: 'utf8' });
+  assert.equal(bad.status, 2);
+});

@@ -1,8 +1,8 @@
 // The text of one query arm as handed to node-sql-parser: subqueries become placeholders,
 // comments spaces, [bracket] identifiers `backtick` ones, and what the parser cannot read
-// (backslashes in strings, FILTER/OVER suffixes, NULLS FIRST/LAST) is set aside in an ArmSide and
-// put back by the tree builder.
-import type { ClauseUnit } from './types.js';
+// (backslashes in strings, FILTER/OVER suffixes, NULLS FIRST/LAST; in PostgreSQL DISTINCT ON's list
+// and the FETCH FIRST form of LIMIT) is set aside in an ArmSide and put back by the tree builder.
+import type { ClauseUnit, SqlDialect } from './types.js';
 import { identName, significant, type Token } from './lexer.js';
 import type { ArmInfo } from './segment.js';
 import { KEYWORDS, VALUE_KEYWORDS } from './render.js';
@@ -25,10 +25,17 @@ export interface ArmSide {
   /** Original text of string literals the parser sees as '__caper_sN' (backslashes confuse it). */
   strings: string[];
   /** Verbatim (whitespace-normalized) FILTER (...) / OVER ... suffixes of calls renamed
-   * __caper_wN_name; star: the call's only argument was '*'. */
-  windows: { suffix: string; star: boolean }[];
+   * __caper_wN_name; star: the call's only argument was '*'; distinct: its arguments began with
+   * DISTINCT (both dropped from the renamed call, which would not parse with them). */
+  windows: { suffix: string; star: boolean; distinct?: boolean }[];
   /** NULLS FIRST/LAST per ORDER BY item index. */
   nulls: string[];
+  /** PostgreSQL: the parenthesized list of SELECT DISTINCT ON, verbatim (whitespace-normalized). */
+  distinctOn?: string;
+  /** PostgreSQL: the LIMIT unit was written FETCH FIRST|NEXT n ROWS ONLY (handed over as LIMIT n). */
+  fetch?: 'FIRST' | 'NEXT';
+  /** ... and without its count, which means one row. */
+  fetchImplicit?: boolean;
 }
 
 /** Significant tokens of [from, to] joined by single spaces: safe to splice into one line. */
@@ -45,7 +52,7 @@ function normalizedText(toks: Token[], from: number, to: number): string {
 }
 
 /** Window / FILTER suffixes in the arm: the function-name token index -> [first, last] suffix tokens. */
-function findWindowSuffixes(toks: Token[], arm: ArmInfo, stars: Set<number>): Map<number, [number, number]> {
+function findWindowSuffixes(toks: Token[], arm: ArmInfo, stars: Set<number>, distincts: Set<number>): Map<number, [number, number]> {
   const out = new Map<number, [number, number]>();
   const first = tokenAt(toks, arm.start);
   const nextSigIdx = (j: number): number => {
@@ -104,18 +111,27 @@ function findWindowSuffixes(toks: Token[], arm: ArmInfo, stars: Set<number>): Ma
     // count(*) would not parse once renamed: the '*' is dropped and restored in the tree.
     const inner = nextSigIdx(lp + 1);
     if (inner >= 0 && toks[inner]!.text === '*' && nextSigIdx(inner + 1) === rp) stars.add(inner);
+    if (inner >= 0 && toks[inner]!.type === 'word' && toks[inner]!.upper === 'DISTINCT') distincts.add(inner);
     k = end;
   }
   return out;
 }
 
-export function armText(ctx: { sql: string; toks: Token[]; units?: ClauseUnit[] }, arm: ArmInfo, side: ArmSide = { strings: [], windows: [], nulls: [] }): string {
+export function armText(
+  ctx: { sql: string; toks: Token[]; units?: ClauseUnit[]; dialect?: SqlDialect }, arm: ArmInfo,
+  side: ArmSide = { strings: [], windows: [], nulls: [] },
+): string {
   const { toks } = ctx;
+  const pg = ctx.dialect === 'postgresql';
+  const unitOfKind = (kind: string) => arm.units.map((u) => ctx.units?.[u]).find((u) => u?.kind === kind);
+  const selectUnit = pg ? unitOfKind('SELECT') : undefined;
+  const limitUnit = pg ? unitOfKind('LIMIT') : undefined;
   let out = '';
   let si = 0;
   const subs = [...arm.subqueries].sort((a, b) => a.open - b.open);
   const stars = new Set<number>();
-  const windows = findWindowSuffixes(toks, arm, stars);
+  const distincts = new Set<number>();
+  const windows = findWindowSuffixes(toks, arm, stars, distincts);
   const orderUnit = arm.units.map((u) => ctx.units?.[u]).find((u) => u?.kind === 'ORDER BY');
   let level = 0;
   let orderItem = 0;
@@ -140,10 +156,12 @@ export function armText(ctx: { sql: string; toks: Token[]; units?: ClauseUnit[] 
       out += `__caper_w${side.windows.length}_${t.text}`;
       let star = false;
       for (const st of stars) if (st > k && st < w[0]) star = true;
-      side.windows.push({ suffix: normalizedText(toks, w[0], w[1]), star });
+      let distinct = false;
+      for (const dt of distincts) if (dt > k && dt < w[0]) distinct = true;
+      side.windows.push({ suffix: normalizedText(toks, w[0], w[1]), star, ...(distinct ? { distinct } : {}) });
       continue;
     }
-    if (stars.has(k)) continue;
+    if (stars.has(k) || distincts.has(k)) continue;
     const skip = skipTo.get(k);
     if (skip !== undefined) {
       out += ' ';
@@ -152,10 +170,46 @@ export function armText(ctx: { sql: string; toks: Token[]; units?: ClauseUnit[] 
       while (subs[si] && subs[si]!.open < toks[skip]!.end) si++;
       continue;
     }
+    // PostgreSQL's DISTINCT ON (...) travels verbatim; the parser sees a plain DISTINCT.
+    if (selectUnit && t.type === 'word' && t.upper === 'DISTINCT' && t.start >= selectUnit.start && t.end <= selectUnit.end &&
+      side.distinctOn === undefined) {
+      const on = sigIdx(k + 1, 1);
+      const open = on >= 0 && toks[on]!.upper === 'ON' ? sigIdx(on + 1, 1) : -1;
+      const close = open >= 0 && toks[open]!.text === '(' ? closeParen(toks, open, arm.end) : -1;
+      if (close >= 0) {
+        side.distinctOn = normalizedText(toks, open, close);
+        out += 'DISTINCT ';
+        k = close;
+        while (subs[si] && subs[si]!.open < toks[close]!.end) si++;
+        continue;
+      }
+    }
+    // PostgreSQL's row-limiting words the parser lacks: FETCH FIRST|NEXT [n] ROW[S] ONLY is LIMIT n
+    // (n = 1 when left out), and ROW[S] after an OFFSET count is a noise word. A subquery in the
+    // unit becomes a placeholder below, so every word seen here is the unit's own.
+    if (limitUnit && t.start >= limitUnit.start && t.end <= limitUnit.end && t.type === 'word') {
+      if (t.upper === 'FETCH') {
+        const fn = sigIdx(k + 1, 1);
+        const fw = fn >= 0 ? toks[fn]!.upper : '';
+        if (fw === 'FIRST' || fw === 'NEXT') {
+          side.fetch = fw;
+          const after = sig(fn + 1, 1);
+          const implicit = after?.upper === 'ROW' || after?.upper === 'ROWS';
+          if (implicit) side.fetchImplicit = true;
+          out += implicit ? 'LIMIT 1 ' : 'LIMIT ';
+          k = fn;
+          continue;
+        }
+      } else if (t.upper === 'ROW' || t.upper === 'ROWS' || (t.upper === 'ONLY' && side.fetch)) {
+        out += ' ';
+        continue;
+      }
+    }
     // ORDER BY items: count them so that NULLS FIRST/LAST (unknown to the parser) can be cut
     // out here and put back on the right order_item.
     if (orderUnit && t.start >= orderUnit.start && t.end <= orderUnit.end) {
-      if (t.type === 'punct' && t.text === '(') level++;
+      // A subquery's '(' is not counted: the placeholder below skips its ')'.
+      if (t.type === 'punct' && t.text === '(' && t.start !== subs[si]?.open) level++;
       else if (t.type === 'punct' && t.text === ')') level--;
       else if (t.type === 'punct' && t.text === ',' && level === 0) orderItem++;
       else if (t.type === 'word' && t.upper === 'NULLS' && level === 0) {
@@ -183,6 +237,7 @@ export function armText(ctx: { sql: string; toks: Token[]; units?: ClauseUnit[] 
     // Spellings SQLite accepts but node-sql-parser does not, rewritten to exact equivalents.
     // Only the parser's input changes; spans always come from the caller's tokens.
     if (t.type === 'comment') out += ' ';
+    else if (pg && t.type === 'word' && PG_PARSER_TRIPS.has(t.upper) && sig(k + 1, 1)?.text !== '(') out += `"${t.text.toLowerCase()}"`;
     else if (t.type === 'bracket') out += '`' + (identName(t) ?? '').replace(/`/g, '``') + '`';
     else if (t.type === 'number' && t.text.startsWith('.')) out += '0' + t.text;
     else if (t.type === 'number' && /^\d+\.(?:[eE]|$)/.test(t.text)) out += t.text.replace('.', '.0');
@@ -200,6 +255,25 @@ export function armText(ctx: { sql: string; toks: Token[]; units?: ClauseUnit[] 
     } else out += t.text;
   }
   return out;
+}
+
+/**
+ * Words PostgreSQL takes as names (e.g. a table called show) that node-sql-parser's PostgreSQL
+ * grammar reserves, and that no SELECT uses as a keyword: handed to the parser double-quoted in
+ * the lower case PostgreSQL folds them to, which names the same thing.
+ */
+const PG_PARSER_TRIPS = new Set(['SHOW', 'SESSION', 'TRUNCATE', 'ADD', 'CALL', 'DELETE', 'EXPLAIN', 'GLOBAL', 'INSERT', 'RENAME', 'SET', 'UPDATE']);
+
+/** Index of the ')' closing the '(' at `open`, within the arm; -1 when there is none. */
+function closeParen(toks: Token[], open: number, end: number): number {
+  let depth = 0;
+  for (let j = open; j < toks.length && toks[j]!.start < end; j++) {
+    const x = toks[j]!;
+    if (x.type !== 'punct') continue;
+    if (x.text === '(') depth++;
+    else if (x.text === ')' && --depth === 0) return j;
+  }
+  return -1;
 }
 
 /** True when a token can end an operand (so a following NOT NULL is the postfix test). */

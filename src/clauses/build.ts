@@ -1,317 +1,16 @@
-// Tree building: node-sql-parser's AST of each query arm -> the normalized tree (node kinds in
-// src/clauses/tree.ts and types.ts), then ids, parents and units (finishTree) and spans (spans.ts).
-import { createRequire } from 'node:module';
-import type { ClauseKind, ClauseUnit, NodeKind, TreeNode } from './types.js';
-import { identName, significant, type Token } from './lexer.js';
-import type { ArmInfo, QueryInfo } from './segment.js';
+// Tree building: each query arm's AST (parser.ts) -> select nodes, their clauses and FROM items
+// (expressions: build-expr.ts), compound queries, then ids, parents and units (finishTree) and
+// spans (spans.ts). Node kinds are in src/clauses/tree.ts and types.ts.
+import type { ClauseKind, TreeNode } from './types.js';
+import { identName } from './lexer.js';
+import type { QueryInfo } from './segment.js';
 import { TreeBuildError, mk, setParent, type BuildEnv } from './node.js';
 import { assignSpans } from './spans.js';
 import { armText, tokenAt, type ArmSide } from './armtext.js';
+import { parseArm, type Ast } from './parser.js';
+import { asIdent, expr, identOf, identPositions, meaningful, pgQuoted, subquery, type ArmCtx } from './build-expr.js';
 
-interface SqlParser {
-  astify(sql: string, opt?: { database?: string }): unknown;
-  exprToSQL(ast: unknown, opt?: { database?: string }): string;
-}
-const require = createRequire(import.meta.url);
-let parserInstance: SqlParser | null = null;
-function parser(): SqlParser {
-  if (!parserInstance) {
-    const mod = require('node-sql-parser') as { Parser: new () => SqlParser };
-    parserInstance = new mod.Parser();
-  }
-  return parserInstance;
-}
-
-/** Dialects tried in order for each arm; sqlite first because it is what we execute. */
-export const DIALECTS = ['sqlite', 'mysql', 'bigquery'] as const;
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Ast = any;
-
-
-const AGGREGATES = new Set(['COUNT', 'SUM', 'AVG', 'MIN', 'MAX', 'GROUP_CONCAT', 'TOTAL']);
-const ARITH = new Set(['+', '-', '*', '/', '%', '||', '&', '|', '<<', '>>', '->', '->>']);
-const PLACEHOLDER = /^__caper_sq(\d+)$/;
-
-interface ArmCtx {
-  sql: string;
-  toks: Token[];
-  units: ClauseUnit[];
-  arm: ArmInfo;
-  dialect: string;
-  buildSub: (k: number) => TreeNode;
-  subSpan: (k: number) => [number, number];
-  /** Values of the "double-quoted" and 'single-quoted' tokens of the arm. */
-  dquoted: Set<string>;
-  squoted: Set<string>;
-  /** The arm has an unquoted NATURAL keyword. */
-  bareNatural: boolean;
-  side: ArmSide;
-}
-
-function identOf(x: Ast): string | null {
-  if (x == null) return null;
-  if (typeof x === 'string') return x;
-  if (typeof x === 'object') {
-    if (typeof x.value === 'string') return x.value;
-    if (x.expr) return identOf(x.expr);
-  }
-  return null;
-}
-
-function placeholderIndex(x: Ast): number {
-  const ast = x?.ast ?? (x?.type === 'select' ? x : null);
-  if (!ast || ast.type !== 'select' || !Array.isArray(ast.columns) || ast.columns.length !== 1) return -1;
-  const e = ast.columns[0]?.expr;
-  if (!e || e.type !== 'column_ref') return -1;
-  const m = PLACEHOLDER.exec(identOf(e.column) ?? '');
-  return m ? Number(m[1]) : -1;
-}
-
-function subquery(x: Ast, ctx: ArmCtx): TreeNode | null {
-  const k = placeholderIndex(x);
-  if (k < 0) return null;
-  const n = mk('subquery', '()', [ctx.buildSub(k)]);
-  n.span = ctx.subSpan(k);
-  return n;
-}
-
-function unescapeSingle(v: string): string {
-  return v.replace(/''/g, "'");
-}
-
-function literal(e: Ast, ctx: ArmCtx): TreeNode | null {
-  // Fallback dialects (bigquery) report "x" and 'x' alike as 'string'; the arm's own tokens
-  // tell which quote it had, and a double-quoted one must keep SQLite's identifier reading.
-  if (e.type === 'string' && ctx.dialect !== 'sqlite' && typeof e.value === 'string' &&
-    ctx.dquoted.has(e.value) && !ctx.squoted.has(e.value)) {
-    return literal({ type: 'double_quote_string', value: e.value.replace(/"/g, '""') }, ctx);
-  }
-  switch (e.type) {
-    case 'number':
-    case 'bigint': {
-      const text = String(e.value);
-      return mk('literal', text, [], { value: Number(text), type: 'number' });
-    }
-    case 'single_quote_string':
-    case 'string':
-    case 'natural_string': {
-      const m = /^__caper_s(\d+)$/.exec(String(e.value));
-      const raw = m ? ctx.side.strings[Number(m[1])] : undefined;
-      if (raw !== undefined) return mk('literal', raw, [], { value: raw.slice(1, -1).replace(/''/g, "'"), type: 'string' });
-      return mk('literal', `'${String(e.value)}'`, [], { value: unescapeSingle(String(e.value)), type: 'string' });
-    }
-    case 'double_quote_string': {
-      const v = String(e.value).replace(/""/g, '"');
-      return mk('literal', `'${v.replace(/'/g, "''")}'`, [], { value: v, type: 'string', quote: '"' });
-    }
-    case 'hex_string':
-      return mk('literal', `X'${String(e.value)}'`, [], { value: String(e.value), type: 'string', blob: true });
-    case 'full_hex_string': {
-      // 0x10 is the integer 16 in SQLite, not a blob.
-      const text = `0x${String(e.value)}`;
-      return mk('literal', text, [], { value: Number(text), type: 'number' });
-    }
-    case 'null':
-      return mk('literal', 'NULL', [], { value: null, type: 'null' });
-    case 'bool':
-    case 'boolean':
-      return mk('literal', e.value ? 'TRUE' : 'FALSE', [], { value: Boolean(e.value), type: 'bool' });
-    default:
-      return null;
-  }
-}
-
-function columnNode(e: Ast): TreeNode {
-  const name = identOf(e.column);
-  if (name == null) throw new TreeBuildError('column without a name');
-  const qualifier = identOf(e.table) ?? undefined;
-  if (name === '*') return mk('star', qualifier ? `${qualifier.toLowerCase()}.*` : '*', [], qualifier ? { qualifier } : undefined);
-  const label = (qualifier ? `${qualifier}.${name}` : name).toLowerCase();
-  return mk('column', label, [], { qualifier, name });
-}
-
-function funcName(e: Ast): string {
-  const n = e.name;
-  if (typeof n === 'string') return n;
-  if (n && Array.isArray(n.name)) return n.name.map((p: Ast) => identOf(p) ?? '').join('.');
-  return identOf(n) ?? '';
-}
-
-function exprList(x: Ast): Ast[] {
-  if (x == null) return [];
-  if (Array.isArray(x)) return x;
-  if (x.type === 'expr_list') return Array.isArray(x.value) ? x.value : [];
-  return [x];
-}
-
-// Every key of an expression the converter reads (or that carries nothing). Anything else that is
-// set means a construct the tree would silently drop, so the parse fails instead.
-const EXPR_KEYS = new Set(['type', 'value', 'name', 'args', 'expr', 'left', 'right', 'operator', 'table', 'column',
-  'collate', 'parentheses', 'suffix', 'escape', 'keyword', 'symbol', 'target', 'over', 'loc', 'db', 'schema',
-  'args_parentheses', 'ast', 'tableList', 'columnList', 'distinct']);
-
-function expr(e: Ast, ctx: ArmCtx): TreeNode {
-  if (e && typeof e === 'object' && !Array.isArray(e)) {
-    for (const k of Object.keys(e)) {
-      if (!EXPR_KEYS.has(k) && meaningful(e[k])) throw new TreeBuildError(`unsupported expression part ${k}`);
-    }
-  }
-  const n = exprInner(e, ctx);
-  if (e && typeof e === 'object' && e.parentheses === true && n.kind !== 'subquery' && n.kind !== 'list') {
-    n.attrs = { ...(n.attrs ?? {}), parens: true };
-  }
-  if (e && typeof e === 'object') {
-    // COLLATE sits on column_ref.collate or, for other expressions, in suffix.collate.
-    const suffix = e.suffix && typeof e.suffix === 'object' ? { ...e.suffix } : null;
-    const col = meaningful(e.collate) ? e.collate : suffix && meaningful(suffix.collate) ? suffix.collate : null;
-    if (suffix) delete suffix.collate;
-    if (suffix && meaningful(suffix)) throw new TreeBuildError('unsupported expression suffix');
-    if (col) {
-      const c = col.collate ?? col;
-      const cname = identOf(c.name ?? c);
-      if (!cname) throw new TreeBuildError('COLLATE without a name');
-      n.attrs = { ...(n.attrs ?? {}), collate: cname };
-    }
-  }
-  return n;
-}
-
-function exprInner(e: Ast, ctx: ArmCtx): TreeNode {
-  if (e == null) throw new TreeBuildError('empty expression');
-  if (typeof e !== 'object') return mk('other', String(e));
-  const sq = subquery(e, ctx);
-  if (sq) return sq;
-  if (e.ast) throw new TreeBuildError('unexpected subquery shape');
-  const lit = literal(e, ctx);
-  if (lit) return lit;
-  switch (e.type) {
-    case 'column_ref':
-      return columnNode(e);
-    case 'star':
-      return mk('star', '*');
-    case 'binary_expr': {
-      const op = String(e.operator).toUpperCase();
-      if (op === 'AND' || op === 'OR') return logicalChain(e, ctx);
-      if (op === 'XOR') return mk('logical', op, [expr(e.left, ctx), expr(e.right, ctx)]);
-      if (op === 'BETWEEN' || op === 'NOT BETWEEN') {
-        const vs = exprList(e.right);
-        if (vs.length !== 2) throw new TreeBuildError('BETWEEN without two bounds');
-        return mk('comparison', op, [expr(e.left, ctx), expr(vs[0], ctx), expr(vs[1], ctx)]);
-      }
-      if (op === 'IN' || op === 'NOT IN') {
-        const left = expr(e.left, ctx);
-        const direct = subquery(e.right, ctx);
-        if (direct) return mk('comparison', op, [left, direct]);
-        const vs = exprList(e.right);
-        if (vs.length === 1) {
-          const s = subquery(vs[0], ctx);
-          if (s) return mk('comparison', op, [left, s]);
-        }
-        return mk('comparison', op, [left, mk('list', '()', vs.map((v) => expr(v, ctx)))]);
-      }
-      if (ARITH.has(op)) return mk('arith', op, [expr(e.left, ctx), expr(e.right, ctx)]);
-      const esc = e.right && typeof e.right === 'object' && e.right.escape ? literal(e.right.escape.value ?? {}, ctx) : null;
-      if (e.right?.escape && !esc) throw new TreeBuildError('unsupported ESCAPE');
-      return mk('comparison', op, [expr(e.left, ctx), expr(e.right, ctx)], { escape: esc ? esc.label : undefined });
-    }
-    case 'unary_expr': {
-      const op = String(e.operator).toUpperCase();
-      if (op === 'NOT' || op === '!') return mk('logical', 'NOT', [expr(e.expr, ctx)]);
-      if (op === 'EXISTS' || op === 'NOT EXISTS') {
-        const s = subquery(e.expr, ctx) ?? subquery(exprList(e.expr)[0], ctx);
-        if (!s) throw new TreeBuildError('EXISTS without subquery');
-        return mk('exists', op, [s]);
-      }
-      return mk('arith', op, [expr(e.expr, ctx)], { unary: true });
-    }
-    case 'aggr_func': {
-      const name = funcName(e).toUpperCase();
-      const a = e.args ?? {};
-      if (a.orderby || a.separator) throw new TreeBuildError('aggregate ORDER BY/SEPARATOR not modelled');
-      const args = exprList(a.expr);
-      return mk('aggregate', name, args.map((x) => expr(x, ctx)), { distinct: a.distinct ? true : undefined });
-    }
-    case 'function': {
-      let name = funcName(e).toUpperCase();
-      if (e.over) throw new TreeBuildError('window functions not modelled');
-      // FILTER/OVER suffixes were cut out before parsing and travel verbatim in attrs.suffix.
-      const wm = /^__CAPER_W(\d+)_(.*)$/.exec(name);
-      if (wm) {
-        name = wm[2]!;
-        const win = ctx.side.windows[Number(wm[1])];
-        if (!win) throw new TreeBuildError('window placeholder without suffix');
-        const args = exprList(e.args).map((x) => expr(x, ctx));
-        if (win.star) args.push(mk('star', '*'));
-        return mk(AGGREGATES.has(name) ? 'aggregate' : 'function', name, args, { suffix: win.suffix });
-      }
-      if (name === 'EXISTS' || name === 'NOT EXISTS') {
-        const s = subquery(exprList(e.args)[0], ctx);
-        if (s) return mk('exists', name, [s]);
-      }
-      const args = exprList(e.args);
-      if (e.args == null) return mk('function', name, [], { noParens: true });
-      const kids = args.map((x) => expr(x, ctx));
-      // min(a, b) / max(a, b) with two or more arguments are SQLite's scalar functions.
-      if (AGGREGATES.has(name) && (kids.length === 1 || name === 'GROUP_CONCAT')) return mk('aggregate', name, kids);
-      return mk('function', name, kids);
-    }
-    case 'case': {
-      const kids: TreeNode[] = [];
-      if (e.expr) kids.push(expr(e.expr, ctx));
-      for (const a of e.args ?? []) {
-        if (a.type === 'when') kids.push(mk('other', 'WHEN', [expr(a.cond, ctx), expr(a.result, ctx)]));
-        else if (a.type === 'else') kids.push(mk('other', 'ELSE', [expr(a.result, ctx)]));
-        else throw new TreeBuildError('unknown CASE arm');
-      }
-      return mk('case', 'CASE', kids, { operand: e.expr ? true : undefined });
-    }
-    case 'cast': {
-      const t = Array.isArray(e.target) ? e.target[0] : e.target;
-      if (!t || !t.dataType) throw new TreeBuildError('CAST without type');
-      let type = String(t.dataType).toUpperCase();
-      if (t.length != null) type += t.scale != null ? `(${t.length}, ${t.scale})` : `(${t.length})`;
-      return mk('cast', type, [expr(e.expr, ctx)]);
-    }
-    case 'expr_list':
-      return mk('list', '()', exprList(e).map((x) => expr(x, ctx)));
-    default: {
-      // Leaves we do not model keep their SQL text (as node-sql-parser prints it).
-      const text = parser().exprToSQL(e, { database: ctx.dialect });
-      if (!text) throw new TreeBuildError(`unsupported expression ${String(e.type)}`);
-      return mk('other', text);
-    }
-  }
-}
-
-// node-sql-parser 5 gives AND and OR the same precedence (a OR b AND c comes back as
-// (a OR b) AND c), so an unparenthesized chain is flattened in written order and rebuilt with
-// SQLite's precedence: AND binds tighter than OR, both left-associative.
-function logicalChain(e: Ast, ctx: ArmCtx): TreeNode {
-  const operands: Ast[] = [];
-  const ops: string[] = [];
-  const flat = (x: Ast, root: boolean): void => {
-    const op = x && x.type === 'binary_expr' ? String(x.operator).toUpperCase() : '';
-    if ((op === 'AND' || op === 'OR') && (root || x.parentheses !== true)) {
-      flat(x.left, false);
-      ops.push(op);
-      flat(x.right, false);
-    } else operands.push(x);
-  };
-  flat(e, true);
-  const groups: TreeNode[] = [];
-  let cur = expr(operands[0], ctx);
-  for (let i = 0; i < ops.length; i++) {
-    const next = expr(operands[i + 1], ctx);
-    if (ops[i] === 'AND') cur = mk('logical', 'AND', [cur, next]);
-    else {
-      groups.push(cur);
-      cur = next;
-    }
-  }
-  groups.push(cur);
-  return groups.reduce((acc, g) => mk('logical', 'OR', [acc, g]));
-}
+export { DIALECTS } from './parser.js';
 
 function fromItem(f: Ast, ctx: ArmCtx): TreeNode {
   const alias = identOf(f.as) ?? undefined;
@@ -319,13 +18,15 @@ function fromItem(f: Ast, ctx: ArmCtx): TreeNode {
   if (f.expr) {
     const s = subquery(f.expr, ctx);
     if (!s) throw new TreeBuildError('FROM item that is not a table or subquery');
-    if (alias) s.attrs = { ...(s.attrs ?? {}), alias };
+    if (alias) s.attrs = { ...(s.attrs ?? {}), alias, ...(pgQuoted(ctx, alias) ? { aliasQuoted: true } : {}) };
     item = s;
   } else if (f.table != null) {
     const name = identOf(f.table);
     if (!name) throw new TreeBuildError('table without name');
     const db = identOf(f.db) ?? undefined;
-    item = mk('table', (db ? `${db}.${name}` : name).toLowerCase(), [], { name, alias, db });
+    item = mk('table', (db ? `${db}.${name}` : name).toLowerCase(), [], {
+      name, alias, db, quoted: pgQuoted(ctx, name), aliasQuoted: pgQuoted(ctx, alias),
+    });
   } else throw new TreeBuildError('unsupported FROM item');
   if (!f.join) return item;
   let label = String(f.join).toUpperCase().replace(/\s+/g, ' ');
@@ -334,27 +35,6 @@ function fromItem(f: Ast, ctx: ArmCtx): TreeNode {
   if (f.on) kids.push(expr(f.on, ctx));
   const using = Array.isArray(f.using) ? f.using.map((u: Ast) => identOf(u) ?? '') : undefined;
   return mk('join', label, kids, { using });
-}
-
-/**
- * node-sql-parser reads a lone "name" as a string. SQLite reads it as a column when one exists
- * (and always, when built without double-quoted-string support, as better-sqlite3 is). Where a
- * column is the usual reading - a select, group or order item, the left side of a comparison -
- * the node becomes a column (rendered with the same double quotes, so execution is unchanged);
- * elsewhere it stays a string literal.
- */
-function asIdent(n: TreeNode): TreeNode {
-  if (n.kind !== 'literal' || n.attrs?.quote !== '"' || typeof n.attrs.value !== 'string') return n;
-  const name = n.attrs.value;
-  const c = mk('column', name.toLowerCase(), [], { name, quote: '"' });
-  if (n.attrs.parens) c.attrs!.parens = true;
-  return c;
-}
-
-function identPositions(n: TreeNode): TreeNode {
-  for (const c of n.children) identPositions(c);
-  if (n.kind === 'comparison' && n.children.length >= 2) n.children[0] = asIdent(n.children[0]!);
-  return n;
 }
 
 function unitOf(ctx: ArmCtx, kind: ClauseKind): number {
@@ -368,15 +48,36 @@ function clause(kind: ClauseKind, kids: TreeNode[], ctx: ArmCtx, attrs?: Record<
   return c;
 }
 
-const SELECT_KEYS = new Set(['type', 'with', 'distinct', 'columns', 'from', 'where', 'groupby', 'having', 'orderby', 'limit',
-  'options', 'for_update', 'into', 'collate', 'locking_read', 'tableList', 'columnList', 'parentheses', 'loc']);
-
-function meaningful(v: unknown): boolean {
-  if (v == null || v === false || v === '') return false;
-  if (Array.isArray(v)) return v.some(meaningful);
-  if (typeof v === 'object') return Object.values(v as Record<string, unknown>).some(meaningful);
-  return true;
+/**
+ * PostgreSQL's row limits, which the grammar returns in three shapes: LIMIT c [OFFSET o] as
+ * limit [c, o]; OFFSET o alone as limit [o] with separator 'offset'; OFFSET o LIMIT c as limit [o]
+ * and _limit [c]. The clause is always [count, offset?], count ALL ('other') when there is none;
+ * attrs say how it was written (offsetFirst, and fetch for FETCH FIRST|NEXT, handed over as LIMIT).
+ */
+function pgLimit(ast: Ast, ctx: ArmCtx): TreeNode | null {
+  const v: Ast[] = Array.isArray(ast.limit?.value) ? ast.limit.value : [];
+  const after: Ast[] = Array.isArray(ast._limit?.value) ? ast._limit.value : [];
+  if (v.length === 0 && after.length === 0) return null;
+  const sep = String(ast.limit?.seperator ?? '').toLowerCase();
+  let count: TreeNode;
+  let offset: TreeNode | undefined;
+  let offsetFirst: true | undefined;
+  if (sep === 'offset' && v.length === 1) {
+    offset = expr(v[0], ctx);
+    if (after.length > 1) throw new TreeBuildError('unsupported LIMIT');
+    count = after.length === 1 ? expr(after[0], ctx) : mk('other', 'ALL');
+    offsetFirst = after.length === 1 ? true : undefined;
+  } else {
+    if (after.length > 0 || v.length > 2 || (v.length === 2 && sep !== 'offset')) throw new TreeBuildError('unsupported LIMIT');
+    count = expr(v[0], ctx);
+    if (v.length === 2) offset = expr(v[1], ctx);
+  }
+  if (ctx.side.fetchImplicit) count.attrs = { ...(count.attrs ?? {}), implicit: true };
+  return clause('LIMIT', offset ? [count, offset] : [count], ctx, { fetch: ctx.side.fetch, offsetFirst });
 }
+
+const SELECT_KEYS = new Set(['type', 'with', 'distinct', 'columns', 'from', 'where', 'groupby', 'having', 'orderby', 'limit', '_limit',
+  'options', 'for_update', 'into', 'collate', 'locking_read', 'tableList', 'columnList', 'parentheses', 'loc']);
 
 function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
   if (!ast || ast.type !== 'select') throw new TreeBuildError(`not a SELECT (${String(ast?.type)})`);
@@ -403,7 +104,7 @@ function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
           return v;
         })
         : undefined;
-      return mk('alias', name, [s], { cte: true, columns: cols });
+      return mk('alias', name, [s], { cte: true, columns: cols, quoted: pgQuoted(ctx, name) });
     });
     clauses.push(clause('WITH', ctes, ctx, { recursive: ast.with.some((w: Ast) => w.recursive) ? true : undefined }));
   }
@@ -411,9 +112,13 @@ function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
   const items = (cols as Ast[]).map((c) => {
     const x = asIdent(expr(c.expr, ctx));
     const as = identOf(c.as);
-    return as ? mk('alias', as, [x]) : x;
+    return as ? mk('alias', as, [x], { quoted: pgQuoted(ctx, as) }) : x;
   });
-  clauses.push(clause('SELECT', items, ctx, { distinct: ast.distinct ? true : undefined }));
+  // PostgreSQL's grammar gives DISTINCT as an object ({type: null} when absent).
+  const dv = ast.distinct;
+  const distinct = dv && typeof dv === 'object' ? Boolean(dv.type) : Boolean(dv);
+  if (ctx.side.distinctOn !== undefined && !distinct) throw new TreeBuildError('DISTINCT ON without DISTINCT');
+  clauses.push(clause('SELECT', items, ctx, { distinct: distinct ? true : undefined, distinctOn: ctx.side.distinctOn }));
   if (Array.isArray(ast.from) && ast.from.length > 0) {
     const from = (ast.from as Ast[]).map((f) => ({ ...f }));
     // The sqlite grammar reads `a NATURAL JOIN b` as table a aliased NATURAL, then a plain JOIN.
@@ -439,7 +144,9 @@ function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
       return mk('order_item', dir, [asIdent(expr(o.expr, ctx))], { explicit: o.type ? true : undefined, nulls: ctx.side.nulls[i] });
     }), ctx));
   }
-  if (ast.limit && Array.isArray(ast.limit.value) && ast.limit.value.length > 0) {
+  const limit = ctx.dialect === 'postgresql' ? pgLimit(ast, ctx) : null;
+  if (limit) clauses.push(limit);
+  else if (ast.limit && Array.isArray(ast.limit.value) && ast.limit.value.length > 0) {
     const v = ast.limit.value as Ast[];
     const sep = String(ast.limit.seperator ?? '').toLowerCase();
     const parts = sep === ',' && v.length === 2 ? [v[1], v[0]] : v;
@@ -453,36 +160,6 @@ function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
   for (const c of clauses) identPositions(c);
   return mk('select', 'SELECT', clauses);
 }
-
-function parseArm(text: string, env: BuildEnv, build: (ast: Ast, dialect: string) => TreeNode): TreeNode {
-  let firstErr: unknown = null;
-  for (const d of DIALECTS) {
-    let ast: Ast;
-    try {
-      ast = parser().astify(text, { database: d });
-    } catch (e) {
-      firstErr ??= e;
-      continue;
-    }
-    if (Array.isArray(ast)) {
-      if (ast.length !== 1) {
-        firstErr ??= new TreeBuildError('more than one statement');
-        continue;
-      }
-      ast = ast[0];
-    }
-    try {
-      const n = build(ast, d);
-      env.dialects.add(d);
-      return n;
-    } catch (e) {
-      firstErr ??= e;
-    }
-  }
-  const msg = firstErr instanceof Error ? firstErr.message : String(firstErr);
-  throw new TreeBuildError(msg.length > 300 ? msg.slice(0, 300) + '...' : msg);
-}
-
 /** Builds the query node (select or setop chain) for one segmented query. */
 export function buildQuery(q: QueryInfo, env: BuildEnv): TreeNode {
   if (q.arms.length !== q.setops.length + 1) throw new TreeBuildError('compound query with an empty arm');
@@ -493,17 +170,19 @@ export function buildQuery(q: QueryInfo, env: BuildEnv): TreeNode {
     const text = armText(env, arm, side);
     const dquoted = new Set<string>();
     const squoted = new Set<string>();
+    const bareWords = new Set<string>();
     let bareNatural = false;
     for (let k = tokenAt(env.toks, arm.start); k < env.toks.length && env.toks[k]!.end <= arm.end; k++) {
       const t = env.toks[k]!;
       if (t.type === 'word' && t.upper === 'NATURAL') bareNatural = true;
+      if (t.type === 'word') bareWords.add(t.text);
       if (t.type === 'dquote') dquoted.add(identName(t) ?? '');
       else if (t.type === 'string') squoted.add(t.text.slice(1, -1).replace(/''/g, "'"));
     }
     const node = parseArm(text, env, (ast, dialect) => {
       subCache.clear();
       const ctx: ArmCtx = {
-        sql: env.sql, toks: env.toks, units: env.units, arm, dialect, dquoted, squoted, bareNatural, side,
+        sql: env.sql, toks: env.toks, units: env.units, arm, dialect, dquoted, squoted, bareWords, bareNatural, side,
         buildSub: (k) => {
           const s = subs[k];
           if (!s) throw new TreeBuildError('placeholder without subquery');

@@ -15,7 +15,7 @@
 // What changes an answer stays apart: operators, DISTINCT, literal values and their case, the
 // order of ORDER BY keys, outer joins. SQL that does not parse keeps its clause units, each as
 // whitespace- and case-normalized text; very long SQL is one such text (no parse on the event loop).
-import type { SplitResult, TreeNode } from './types.js';
+import type { SplitResult, SqlDialect, TreeNode } from './types.js';
 import { splitSql, topUnits, walk } from './index.js';
 import { SchemaIndex, enclosingSelect, resolveColumn, scopeOf } from './scope.js';
 
@@ -205,19 +205,22 @@ const memo = new Map<string, CanonicalSql>();
 
 /**
  * The canonical clauses of a query, without a schema (what a pool of candidates shares). `split`
- * is the query's parse when the caller has it, so the query is not parsed again. Never throws.
+ * is the query's parse when the caller has it, so the query is not parsed again. The query is read
+ * in `dialect`, else split's, else SQLite's. Never throws.
  */
-export function canonicalSql(sql: string, split?: SplitResult): CanonicalSql {
+export function canonicalSql(sql: string, split?: SplitResult, dialect?: SqlDialect): CanonicalSql {
   const whole = (): CanonicalSql => {
     const s = canonText(sql);
     return { clauses: [`?: ${s}`], sql: s };
   };
   if (sql.length > MAX_CANON_CHARS) return whole();
-  const known = memo.get(sql);
+  const d: SqlDialect = dialect ?? split?.dialect ?? 'sqlite';
+  const key = d === 'sqlite' ? sql : `${d}\u0000${sql}`;
+  const known = memo.get(key);
   if (known) return known;
   let out: CanonicalSql;
   try {
-    const s = split && split.sql === sql ? split : splitSql(sql);
+    const s = split && split.sql === sql && (split.dialect ?? 'sqlite') === d ? split : splitSql(sql, { dialect: d });
     const units = topUnits(s);
     if (units.length === 0) out = whole();
     else {
@@ -229,6 +232,6 @@ export function canonicalSql(sql: string, split?: SplitResult): CanonicalSql {
     out = whole();
   }
   if (memo.size >= MEMO_MAX) memo.clear();
-  memo.set(sql, out);
+  memo.set(key, out);
   return out;
 }

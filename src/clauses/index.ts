@@ -1,6 +1,7 @@
 // Public entry point of the clause engine: split SQL into clause units (always), build the
-// normalized tree (when the SQL parses), render trees back to SQLite SQL.
-import type { ClauseUnit, NodeKind, SplitResult, TreeNode } from './types.js';
+// normalized tree (when the SQL parses), render trees back to SQL. SQL is read in a dialect, SQLite's
+// unless the caller names PostgreSQL's; the tree remembers it (root attrs.dialect) and renders in it.
+import type { ClauseUnit, NodeKind, SplitResult, SqlDialect, TreeNode } from './types.js';
 import { tokenize } from './lexer.js';
 import { MAX_DEPTH, segmentQuery } from './segment.js';
 
@@ -8,25 +9,33 @@ import { MAX_DEPTH, segmentQuery } from './segment.js';
 export const MAX_TREE_CHARS = 100_000;
 import { buildQuery, cloneNode, finishTree, mk, renderTree, walkTree, type BuildEnv } from './tree.js';
 
-export type { ClauseKind, ClauseUnit, NodeKind, SplitResult, TreeNode } from './types.js';
-export { CLAUSE_KINDS } from './types.js';
+export type { ClauseKind, ClauseUnit, NodeKind, SplitResult, SqlDialect, TreeNode } from './types.js';
+export { CLAUSE_KINDS, SQL_DIALECTS } from './types.js';
 export { tokenize, scanSql, hasTopLevelOrderBy, type Token, type Tok, type ScanResult } from './lexer.js';
-export { quoteIdent } from './tree.js';
+export { quoteIdent, dialectOf } from './tree.js';
 
 /**
  * Clause units of `sql` and, unless opts.tree is false, its normalized tree. Never throws:
  * SQL that does not parse gets lexer-based units, ok=false and the parse error. With
- * opts.tree false, ok reports only whether clause units were found.
+ * opts.tree false, ok reports only whether clause units were found. opts.dialect: the engine the
+ * SQL is written for (default sqlite).
  */
-export function splitSql(sql: string, opts?: { tree?: boolean }): SplitResult {
+export function splitSql(sql: string, opts?: { tree?: boolean; dialect?: SqlDialect }): SplitResult {
   const wantTree = opts?.tree !== false;
+  const dialect: SqlDialect = opts?.dialect ?? 'sqlite';
+  const r = split(sql, wantTree, dialect);
+  if (dialect !== 'sqlite') r.dialect = dialect;
+  return r;
+}
+
+function split(sql: string, wantTree: boolean, dialect: SqlDialect): SplitResult {
   if (typeof sql !== 'string') return { sql: String(sql), ok: false, error: 'sql must be a string', units: [] };
   const units: ClauseUnit[] = [];
   try {
-    const toks = tokenize(sql);
+    const toks = tokenize(sql, dialect);
     let q: ReturnType<typeof segmentQuery>;
     try {
-      q = segmentQuery(toks, 0, toks.length, 0, -1, units);
+      q = segmentQuery(toks, 0, toks.length, 0, -1, units, dialect);
     } finally {
       for (const u of units) u.text = sql.slice(u.start, u.end);
     }
@@ -35,7 +44,7 @@ export function splitSql(sql: string, opts?: { tree?: boolean }): SplitResult {
     // Guards for the HTTP service: the parser is recursive and superlinear on pathological input.
     if (q.truncated) return { sql, ok: false, error: `subqueries nested deeper than ${MAX_DEPTH} levels`, units };
     if (sql.length > MAX_TREE_CHARS) return { sql, ok: false, error: `SQL longer than ${MAX_TREE_CHARS} characters is not parsed`, units };
-    const env: BuildEnv = { sql, toks, units, dialects: new Set() };
+    const env: BuildEnv = { sql, dialect, toks, units, dialects: new Set() };
     let query: TreeNode;
     try {
       query = buildQuery(q, env);
@@ -44,7 +53,8 @@ export function splitSql(sql: string, opts?: { tree?: boolean }): SplitResult {
     }
     const root = mk('statement', 'statement', [query]);
     finishTree(root, env, q);
-    if (!env.dialects.has('sqlite') || env.dialects.size > 1) {
+    if (dialect !== 'sqlite') root.attrs = { dialect };
+    else if (!env.dialects.has('sqlite') || env.dialects.size > 1) {
       root.attrs = { dialects: [...env.dialects] };
     }
     return { sql, ok: true, units, tree: root };
@@ -78,12 +88,13 @@ export function topUnits(r: SplitResult): ClauseUnit[] {
 }
 
 /**
- * SQLite SQL for a tree or any subtree (a clause node renders as that clause's text, an
- * expression as the expression). Throws an Error only for a structurally broken tree (e.g. a
- * comparison left with one child by a mutator), never for anything splitSql produced.
+ * SQL for a tree or any subtree (a clause node renders as that clause's text, an expression as
+ * the expression), in the dialect of the tree it belongs to (dialectOf) unless one is named.
+ * Throws an Error only for a structurally broken tree (e.g. a comparison left with one child by a
+ * mutator), never for anything splitSql produced.
  */
-export function renderSql(tree: TreeNode): string {
-  return renderTree(tree);
+export function renderSql(tree: TreeNode, dialect?: SqlDialect): string {
+  return renderTree(tree, dialect);
 }
 
 /**

@@ -9,6 +9,10 @@
 // and U+FEFF included) is an identifier character, so `SELECT\u00a0a` is one word, as SQLite reads
 // it ("near "SELECT a": syntax error"); a vertical tab is an unrecognized token.
 //
+// PostgreSQL (tokenize(sql, 'postgresql')) differs in two places only: `::` is one operator
+// token (a cast), and `[` `]` are punctuation (array subscripts), not a bracketed identifier.
+// Everything else SQLite's rules already read as PostgreSQL does for the SQL the project meets.
+//
 // Three views of one lexing: tokenize() (every token, for clause splitting and spans), scanSql()
 // (significant tokens with parenthesis depth and a well-formedness verdict, for the read-only
 // gate) and hasTopLevelOrderBy(). Results are memoized per string, so a request's SQL is lexed
@@ -25,9 +29,11 @@ export type TokenType =
   | 'blob'     // x'ab'
   | 'word'     // bare identifier or keyword
   | 'param'    // ? ?1 :name @name $name
-  | 'punct'    // ( ) , ; .
+  | 'punct'    // ( ) , ; .  (and [ ] in PostgreSQL)
   | 'op'
   | 'other';
+
+import type { SqlDialect } from './types.js';
 
 export interface Token {
   type: TokenType;
@@ -87,31 +93,40 @@ interface Lexed {
 const MEMO_GENERATION = 256;
 /** Longer strings are not kept: a token costs ~100 bytes, and real queries are far shorter. */
 const MEMO_MAX_LENGTH = 4_000;
-let young = new Map<string, Lexed>();
-let old = new Map<string, Lexed>();
+interface Memo {
+  young: Map<string, Lexed>;
+  old: Map<string, Lexed>;
+}
+/** One memo per dialect: the same string lexes differently in each. */
+const memos: Record<SqlDialect, Memo> = {
+  sqlite: { young: new Map(), old: new Map() },
+  postgresql: { young: new Map(), old: new Map() },
+};
 
-function lexed(sql: string): Lexed {
-  let hit = young.get(sql);
+function lexed(sql: string, dialect: SqlDialect = 'sqlite'): Lexed {
+  const m = memos[dialect];
+  let hit = m.young.get(sql);
   if (hit) return hit;
-  hit = old.get(sql);
-  if (!hit) hit = { tokens: lex(sql) };
-  else old.delete(sql);
+  hit = m.old.get(sql);
+  if (!hit) hit = { tokens: lex(sql, dialect) };
+  else m.old.delete(sql);
   if (sql.length <= MEMO_MAX_LENGTH) {
-    if (young.size >= MEMO_GENERATION) {
-      old = young;
-      young = new Map();
+    if (m.young.size >= MEMO_GENERATION) {
+      m.old = m.young;
+      m.young = new Map();
     }
-    young.set(sql, hit);
+    m.young.set(sql, hit);
   }
   return hit;
 }
 
 /** Every token of `sql`, tiling it exactly (see the header). Read-only: shared by all callers. */
-export function tokenize(sql: string): Token[] {
-  return lexed(sql).tokens;
+export function tokenize(sql: string, dialect: SqlDialect = 'sqlite'): Token[] {
+  return lexed(sql, dialect).tokens;
 }
 
-function lex(sql: string): Token[] {
+function lex(sql: string, dialect: SqlDialect): Token[] {
+  const pg = dialect === 'postgresql';
   const out: Token[] = [];
   const n = sql.length;
   let i = 0;
@@ -145,6 +160,10 @@ function lex(sql: string): Token[] {
     } else if (ch === '`') {
       const r = scanQuoted(sql, i, '`');
       push('bquote', r.end, r.unterminated);
+    } else if (pg && (ch === '[' || ch === ']')) {
+      push('punct', i + 1);
+    } else if (pg && ch === ':' && sql[i + 1] === ':') {
+      push('op', i + 2);
     } else if (ch === '[') {
       // SQLite bracket identifiers have no escape: they end at the first ']'.
       const k = sql.indexOf(']', i + 1);

@@ -1,7 +1,7 @@
 // Tree nodes: construction, parent links, traversal and copying (shared by build, spans and render).
 // `parent` is a non-enumerable property so that trees serialize with JSON.stringify and compare
 // with deepStrictEqual without following the cycle.
-import type { ClauseUnit, NodeKind, TreeNode } from './types.js';
+import type { ClauseUnit, NodeKind, SqlDialect, TreeNode } from './types.js';
 import type { Token } from './lexer.js';
 
 export class TreeBuildError extends Error {}
@@ -20,9 +20,11 @@ export function mk(kind: NodeKind, label: string, children: TreeNode[] = [], att
   return n;
 }
 
-/** What tree building works from: the SQL, its tokens and clause units, dialects used so far. */
+/** What tree building works from: the SQL, its dialect, its tokens and clause units, the parser's
+ * grammars used so far. */
 export interface BuildEnv {
   sql: string;
+  dialect: SqlDialect;
   toks: Token[];
   units: ClauseUnit[];
   dialects: Set<string>;

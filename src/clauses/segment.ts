@@ -13,11 +13,14 @@
 // - A SETOP unit is the operator alone (UNION, UNION ALL, INTERSECT, EXCEPT). `arm` counts the
 //   arms of a compound at one nesting level; a SETOP unit carries the arm number of the arm it
 //   closes (the one before it), so the SETOP between arm 0 and arm 1 has arm 0.
+// - PostgreSQL: OFFSET and FETCH open a LIMIT unit too, unless one is already open in the arm,
+//   so `LIMIT 5 OFFSET 10`, `OFFSET 10 LIMIT 5` and `OFFSET 10 ROWS FETCH FIRST 5 ROWS ONLY` are
+//   each one LIMIT unit (both words are reserved there, so they never name a column).
 // - A subquery is a parenthesis whose first significant token is SELECT or WITH. Its units have
 //   depth + 1 and `parent` = index of the unit whose span holds the parenthesis. Units are
 //   stored in order of start offset (a parent directly before its children), so the array is
 //   both sorted and pre-order.
-import type { ClauseKind, ClauseUnit } from './types.js';
+import type { ClauseKind, ClauseUnit, SqlDialect } from './types.js';
 import { significant, type Token } from './lexer.js';
 
 export interface SubqueryInfo {
@@ -88,7 +91,7 @@ export function matchParen(toks: Token[], i: number, limit: number): number {
   return -1;
 }
 
-function findBoundaries(toks: Token[], t0: number, t1: number): Boundary[] {
+function findBoundaries(toks: Token[], t0: number, t1: number, dialect: SqlDialect): Boundary[] {
   const out: Boundary[] = [];
   let level = 0;
   let sawAny = false;
@@ -128,7 +131,9 @@ function findBoundaries(toks: Token[], t0: number, t1: number): Boundary[] {
     else if (u === 'GROUP' && nxU === 'BY') b = { kind: 'GROUP BY', tok: k, last: nx };
     else if (u === 'HAVING') b = { kind: 'HAVING', tok: k, last: k };
     else if (u === 'ORDER' && nxU === 'BY') b = { kind: 'ORDER BY', tok: k, last: nx };
-    else if (u === 'LIMIT') b = { kind: 'LIMIT', tok: k, last: k };
+    else if (dialect === 'postgresql' && (u === 'LIMIT' || u === 'OFFSET' || u === 'FETCH')) {
+      if (out[out.length - 1]?.kind !== 'LIMIT') b = { kind: 'LIMIT', tok: k, last: k };
+    } else if (u === 'LIMIT') b = { kind: 'LIMIT', tok: k, last: k };
     else if (SETOPS.has(u)) b = { kind: 'SETOP', tok: k, last: u === 'UNION' && nxU === 'ALL' ? nx : k };
     sawAny = true;
     if (b) {
@@ -145,8 +150,9 @@ function findBoundaries(toks: Token[], t0: number, t1: number): Boundary[] {
  */
 export function segmentQuery(
   toks: Token[], t0: number, t1: number, depth: number, parent: number, units: ClauseUnit[],
+  dialect: SqlDialect = 'sqlite',
 ): QueryInfo | null {
-  const bounds = findBoundaries(toks, t0, t1);
+  const bounds = findBoundaries(toks, t0, t1, dialect);
   if (bounds.length === 0) return null;
   // First and last non-whitespace tokens of the region (comments included).
   let first = -1;
@@ -203,7 +209,7 @@ export function segmentQuery(
         k = close;
         continue;
       }
-      const sub = segmentQuery(toks, k + 1, innerEnd, depth + 1, idx, units);
+      const sub = segmentQuery(toks, k + 1, innerEnd, depth + 1, idx, units, dialect);
       if (sub?.truncated) q.truncated = true;
       if (sub) {
         arm.subqueries.push({

@@ -66,6 +66,11 @@ export function assignSpans(root: TreeNode, env: BuildEnv): void {
           if ((t.text === '-' || t.text === '+') && next(1)?.type === 'number' && Number(t.text + next(1)!.text) === a.value) return 2;
           return 0;
         }
+        if (a.type === 'interval') {
+          // INTERVAL '1 day' or INTERVAL '1' DAY.
+          if (t.upper !== 'INTERVAL' || next(1)?.type !== 'string' || next(1)!.text.slice(1, -1).replace(/''/g, "'") !== a.value) return 0;
+          return typeof a.unit === 'string' && next(2)?.upper === a.unit ? 3 : 2;
+        }
         if (a.type === 'string' && (t.type === 'string' || t.type === 'dquote' || t.type === 'blob')) {
           const v = t.type === 'string' ? t.text.slice(1, -1).replace(/''/g, "'") : t.type === 'dquote' ? identName(t) : t.text.slice(2, -1);
           return v === a.value ? 1 : 0;
@@ -73,13 +78,20 @@ export function assignSpans(root: TreeNode, env: BuildEnv): void {
         if (t.type === 'word' && t.upper === n.label) return 1;
         return 0;
       }
+      case 'function':
+      case 'aggregate':
+        // A call without arguments: NAME() or, for CURRENT_DATE and the like, NAME alone.
+        if (t.type !== 'word' || t.upper !== n.label) return 0;
+        if (n.attrs?.noParens) return 1;
+        return next(1)?.text === '(' && next(2)?.text === ')' ? 3 : 0;
       default:
         return 0;
     }
   };
   const leaf = (n: TreeNode): void => {
     const list = sigByUnit.get(n.unit);
-    if (!list) return;
+    // A value the source left out (FETCH FIRST ROW ONLY's count) has no text to point at.
+    if (!list || n.attrs?.implicit) return;
     const from = cursor.get(n.unit) ?? 0;
     for (const start of [from, 0]) {
       for (let at = start; at < list.length; at++) {
@@ -103,21 +115,28 @@ export function assignSpans(root: TreeNode, env: BuildEnv): void {
     if (n.children.every((c) => c.span)) {
       let s = Math.min(...n.children.map((c) => c.span![0]));
       let e = Math.max(...n.children.map((c) => c.span![1]));
-      if (n.kind === 'aggregate' || n.kind === 'function' || n.kind === 'cast' || n.kind === 'exists') {
+      if (n.kind === 'cast' && n.attrs?.colons) {
+        [s, e] = colonCastSpan(sigByUnit.get(n.unit) ?? [], s, e, n);
+      } else if (n.kind === 'aggregate' || n.kind === 'function' || n.kind === 'cast' || n.kind === 'exists') {
         // Widen to NAME( ... ) when the tokens around the arguments say so.
         const list = sigByUnit.get(n.unit) ?? [];
         const i = list.findIndex((k) => toks[k]!.start === s);
         let j = i - 1;
         if (j >= 0 && toks[list[j]!]!.upper === 'DISTINCT') j--;
         if (n.kind === 'exists' && i >= 0) j = i;
+        // EXTRACT(field FROM x): the argument's span starts after `field FROM`.
+        if (typeof n.attrs?.field === 'string' && j >= 1 && toks[list[j]!]!.upper === 'FROM') j -= 2;
         if (j >= 1 && toks[list[j]!]!.text === '(' && toks[list[j - 1]!]!.type === 'word') {
           s = toks[list[j - 1]!]!.start;
           let depth = 0;
+          let close = -1;
           for (let m = j; m < list.length; m++) {
             const tt = toks[list[m]!]!;
             if (tt.text === '(') depth++;
-            else if (tt.text === ')' && --depth === 0) { e = Math.max(e, tt.end); break; }
+            else if (tt.text === ')' && --depth === 0) { e = Math.max(e, tt.end); close = m; break; }
           }
+          // A FILTER (...) / OVER ... suffix belongs to the call.
+          if (close >= 0 && typeof n.attrs?.suffix === 'string') e = Math.max(e, suffixEnd(list, close));
         }
       }
       const list = sigByUnit.get(n.unit) ?? [];
@@ -128,8 +147,11 @@ export function assignSpans(root: TreeNode, env: BuildEnv): void {
         if (at(after)?.upper === 'AS' && lc(at(after + 1)) === al) e = at(after + 1)!.end;
         else if (lc(at(after)) === al) e = at(after)!.end;
       } else if (n.kind === 'order_item') {
-        const d = at(after)?.upper;
-        if (d === 'ASC' || d === 'DESC') e = at(after)!.end;
+        let k = after;
+        const d = at(k)?.upper;
+        if (d === 'ASC' || d === 'DESC') e = at(k++)!.end;
+        const nl = at(k + 1)?.upper;
+        if (typeof n.attrs?.nulls === 'string' && at(k)?.upper === 'NULLS' && (nl === 'FIRST' || nl === 'LAST')) e = at(k + 1)!.end;
       } else if (n.kind === 'join') {
         const JOIN_WORDS = new Set(['JOIN', 'LEFT', 'RIGHT', 'INNER', 'OUTER', 'CROSS', 'NATURAL', 'FULL']);
         let i = list.findIndex((k) => toks[k]!.start === s) - 1;
@@ -142,5 +164,59 @@ export function assignSpans(root: TreeNode, env: BuildEnv): void {
     }
   };
   post(root);
+
+  /** End of the FILTER (...) / OVER (...) / OVER name words after the call's ')' at list[close]. */
+  function suffixEnd(list: number[], close: number): number {
+    let e = toks[list[close]!]!.end;
+    let m = close + 1;
+    for (;;) {
+      const w = toks[list[m]!]?.upper;
+      if (w !== 'FILTER' && w !== 'OVER') return e;
+      const nx = toks[list[m + 1]!];
+      if (nx?.text === '(') {
+        let depth = 0;
+        let k = m + 1;
+        for (; k < list.length; k++) {
+          const tt = toks[list[k]!]!;
+          if (tt.text === '(') depth++;
+          else if (tt.text === ')' && --depth === 0) break;
+        }
+        if (k >= list.length) return e;
+        e = toks[list[k]!]!.end;
+        m = k + 1;
+      } else if (w === 'OVER' && nx?.type === 'word') {
+        e = nx.end;
+        m += 2;
+      } else return e;
+    }
+  }
+
+  /**
+   * x::type: from the operand (with the parentheses written around it, which belong to the cast)
+   * over `::` and the type's tokens: as many words as the type's name has, then its (n, m) and [].
+   */
+  function colonCastSpan(list: number[], s: number, e: number, n: TreeNode): [number, number] {
+    let i = list.findIndex((k) => toks[k]!.start === s);
+    let j = list.findIndex((k) => toks[k]!.end === e);
+    if (i < 0 || j < 0) return [s, e];
+    if (n.children[0]?.attrs?.parens && toks[list[i - 1]!]?.text === '(' && toks[list[j + 1]!]?.text === ')') {
+      i--;
+      j++;
+    }
+    if (toks[list[j + 1]!]?.text !== '::') return [toks[list[i]!]!.start, toks[list[j]!]!.end];
+    j++;
+    const base = n.label.replace(/[([].*$/, '').trim();
+    for (let w = base.split(/\s+/).length; w > 0 && toks[list[j + 1]!]?.type === 'word'; w--) j++;
+    if (n.label.includes('(') && toks[list[j + 1]!]?.text === '(') {
+      let depth = 0;
+      for (let m = j + 1; m < list.length; m++) {
+        const tt = toks[list[m]!]!;
+        if (tt.text === '(') depth++;
+        else if (tt.text === ')' && --depth === 0) { j = m; break; }
+      }
+    }
+    while (toks[list[j + 1]!]?.text === '[' && toks[list[j + 2]!]?.text === ']') j += 2;
+    return [toks[list[i]!]!.start, toks[list[j]!]!.end];
+  }
 }
 

@@ -16,6 +16,14 @@ export const CLAUSE_KINDS: readonly ClauseKind[] = [
   'WITH', 'SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'SETOP',
 ];
 
+/**
+ * The SQL dialect text is read in: the engine that runs it. It decides the lexer's few differences
+ * (`::`, `[`), which keywords open clause units (PostgreSQL's OFFSET and FETCH), the grammar the
+ * tree is parsed with and how the tree renders (identifier quoting, casts, LIMIT forms).
+ */
+export type SqlDialect = 'sqlite' | 'postgresql';
+export const SQL_DIALECTS: readonly SqlDialect[] = ['sqlite', 'postgresql'];
+
 export interface ClauseUnit {
   kind: ClauseKind;
   /** Exactly sql.slice(start, end). */
@@ -72,6 +80,9 @@ export interface TreeNode {
 
 export interface SplitResult {
   sql: string;
+  /** The dialect the SQL was read in when not SQLite's: SQL derived from it (a repair, another
+   * candidate for the same database) is read in the same one. */
+  dialect?: SqlDialect;
   /** true when the statement parsed into a tree. */
   ok: boolean;
   error?: string;

@@ -7,7 +7,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseStrict, flagString, flagNumber, UsageError } from './args.js';
 import { schemaOf } from '../clauses/schema-cache.js';
-import { Verifier, VerifierError, type LocalizeRequest } from '../core/verifier.js';
+import { Verifier, VerifierError, SQL_DIALECTS, type LocalizeRequest, type SqlDialect } from '../core/verifier.js';
 import { localizeBody } from '../routes/shape.js';
 
 export const USAGE = `usage: caper localize --batch IN.jsonl --out OUT.jsonl [--model DIR] [--db-dir DIR]
@@ -19,7 +19,8 @@ IN.jsonl, one JSON object a line: the body of POST /localize plus an id and a sc
   {"id": any (default: the line number from 0), "question": string, "sql": string,
    "schema": string (optional, used as given), "db_id": string (optional, needs --db-dir),
    "gold": string (optional, needs db_id), "candidates": [string] (optional, needs db_id),
-   "db_path": string (optional, a .sqlite file whose schema text is used; nothing is run on it)}
+   "db_path": string (optional, a .sqlite file whose schema text is used; nothing is run on it),
+   "dialect": "sqlite" | "postgresql" (optional: how the SQL is read; default sqlite)}
   The schema text comes from "schema", else from db_id's database, else from db_path, else none.
 OUT.jsonl, one line per input line, in input order:
   {"id", ...what POST /localize answers for the line (units, blame, blame_source, ...)}
@@ -32,6 +33,7 @@ interface InLine {
   sql?: unknown;
   db_path?: unknown;
   db_id?: unknown;
+  dialect?: unknown;
   schema?: unknown;
   gold?: unknown;
   candidates?: unknown;
@@ -97,6 +99,7 @@ async function answer(verifier: Verifier, rec: InLine, dbDir: string | undefined
   for (const k of ['schema', 'db_id', 'gold', 'db_path'] as const) {
     if (rec[k] !== undefined && typeof rec[k] !== 'string') return { error: `"${k}" must be a string` };
   }
+  if (rec.dialect !== undefined && !SQL_DIALECTS.includes(rec.dialect as SqlDialect)) return { error: `"dialect" must be one of ${SQL_DIALECTS.join(', ')}` };
   if (rec.candidates !== undefined && !(Array.isArray(rec.candidates) && rec.candidates.every((x) => typeof x === 'string'))) {
     return { error: '"candidates" must be an array of strings' };
   }
@@ -110,6 +113,7 @@ async function answer(verifier: Verifier, rec: InLine, dbDir: string | undefined
     if (s.error !== undefined) return { error: `cannot read schema from db_path: ${s.error}` };
     req.schema = s.text;
   }
+  if (rec.dialect !== undefined) req.dialect = rec.dialect as SqlDialect;
   if (typeof rec.gold === 'string') req.gold = rec.gold;
   if (Array.isArray(rec.candidates)) req.candidates = rec.candidates as string[];
   try {

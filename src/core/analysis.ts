@@ -78,7 +78,7 @@ export async function goldVerdict(found: Extracted, gold: string, goldResult: Ex
   }
   // Root causes are read off gold's clauses: a gold the clause parser cannot read is refused
   // like one that does not run (beyond the analysis limit only its clause units are needed).
-  if (!splitSql(gold, { tree: gold.length <= ROOT_CAUSE_MAX_CHARS }).ok) {
+  if (!splitSql(gold, { tree: gold.length <= ROOT_CAUSE_MAX_CHARS, dialect: split.dialect }).ok) {
     throw new VerifierError('invalid_value', 'gold does not parse as SQL', { field: 'gold' });
   }
   const ordered = rowOrderMatters(gold);

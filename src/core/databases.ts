@@ -3,6 +3,8 @@
 // both is the SQLite file's.
 import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { join, resolve, sep } from 'node:path';
+import type { SqlDialect } from '../clauses/types.js';
+import { VerifierError } from './errors.js';
 
 /**
  * db_id -> read-only path, fixed at start-up: a request can only name a registered id. Paths are
@@ -63,6 +65,18 @@ export class DbRegistry {
   /** Which engine runs a db_id's queries. */
   engineOf(id: string): DbEngine | undefined {
     return this.engines.get(id);
+  }
+
+  /**
+   * The dialect a request's SQL is read in: its database's engine when it names one (a dialect it
+   * names as well must agree), else the dialect it names, else SQLite's.
+   */
+  dialectFor(req: { db_id?: string; dialect?: SqlDialect }): SqlDialect {
+    const engine = req.db_id !== undefined ? this.engineOf(req.db_id) : undefined;
+    if (engine && req.dialect !== undefined && req.dialect !== engine) {
+      throw new VerifierError('invalid_value', `dialect "${req.dialect}" but db_id "${req.db_id}" is a ${engine} database`, { field: 'dialect' });
+    }
+    return engine ?? req.dialect ?? 'sqlite';
   }
 
   get size(): number {

@@ -7,6 +7,9 @@ import type { SampleRewards } from '../scoring/returns.js';
 import type { BlameSource, CandidateVerdict } from '../verdict/blame.js';
 import type { RootCause, ConsensusOutcome } from '../rootcause/rootcause.js';
 import type { Abstention } from '../verdict/confidence.js';
+import type { SqlDialect } from '../clauses/types.js';
+
+export { SQL_DIALECTS, type SqlDialect } from '../clauses/types.js';
 
 export interface VerifierOptions {
   /** Directory with caper.json, tokenizer.json and the ONNX file; without it scoring is not_ready. */
@@ -92,6 +95,8 @@ export interface Context {
   /** Schema text for the prompt; without it a db_id's schema is rendered from the database. */
   schema?: string;
   db_id?: string;
+  /** The SQL's dialect; with a db_id it is that database's engine (default: SQLite). */
+  dialect?: SqlDialect;
 }
 
 export interface RerankRequest extends Context {

@@ -16,6 +16,7 @@ import { cachedSchema, schemaVia, type DbSchema } from '../clauses/schema-cache.
 import { SqlExecutor, type Executor, type ExecResult } from '../execution/executor.js';
 import { PgExecutor } from '../execution/postgres.js';
 import { textDefect } from '../clauses/text.js';
+import type { SqlDialect } from '../clauses/types.js';
 import { confidenceModelsOf } from './ranking.js';
 import { createDeadline, untilDeadline, type Deadline } from './deadline.js';
 import { VerifierError } from './errors.js';
@@ -218,11 +219,12 @@ export class VerifierBase {
    * schema is used as given (it is what the caller's LLM saw); without it, a db_id's schema is
    * rendered from the database's catalog.
    */
-  protected async resolve(req: Context & { gold?: string }): Promise<{ schema: string; dbPath: string | null; ex: Executor | null }> {
+  protected async resolve(req: Context & { gold?: string }): Promise<{ schema: string; dbPath: string | null; ex: Executor | null; dialect: SqlDialect }> {
     if (req.gold !== undefined && req.db_id === undefined) {
       throw new VerifierError('invalid_value', 'gold needs a db_id to execute against', { field: 'db_id' });
     }
-    if (req.db_id === undefined) return { schema: req.schema ?? '', dbPath: null, ex: null };
+    const dialect = this.dbs.dialectFor(req);
+    if (req.db_id === undefined) return { schema: req.schema ?? '', dbPath: null, ex: null, dialect };
     const dbPath = this.dbs.get(req.db_id) ?? null;
     if (!dbPath) {
       const known = this.dbs.size ? '' : ' (the server has no --db-dir or --postgres databases)';
@@ -230,11 +232,11 @@ export class VerifierBase {
     }
     const ex = this.dbs.engineOf(req.db_id) === 'postgresql' ? this.pgExecutor : this.executor;
     const s = await this.loadSchema(req.db_id, ex);
-    if (req.schema !== undefined) return { schema: req.schema, dbPath, ex };
+    if (req.schema !== undefined) return { schema: req.schema, dbPath, ex, dialect };
     if (s.error !== undefined) {
       throw new VerifierError('invalid_value', `cannot read the schema of db_id "${req.db_id}": ${s.error}`, { field: 'db_id' });
     }
-    return { schema: s.text, dbPath, ex };
+    return { schema: s.text, dbPath, ex, dialect };
   }
 
   /** The one schema cache (src/clauses/schema-cache.ts), read through the database's own engine. */
@@ -253,9 +255,9 @@ export class VerifierBase {
     return createDeadline(this.execution.requestTimeoutMs);
   }
 
-  protected async score(scorer: Scorer, question: string, schema: string, sqls: readonly string[], dl: Deadline): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming; usage: ScoreUsage }> {
+  protected async score(scorer: Scorer, question: string, schema: string, sqls: readonly string[], dl: Deadline, dialect: SqlDialect): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming; usage: ScoreUsage }> {
     try {
-      const r = await untilDeadline(scorer.score(question, schema, sqls), dl);
+      const r = await untilDeadline(scorer.score(question, schema, sqls, dialect), dl);
       this.metrics.queue.observe(r.timing.queue_ms / 1000);
       return r;
     } catch (e) {

@@ -76,7 +76,7 @@ export class Verifier extends VerifierBase {
     try {
       // Scoring and execution are independent: run them side by side.
       const [scored, exec] = await this.both(
-        this.score(scorer, req.question, ctx.schema, sqls, dl),
+        this.score(scorer, req.question, ctx.schema, sqls, dl, ctx.dialect),
         runs ? this.executeAll(ctx.ex, ctx.dbPath!, sqls, dl) : null,
       );
       const keys: (string | null)[] = [];
@@ -170,7 +170,7 @@ export class Verifier extends VerifierBase {
       const pool = [sql, ...(cands !== undefined && confModel ? cands : [])];
       const [scored, exec, candExec] = await Promise.all([
         this.both(
-          this.score(scorer, req.question, ctx.schema, pool, dl),
+          this.score(scorer, req.question, ctx.schema, pool, dl, ctx.dialect),
           canRun ? this.executeAll(ctx.ex, ctx.dbPath!, withGold ? [gold!, sql] : [sql], dl) : null,
         ),
         cands !== undefined && cands.length > 0 ? this.executeAll(ctx.ex, ctx.dbPath!, [sql, ...cands], dl) : null,
@@ -236,7 +236,7 @@ export class Verifier extends VerifierBase {
     const dl = this.deadline();
     try {
       const [scored, exec] = await this.both(
-        this.score(scorer, req.question, ctx.schema, sqls, dl),
+        this.score(scorer, req.question, ctx.schema, sqls, dl, ctx.dialect),
         gold !== undefined && ctx.dbPath ? this.executeAll(ctx.ex, ctx.dbPath, [gold, ...sqls], dl) : null,
       );
       const execution: (number | undefined)[] = sqls.map(() => undefined);

@@ -1,7 +1,7 @@
 // Steps 2 and 4 of the root cause (rootcause.ts): which aligned clauses differ in meaning, and
 // what executing repairs says about each of them.
 import { splitSql, topUnits, walk } from '../clauses/index.js';
-import type { SplitResult, TreeNode } from '../clauses/types.js';
+import type { SplitResult, SqlDialect, TreeNode } from '../clauses/types.js';
 import type { ExecResult } from '../execution/executor.js';
 import { sameResult, matchesGold, rowOrderMatters } from '../execution/equivalence.js';
 import type { SchemaIndex } from '../clauses/scope.js';
@@ -101,6 +101,8 @@ export interface EvidenceOptions {
   predResult?: ExecResult;
   predSplit?: SplitResult;
   goldSplit?: SplitResult;
+  /** The dialect pred and gold are written in (default: predSplit's, else SQLite's). */
+  dialect?: SqlDialect;
   schema?: SchemaIndex | null;
   /** The question the prediction answers (conjunctionPerRow needs it; absent: rule off). */
   question?: string;
@@ -115,8 +117,9 @@ export async function gatherEvidence(pred: string, gold: string, dbPath: string,
   if (!goldResult.ok) return null;
   const ordered = rowOrderMatters(gold);
   if (sameResult(goldResult, predResult, { ordered })) return null;
-  const ps = opts.predSplit ?? splitSql(pred);
-  const gs = opts.goldSplit ?? splitSql(gold);
+  const dialect = opts.dialect ?? opts.predSplit?.dialect;
+  const ps = opts.predSplit ?? splitSql(pred, { dialect });
+  const gs = opts.goldSplit ?? splitSql(gold, { dialect });
   const pu = topUnits(ps);
   const gu = topUnits(gs);
   if (pu.length === 0 || gu.length === 0) return null;
@@ -152,7 +155,7 @@ export async function gatherEvidence(pred: string, gold: string, dbPath: string,
   const from = ev.find((e) => e.slot.kind === 'FROM' && e.slot.arm === 0 && e.repairedSql);
   if (from) {
     const p1 = from.repairedSql!;
-    const s1 = splitSql(p1);
+    const s1 = splitSql(p1, { dialect });
     const u1 = topUnits(s1);
     const slots1 = alignSlots(u1, gu);
     await Promise.all(ev.filter((e) => e !== from && !e.fixes).map(async (e) => {

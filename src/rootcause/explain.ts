@@ -74,7 +74,7 @@ export async function explainSlot(args: {
   const blamedNode = clauseNodeFor(ps, unitIndex);
   if (ps.tree && blamedNode) {
     if (slotKind === 'diverge') {
-      const rs = splitSql(repairedSql);
+      const rs = splitSql(repairedSql, { dialect: ps.dialect });
       const rNode = rs.tree ? clauseNodeFor(rs, hit.p) : null;
       if (rNode && rNode.kind === blamedNode.kind) {
         const memo = new Map<TreeNode, string>();

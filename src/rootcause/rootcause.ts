@@ -228,7 +228,7 @@ export async function consensusRootCause(sql: string, candidates: string[], dbPa
     return { rootCause: null, reason: results.some((r) => r.ok) ? 'every candidate that runs gives the same result as this query' : 'no other candidate runs' };
   }
   const refs = groups.flatMap((g) => g.members).slice(0, opts.maxVoters ?? 16);
-  const predSplit = opts.predSplit ?? splitSql(sql);
+  const predSplit = opts.predSplit ?? splitSql(sql, { dialect: opts.dialect });
   const schema = opts.schema !== undefined ? opts.schema : schemaFor(dbPath);
   const evs = await Promise.all(refs.map((i) => gatherEvidence(sql, candidates[i]!, dbPath, exec, { predResult: own, goldResult: results[i], predSplit, schema, question: opts.question })));
   const votes = new Map<RootLabel, number>();

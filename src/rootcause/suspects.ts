@@ -121,7 +121,7 @@ async function foundElsewhere(value: string, read: Set<string>, schema: SchemaIn
  * reviewer's first check). 0 when the query does not parse.
  */
 export async function missingLiterals(sql: string, index: SchemaIndex, dbPath: string, exec: SqlRunner, split?: SplitResult): Promise<number> {
-  const sp = split?.tree ? split : splitSql(sql);
+  const sp = split?.tree ? split : splitSql(sql, { dialect: split?.dialect });
   if (!sp.tree) return 0;
   let n = 0;
   for (const c of literalChecks(sp, index, () => 0)) {
@@ -133,7 +133,7 @@ export async function missingLiterals(sql: string, index: SchemaIndex, dbPath: s
 
 /** The evidence features of one query's top-level units. */
 export async function clauseSuspects(inp: SuspectInputs): Promise<ClauseSuspects> {
-  const split = inp.split?.tree ? inp.split : splitSql(inp.sql);
+  const split = inp.split?.tree ? inp.split : splitSql(inp.sql, { dialect: inp.split?.dialect });
   const tu = topUnits(split);
   const labels = tu.map((u) => unitLabel(u.kind, u.arm));
   const topIndex = new Map(tu.map((u, i) => [split.units.indexOf(u), i]));

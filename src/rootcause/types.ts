@@ -1,6 +1,6 @@
 // The root cause's vocabulary: what it returns, what a caller may hand it, and how it runs SQL.
 import type { ClauseKind } from '../clauses/types.js';
-import type { SplitResult } from '../clauses/types.js';
+import type { SplitResult, SqlDialect } from '../clauses/types.js';
 import type { ExecResult } from '../execution/executor.js';
 import type { SchemaIndex } from '../clauses/scope.js';
 import type { ClauseLabel } from '../clauses/labels.js';
@@ -48,6 +48,8 @@ export interface RootCauseInputs {
   /** The prediction's split with its tree (splitSql(pred)), when the caller already parsed it. */
   predSplit?: SplitResult;
   goldSplit?: SplitResult;
+  /** The dialect the SQL is written in (default: predSplit's, else SQLite's). */
+  dialect?: SqlDialect;
   /** Executions the caller already has (the same executor's results for pred and gold on dbPath). */
   predResult?: ExecResult;
   goldResult?: ExecResult;

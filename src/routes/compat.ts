@@ -4,7 +4,7 @@ import type { FastifyRequest } from 'fastify';
 import { DEFAULT_LIMITS as L, HttpError } from './context.js';
 import * as S from './schemas.js';
 import { abstentionBody } from './shape.js';
-import { warningOf, type Strategy, type RerankResult, type RerankRequest } from '../core/verifier.js';
+import { warningOf, type SqlDialect, type Strategy, type RerankResult, type RerankRequest } from '../core/verifier.js';
 
 export interface V1Body {
   query: string;
@@ -13,6 +13,7 @@ export interface V1Body {
   return_documents?: boolean;
   schema?: string;
   db_id?: string;
+  dialect?: SqlDialect;
   strategy?: Strategy;
   model?: string;
   min_confidence?: number;
@@ -45,6 +46,7 @@ export const compatBody = {
     return_documents: { type: 'boolean', default: false },
     schema: S.schemaText,
     db_id: S.dbId,
+    dialect: S.dialect,
     strategy: S.strategy,
     model: { type: 'string', description: MODEL_DESCRIPTION },
     min_confidence: S.minConfidence,
@@ -94,6 +96,7 @@ export function compatRequest(b: V1Body, req: FastifyRequest): RerankRequest {
     question: b.query,
     ...(b.schema !== undefined ? { schema: b.schema } : {}),
     ...(db !== undefined ? { db_id: db } : {}),
+    ...(b.dialect !== undefined ? { dialect: b.dialect } : {}),
     sqls: b.documents.map((d) => (typeof d === 'string' ? d : d.text)),
     ...(b.strategy ? { strategy: b.strategy } : {}),
     ...(b.min_confidence !== undefined ? { minConfidence: b.min_confidence } : {}),

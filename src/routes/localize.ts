@@ -3,12 +3,14 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { localizeBody, type SpanUnit } from './shape.js';
+import type { SqlDialect } from '../core/verifier.js';
 
 interface LocalizeBody {
   question: string;
   sql: string;
   schema?: string;
   db_id?: string;
+  dialect?: SqlDialect;
   gold?: string;
   candidates?: string[];
   span_unit?: SpanUnit;
@@ -23,6 +25,7 @@ const body = {
     sql: S.sqlString,
     schema: S.schemaText,
     db_id: S.dbId,
+    dialect: S.dialect,
     gold: { ...S.sqlString, description: 'reference SQL; with db_id enables the counterfactual root cause' },
     candidates: {
       type: 'array',
@@ -119,6 +122,7 @@ export default async function localizeRoute(app: FastifyInstance): Promise<void>
         sql: b.sql,
         ...(b.schema !== undefined ? { schema: b.schema } : {}),
         ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
+        ...(b.dialect !== undefined ? { dialect: b.dialect } : {}),
         ...(b.gold !== undefined ? { gold: b.gold } : {}),
         ...(b.candidates !== undefined ? { candidates: b.candidates } : {}),
       });

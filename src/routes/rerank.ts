@@ -4,12 +4,13 @@ import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as L } from './context.js';
 import * as S from './schemas.js';
 import { num, timingBody, usageBody, blameOf, blameSourceOf, rootCauseBody, spanOffsets, abstentionBody, type SpanUnit } from './shape.js';
-import { warningOf, type Strategy } from '../core/verifier.js';
+import { warningOf, type SqlDialect, type Strategy } from '../core/verifier.js';
 
 interface RerankBody {
   question: string;
   schema?: string;
   db_id?: string;
+  dialect?: SqlDialect;
   candidates: (string | { sql: string; id?: string | number })[];
   top_n?: number;
   strategy?: Strategy;
@@ -26,6 +27,7 @@ const body = {
     question: S.question,
     schema: S.schemaText,
     db_id: S.dbId,
+    dialect: S.dialect,
     candidates: {
       type: 'array',
       minItems: 1,
@@ -128,6 +130,7 @@ export default async function rerankRoute(app: FastifyInstance): Promise<void> {
         question: b.question,
         ...(b.schema !== undefined ? { schema: b.schema } : {}),
         ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
+        ...(b.dialect !== undefined ? { dialect: b.dialect } : {}),
         sqls: cands.map((c) => c.sql),
         ...(b.strategy ? { strategy: b.strategy } : {}),
         consensus: true,

@@ -6,12 +6,13 @@ import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { num, timingBody, usageBody, spanOffsets, type SpanUnit } from './shape.js';
 import { EXECUTION_ERROR_REWARD } from '../core/verifier.js';
-import { warningOf } from '../core/verifier.js';
+import { warningOf, type SqlDialect } from '../core/verifier.js';
 
 interface RewardBody {
   question: string;
   schema?: string;
   db_id?: string;
+  dialect?: SqlDialect;
   gold?: string;
   samples: string[];
   gamma?: number;
@@ -49,6 +50,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
             question: S.question,
             schema: S.schemaText,
             db_id: S.dbId,
+            dialect: S.dialect,
             gold: { ...S.sqlString, description: 'reference SQL; with db_id adds the terminal execution reward' },
             samples: { type: 'array', minItems: 1, maxItems: 64, items: { type: 'string', maxLength: S.sqlString.maxLength }, description: 'one GRPO group of generated SQL' },
             gamma: { type: 'number', minimum: 0, maximum: 1, default: DEFAULTS.gamma },
@@ -112,6 +114,7 @@ export default async function rewardRoute(app: FastifyInstance): Promise<void> {
         question: b.question,
         ...(b.schema !== undefined ? { schema: b.schema } : {}),
         ...(b.db_id !== undefined ? { db_id: b.db_id } : {}),
+        ...(b.dialect !== undefined ? { dialect: b.dialect } : {}),
         ...(b.gold !== undefined ? { gold: b.gold } : {}),
         samples: b.samples,
         ...opts,

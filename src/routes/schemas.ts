@@ -1,7 +1,7 @@
 // JSON schemas shared by the route plugins. Limits live here as maxItems/maxLength so that the
 // validator rejects oversized input before any work, and the error handler reports them as 422.
 import { DEFAULT_LIMITS as L } from './context.js';
-import { CLAUSE_LABELS, RIGHT_FROM, SERVICE_MAX_ROWS } from '../core/verifier.js';
+import { CLAUSE_LABELS, RIGHT_FROM, SERVICE_MAX_ROWS, SQL_DIALECTS } from '../core/verifier.js';
 
 export const question = { type: 'string', minLength: 1, maxLength: L.maxQuestionChars, description: 'the natural-language question' } as const;
 export const sqlString = { type: 'string', minLength: 1, maxLength: L.maxSqlChars } as const;
@@ -21,6 +21,11 @@ export const dbId = {
   maxLength: 128,
   pattern: '^[A-Za-z0-9_.-]+$',
   description: 'a database registered from --db-dir; enables execution (vote, hybrid, gold)',
+} as const;
+export const dialect = {
+  type: 'string',
+  enum: [...SQL_DIALECTS],
+  description: "the SQL's dialect: how candidates (and gold) are split into clauses, parsed and rendered. With db_id it is that database's engine (naming another is 422); without, it says how to read SQL that comes with schema text only. Default: sqlite.",
 } as const;
 export const strategy = {
   type: 'string',

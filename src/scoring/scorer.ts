@@ -5,7 +5,7 @@
 // the test that proves the two agree).
 import { splitSql, topUnits } from '../clauses/index.js';
 import { textDefect } from '../clauses/text.js';
-import type { ClauseKind, ClauseUnit, SplitResult } from '../clauses/types.js';
+import type { ClauseKind, ClauseUnit, SplitResult, SqlDialect } from '../clauses/types.js';
 import type { CaperTokenizer } from './tokenizer.js';
 import { buildPrompt, type PromptResult } from './prompt.js';
 import { buildChatPrompt, CHAT_TEMPLATE } from './chat-prompt.js';
@@ -21,8 +21,8 @@ import { candidateScore, CANDIDATE_SCORE_MODE, type CandidateScoreMode } from '.
  */
 export const MAX_PARSE_CHARS = 2_000;
 
-function lexerOnlySplit(sql: string): SplitResult {
-  const r = splitSql(sql, { tree: false });
+function lexerOnlySplit(sql: string, dialect: SqlDialect): SplitResult {
+  const r = splitSql(sql, { tree: false, dialect });
   return { ...r, ok: false, error: r.ok ? `not parsed: longer than ${MAX_PARSE_CHARS} characters (scored on lexer clause units)` : r.error };
 }
 
@@ -195,13 +195,15 @@ export class Scorer {
     this.charsPerToken = model.tokenizer.maxCharsPerToken;
   }
 
-  prepare(question: string, schema: string, sql: string): Prepared {
+  prepare(question: string, schema: string, sql: string, dialect: SqlDialect = 'sqlite'): Prepared {
     // Parsed once: the tree says whether the SQL parses (unparsable SQL keeps its lexer units but
-    // is flagged to the caller) and travels on with the candidate to blame and root cause.
-    let split = this.splits.get(sql);
+    // is flagged to the caller) and travels on with the candidate to blame and root cause. The
+    // dialect is the database's engine (or the request's): the same text reads differently.
+    const key = dialect === 'sqlite' ? sql : `${dialect}\u0000${sql}`;
+    let split = this.splits.get(key);
     if (!split) {
-      split = sql.length > MAX_PARSE_CHARS ? lexerOnlySplit(sql) : splitSql(sql);
-      this.splits.set(sql, split);
+      split = sql.length > MAX_PARSE_CHARS ? lexerOnlySplit(sql, dialect) : splitSql(sql, { dialect });
+      this.splits.set(key, split);
     }
     const units = topUnits(split);
     const base: Prepared = {
@@ -256,15 +258,15 @@ export class Scorer {
     return { ...common, units, base, score: candidateScore(scores, this.mode, terminal), ...(terminal !== undefined ? { terminal } : {}) };
   }
 
-  /** Scores all candidates of one request; the batcher may merge them with other requests'. */
-  async score(question: string, schema: string, sqls: readonly string[]): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming; usage: ScoreUsage }> {
+  /** Scores all candidates of one request, read in `dialect`; the batcher may merge them with other requests'. */
+  async score(question: string, schema: string, sqls: readonly string[], dialect: SqlDialect = 'sqlite'): Promise<{ candidates: ScoredCandidate[]; timing: ScoreTiming; usage: ScoreUsage }> {
     const t0 = performance.now();
     // Parsing runs on the event loop (up to ~100 ms for a hostile 2,000-character candidate, and a
     // request may carry 64): hand the loop to other requests and /healthz every ~10 ms.
     const prepared: Prepared[] = [];
     let slice = performance.now();
     for (const s of sqls) {
-      prepared.push(this.prepare(question, schema, s));
+      prepared.push(this.prepare(question, schema, s, dialect));
       if (performance.now() - slice > 10) {
         await new Promise<void>((res) => setImmediate(res));
         slice = performance.now();
