@@ -109,8 +109,10 @@ def test_resume_is_resumable_and_export_serves_chat(tiny_base, tmp_path):
     shutil.copytree(tmp_path / "r1" / "feats", run2 / "feats")
     shutil.copyfile(tmp_path / "r1" / "head.pt", run2 / "head.pt")
     shutil.copyfile(tmp_path / "r1" / "dtype.json", run2 / "dtype.json")
+    # the dtype the run measured (base_prm passes it on; the stopped part must train in it too)
+    dtype = json.loads((run2 / "dtype.json").read_text())["dtype"]
     targs = ["--cache", str(run2 / "feats"), "--base", str(tiny_base), "--layers", "3", "--init-head", str(run2 / "head.pt"),
-             "--run", str(run2 / "topk"), "--epochs", "2", "--threads", "1"]
+             "--run", str(run2 / "topk"), "--epochs", "2", "--threads", "1", "--dtype", dtype]
     topk.main([*targs, "--stop-after", "2"])  # stopped mid-run, checkpoint written
     assert torch.load(run2 / "topk" / "checkpoint.pt", weights_only=False)["step"] == 2
     assert base_prm.main([*common, "--out", str(tmp_path / "m2"), "--run", str(run2), "--resume"]) == 0
