@@ -290,16 +290,26 @@ def quantize(src: Path, dst: Path, bits, external_data: bool) -> str:
         from onnxruntime.quantization import QuantType, quantize_dynamic
         quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, use_external_data_format=external_data)
         return "dynamic int8 (MatMulInteger)"
-    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
-    m = onnx.load(str(src), load_external_data=True)
-    cfg = DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=True, bits=bits)
-    q = MatMulNBitsQuantizer(m, algo_config=cfg)
-    q.process()
+    from onnxruntime.quantization.onnx_model import ONNXModel
+    m = matmul_nbits(onnx.load(str(src), load_external_data=True), bits, 32, symmetric=True)
     if external_data:
-        q.model.save_model_to_file(str(dst), use_external_data_format=True)
+        ONNXModel(m).save_model_to_file(str(dst), use_external_data_format=True)
     else:
-        onnx.save_model(q.model.model, str(dst))
+        onnx.save_model(m, str(dst))
     return f"weight-only int{bits} (MatMulNBits, block 32)"
+
+
+def matmul_nbits(model, bits: int, block: int, symmetric: bool):
+    """Every MatMul with a constant weight as MatMulNBits (weights in `bits` bits, a scale per block
+    of `block` values; activations keep their dtype). Returns the rewritten ModelProto."""
+    import logging
+
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+    logging.getLogger("onnxruntime.quantization").setLevel(logging.ERROR)
+    cfg = DefaultWeightOnlyQuantConfig(block_size=block, is_symmetric=symmetric, bits=bits, op_types_to_quantize=("MatMul",))
+    q = MatMulNBitsQuantizer(model, algo_config=cfg)
+    q.process()
+    return q.model.model
 
 
 def manifest_inputs(info: dict | None) -> dict:

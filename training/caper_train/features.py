@@ -76,6 +76,20 @@ def subsample(cands: list[dict], k: int, rng: random.Random) -> list[dict]:
     return right[:n_r] + wrong[:k - n_r]
 
 
+def candidate_prompts(tok, specials: dict, schema: str, question: str, cands: list[dict], max_length: int):
+    """The caper-chat-v1 prompts of a question's candidates, and the candidates they belong to (one
+    whose SQL cannot fit max_length is left out)."""
+    prompts, kept = [], []
+    for c in cands:
+        try:
+            prompts.append(chat_prompt.build(tok.encode, specials, schema, question, [u["text"] for u in c["units"]],
+                                             max_length))
+            kept.append(c)
+        except PromptError:
+            continue
+    return prompts, kept
+
+
 def pack(prompts: list) -> tuple[list[int], list[int], list[int], list[list[int]]]:
     """One row: the shared head, then each prompt's tail. Returns ids, positions, branch id per
     token (-1 = head) and, per prompt, the row index of each of its tokens."""
@@ -242,14 +256,7 @@ def main(argv=None) -> int:
             g = groups[q]
             qrng = random.Random(f"{a.seed}\u0000{q[0]}\u0000{q[1]}")
             cands = subsample(sorted(g["cands"].values(), key=candidate_key), a.per_question, qrng)
-            prompts, kept = [], []
-            for c in cands:
-                try:
-                    prompts.append(chat_prompt.build(tok.encode, specials, g["schema"], q[1],
-                                                     [u["text"] for u in c["units"]], a.max_length))
-                    kept.append(c)
-                except PromptError:
-                    continue
+            prompts, kept = candidate_prompts(tok, specials, g["schema"], q[1], cands, a.max_length)
             if not prompts:
                 continue
             feats, nt, rows = extract_question(model, tap, prompts, a.row_tokens, a.rows_layer)

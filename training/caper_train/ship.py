@@ -29,18 +29,13 @@ import numpy as np
 def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int, embed_bits: int | None = None) -> dict:
     """Weight-only quantization: every MatMul with a constant weight (MatMulNBits) and the
     embedding table (quantize_embedding)."""
-    import logging
-
     import onnx
-    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
 
-    logging.getLogger("onnxruntime.quantization").setLevel(logging.ERROR)
+    from .export import matmul_nbits
+
     g = onnx.load(str(src), load_external_data=True)
     if bits:
-        cfg = DefaultWeightOnlyQuantConfig(block_size=block, is_symmetric=False, bits=bits, op_types_to_quantize=("MatMul",))
-        q = MatMulNBitsQuantizer(g, algo_config=cfg)
-        q.process()
-        g = q.model.model
+        g = matmul_nbits(g, bits, block, symmetric=False)
     embed_bits = bits if embed_bits is None else embed_bits
     embedded = quantize_embedding(g, embed_bits, embed_block) if embed_bits else {}
     onnx.save_model(g, str(dst))
@@ -73,7 +68,7 @@ def quantize_embedding(model, bits: int, block: int) -> dict:
     codes a byte) and their blocks' scale and offset, dequantized after the lookup. Only standard
     operators of the graph's opset: onnxruntime builds without the contrib lookup serve it too,
     and only the looked-up rows are expanded."""
-    from onnx import helper, numpy_helper
+    from onnx import TensorProto, helper, numpy_helper
 
     g = model.graph
     inits = {t.name: t for t in g.initializer}
@@ -100,7 +95,7 @@ def quantize_embedding(model, bits: int, block: int) -> dict:
     ids, out = node.input[1], node.output[0]
     t = lambda s: f"{pre}.{s}"  # noqa: E731
     nodes = [helper.make_node("Gather", [pre + ".codes", ids], [t("c")], axis=0),
-             helper.make_node("Cast", [t("c")], [t("ci")], to=onnx_int32())]
+             helper.make_node("Cast", [t("c")], [t("ci")], to=TensorProto.INT32)]
     if bits == 4:
         nodes += [helper.make_node("Div", [t("ci"), pre + ".sixteen"], [t("hi")]),
                   helper.make_node("Mul", [t("hi"), pre + ".sixteen"], [t("hi16")]),
@@ -108,14 +103,14 @@ def quantize_embedding(model, bits: int, block: int) -> dict:
                   helper.make_node("Unsqueeze", [t("lo"), pre + ".last"], [t("lo1")]),
                   helper.make_node("Unsqueeze", [t("hi"), pre + ".last"], [t("hi1")]),
                   helper.make_node("Concat", [t("lo1"), t("hi1")], [t("pair")], axis=-1),
-                  helper.make_node("Cast", [t("pair")], [t("qf")], to=onnx_float())]
+                  helper.make_node("Cast", [t("pair")], [t("qf")], to=TensorProto.FLOAT)]
     else:
-        nodes += [helper.make_node("Cast", [t("ci")], [t("qf")], to=onnx_float())]
+        nodes += [helper.make_node("Cast", [t("ci")], [t("qf")], to=TensorProto.FLOAT)]
     nodes += [helper.make_node("Reshape", [t("qf"), pre + ".blocks"], [t("qb")]),
               helper.make_node("Gather", [pre + ".scale", ids], [t("s16")], axis=0),
               helper.make_node("Gather", [pre + ".offset", ids], [t("o16")], axis=0),
-              helper.make_node("Cast", [t("s16")], [t("s")], to=onnx_float()),
-              helper.make_node("Cast", [t("o16")], [t("o")], to=onnx_float()),
+              helper.make_node("Cast", [t("s16")], [t("s")], to=TensorProto.FLOAT),
+              helper.make_node("Cast", [t("o16")], [t("o")], to=TensorProto.FLOAT),
               helper.make_node("Unsqueeze", [t("s"), pre + ".last"], [t("s1")]),
               helper.make_node("Unsqueeze", [t("o"), pre + ".last"], [t("o1")]),
               helper.make_node("Mul", [t("qb"), t("s1")], [t("qs")]),
@@ -130,34 +125,17 @@ def quantize_embedding(model, bits: int, block: int) -> dict:
     return {"table": name, "rows": v, "width": h, "bytes": int(codes.nbytes + scale.nbytes + offset.nbytes)}
 
 
-def onnx_int32() -> int:
-    from onnx import TensorProto
-    return TensorProto.INT32
-
-
-def onnx_float() -> int:
-    from onnx import TensorProto
-    return TensorProto.FLOAT
-
-
 def question_prompts(records: list[str], tok_path: Path, max_length: int, max_questions: int):
-    """Per question, the prompts of its distinct candidates (caper-chat-v1) and their scored positions."""
+    """Per question with at least two candidates, their caper-chat-v1 prompts."""
     from . import chat_prompt
-    from .features import question_groups
-    from .prompt import PromptError
+    from .features import candidate_prompts, question_groups
     from .tok import CaperTokenizer
 
     tok = CaperTokenizer.load(tok_path)
     specials = {t: tok.special_id(t) for t in chat_prompt.CONTROL}
     out = []
     for (_db, question), g in sorted(question_groups(records, None, set()).items()):
-        ps = []
-        for rec in g["cands"].values():
-            try:
-                ps.append(chat_prompt.build(tok.encode, specials, g["schema"], question,
-                                            [u["text"] for u in rec["units"]], max_length))
-            except PromptError:
-                continue
+        ps, _ = candidate_prompts(tok, specials, g["schema"], question, list(g["cands"].values()), max_length)
         if len(ps) >= 2:
             out.append(ps)
         if max_questions and len(out) >= max_questions:
