@@ -69,6 +69,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     from . import features, probe, throughput, topk
+    from .grid import read_grid
 
     torch.set_num_threads(a.threads)
     run = Path(a.run)
@@ -128,7 +129,7 @@ def main(argv=None) -> int:
         topk.head_file_from(run / "topk", served)
     origin = {"family": a.family, "base": str(a.base), "layers": n, "top_k": a.top_k if a.family == "topk" else 0,
               "dtype": dtype, "per_question": a.per_question, "l2": a.l2, "epochs": a.epochs if a.family == "topk" else 0,
-              "exclude_dbs": [x for x in a.exclude_dbs.split(",") if x], "seed": a.seed,
+              "exclude_dbs": [x for x in a.exclude_dbs.split(",") if x], "seed": a.seed, "grid": read_grid(a.base),
               "data_hash": data_hash(a.records),
               "command": "python -m caper_train.base_prm " + " ".join(sys.argv[1:] if argv is None else argv)}
     info = probe.export_model(a.base, served, a.out, a.name or Path(a.out).name, a.max_length, origin)

@@ -2,18 +2,20 @@
 
 The export of a base Clause-PRM (caper_train.probe.export_model) is the fp32 graph: the truncated
 base's decoder layers and its whole embedding matrix, which is most of the bytes. Shipping keeps
-the graph and stores the weights in 4 bits with a scale and zero point per block of values:
-the decoder's matrix products as MatMulNBits and the embedding as a lookup of its rows' codes dequantized after the lookup (standard operators), so
-the activations stay fp32 and only the rows a request uses are expanded. The vocabulary is
-kept whole, so schema text in any form tokenizes exactly as the base was trained on.
+the graph and stores the weights in 4 bits on caper_train.grid's layouts: the decoder's matrix
+products as MatMulNBits, the embedding as a lookup of its rows' codes dequantized after the
+lookup (standard operators), so the activations stay fp32 and only the rows a request uses are
+expanded. The vocabulary is kept whole, so schema text in any form tokenizes exactly as the base
+was trained on. A model trained on a base moved onto the same grid is stored exactly (every
+`largest_move` 0); any other model is re-rounded, and parity says what that costs.
 
 Parity is measured, not assumed: every candidate of the --records questions is scored by both
 graphs (the fp32 export matches torch to its recorded fp32_max_abs_diff), and the shipped
 caper.json records the largest clause-score difference and the share of a question's candidate
 pairs that keep their order under the candidate score the service ranks by.
 
-    python -m caper_train.ship --model runs/models/NAME --out models/default \\
-        --records runs/prm-base/pool16-heldout.jsonl [--bits 4] [--block 128] [--embed-block 64] [--max-questions 0]
+    python -m caper_train.ship --model runs/models/NAME --out models/default \
+        --records runs/prm-base/pool16-heldout.jsonl [--bits 4] [--block B] [--embed-block B] [--max-questions 0]
 """
 from __future__ import annotations
 
@@ -28,15 +30,19 @@ import numpy as np
 
 def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int, embed_bits: int | None = None) -> dict:
     """Weight-only quantization: every MatMul with a constant weight (MatMulNBits) and the
-    embedding table (quantize_embedding)."""
+    embedding table (quantize_embedding). In 4 bits both use caper_train.grid's layouts, so a
+    model trained on that grid is stored exactly (`largest_move` 0)."""
     import onnx
 
     from .export import matmul_nbits
 
     g = onnx.load(str(src), load_external_data=True)
-    if bits:
+    moved = {}
+    if bits == 4:
+        moved = grid_matmuls(g, block)
+    elif bits:
         g = matmul_nbits(g, bits, block, symmetric=False)
-    embed_bits = bits if embed_bits is None else embed_bits
+    embed_bits = 4 if embed_bits is None and bits else (embed_bits or 0)
     embedded = quantize_embedding(g, embed_bits, embed_block) if embed_bits else {}
     onnx.save_model(g, str(dst))
     ops: dict[str, int] = {}
@@ -47,24 +53,60 @@ def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int, embe
                       + (f", embedding int{embed_bits} looked up and dequantized (blocks of {embed_block}, fp16 scale and offset)"
                          if embed_bits else ", embedding fp32"),
             "matmul_nbits": ops.get("MatMulNBits", 0), "unquantized_matmul": ops.get("MatMul", 0),
-            "embedding": embedded}
+            "matrices": moved, "embedding": embedded}
 
 
-def _blocks(w, bits: int, block: int):
-    """Asymmetric per-block quantization along the rows' last axis: codes, scale, offset."""
-    levels = (1 << bits) - 1
-    v, h = w.shape
-    wb = w.reshape(v, h // block, block)
-    lo, hi = wb.min(-1, keepdims=True), wb.max(-1, keepdims=True)
-    # scale and offset are stored in fp16: round them first so the codes fit the stored values
-    scale = np.where(hi > lo, (hi - lo) / levels, 1.0).astype(np.float16)
-    lo = lo.astype(np.float16)
-    codes = np.clip(np.rint((wb - lo.astype(np.float32)) / scale.astype(np.float32)), 0, levels).astype(np.uint8)
-    return codes.reshape(v, h), scale[..., 0], lo[..., 0]
+def _pairs(codes: np.ndarray) -> np.ndarray:
+    """Two 4-bit codes a byte along the last axis, the even one in the low nibble."""
+    if codes.shape[-1] % 2:
+        codes = np.concatenate([codes, np.zeros(codes.shape[:-1] + (1,), np.uint8)], -1)
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+
+
+def grid_matmuls(model, block: int) -> dict:
+    """Every MatMul whose weight is a constant [K, N] matrix (K a multiple of `block`, N >= 16) as a
+    MatMulNBits on caper_train.grid's matrix layout. Returns the count and the largest change
+    of a weight (0 when the model was trained on this grid)."""
+    import torch
+    from onnx import helper, numpy_helper
+
+    from .grid import matrix_codes, matrix_values
+
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    worst, count = 0.0, 0
+    for node in list(g.node):
+        if node.op_type != "MatMul" or node.input[1] not in inits:
+            continue
+        t = inits[node.input[1]]
+        # heads (a handful of outputs) stay fp32: they weigh nothing and were trained off the grid
+        if len(t.dims) != 2 or t.dims[0] % block or t.dims[1] < 16:
+            continue
+        w = torch.from_numpy(numpy_helper.to_array(t).astype(np.float32).T.copy())  # [N, K]: a row per output
+        n_out, k = w.shape
+        q, sc, zp = matrix_codes(w, block)
+        worst = max(worst, float((matrix_values(q, sc, zp) - w).abs().max()))
+        pre = node.input[1]
+        new = [numpy_helper.from_array(_pairs(q.numpy().reshape(n_out, k // block, block)), pre + ".q4"),
+               numpy_helper.from_array(sc.numpy().reshape(-1).astype(np.float32), pre + ".scales"),
+               numpy_helper.from_array(_pairs(zp.numpy()).reshape(-1), pre + ".zp")]
+        mm = helper.make_node("MatMulNBits", [node.input[0], pre + ".q4", pre + ".scales", pre + ".zp"], list(node.output),
+                              name=(node.name or pre) + "_q4", domain="com.microsoft",
+                              K=k, N=n_out, bits=4, block_size=block, accuracy_level=0)
+        at = list(g.node).index(node)
+        g.node.remove(node)
+        g.node.insert(at, mm)
+        count += 1
+        if not any(i == pre for n in g.node for i in n.input):
+            g.initializer.remove(t)
+        g.initializer.extend(new)
+    if count and not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return {"count": count, "largest_move": worst}
 
 
 def quantize_embedding(model, bits: int, block: int) -> dict:
-    """Replaces the Gather of a float embedding table by a lookup of its rows' codes (two 4-bit
+    """In 4 bits (caper_train.grid's table layout; `bits` must be 4): replaces the Gather of a float embedding table by a lookup of its rows' codes (two 4-bit
     codes a byte) and their blocks' scale and offset, dequantized after the lookup. Only standard
     operators of the graph's opset: onnxruntime builds without the contrib lookup serve it too,
     and only the looked-up rows are expanded."""
@@ -78,12 +120,18 @@ def quantize_embedding(model, bits: int, block: int) -> dict:
                  and len(inits[n.input[0]].dims) == 2 and inits[n.input[0]].dims[1] % block == 0), None)
     if node is None:
         return {}
+    import torch
+
+    from .grid import table_codes, table_values
+
     table = inits[node.input[0]]
-    w = numpy_helper.to_array(table).astype(np.float32)
+    w = torch.from_numpy(numpy_helper.to_array(table).astype(np.float32))
     v, h = w.shape
-    codes, scale, offset = _blocks(w, bits, block)
-    if bits == 4:
-        codes = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
+    if bits != 4:
+        raise ValueError("the embedding table is stored in 4 bits (caper_train.grid's table layout)")
+    q, s16, lo16 = table_codes(w, block)
+    moved = float((table_values(q, s16, lo16) - w).abs().max())
+    codes, scale, offset = _pairs(q.numpy()), s16.numpy(), lo16.numpy()
     name = node.input[0]
     pre = f"{name}.q{bits}"
     new_inits = [numpy_helper.from_array(codes, pre + ".codes"), numpy_helper.from_array(scale, pre + ".scale"),
@@ -96,16 +144,14 @@ def quantize_embedding(model, bits: int, block: int) -> dict:
     t = lambda s: f"{pre}.{s}"  # noqa: E731
     nodes = [helper.make_node("Gather", [pre + ".codes", ids], [t("c")], axis=0),
              helper.make_node("Cast", [t("c")], [t("ci")], to=TensorProto.INT32)]
-    if bits == 4:
-        nodes += [helper.make_node("Div", [t("ci"), pre + ".sixteen"], [t("hi")]),
-                  helper.make_node("Mul", [t("hi"), pre + ".sixteen"], [t("hi16")]),
-                  helper.make_node("Sub", [t("ci"), t("hi16")], [t("lo")]),
-                  helper.make_node("Unsqueeze", [t("lo"), pre + ".last"], [t("lo1")]),
-                  helper.make_node("Unsqueeze", [t("hi"), pre + ".last"], [t("hi1")]),
-                  helper.make_node("Concat", [t("lo1"), t("hi1")], [t("pair")], axis=-1),
-                  helper.make_node("Cast", [t("pair")], [t("qf")], to=TensorProto.FLOAT)]
-    else:
-        nodes += [helper.make_node("Cast", [t("ci")], [t("qf")], to=TensorProto.FLOAT)]
+    # two codes a byte: the low nibble is the even value of the pair
+    nodes += [helper.make_node("Div", [t("ci"), pre + ".sixteen"], [t("hi")]),
+              helper.make_node("Mul", [t("hi"), pre + ".sixteen"], [t("hi16")]),
+              helper.make_node("Sub", [t("ci"), t("hi16")], [t("lo")]),
+              helper.make_node("Unsqueeze", [t("lo"), pre + ".last"], [t("lo1")]),
+              helper.make_node("Unsqueeze", [t("hi"), pre + ".last"], [t("hi1")]),
+              helper.make_node("Concat", [t("lo1"), t("hi1")], [t("pair")], axis=-1),
+              helper.make_node("Cast", [t("pair")], [t("qf")], to=TensorProto.FLOAT)]
     nodes += [helper.make_node("Reshape", [t("qf"), pre + ".blocks"], [t("qb")]),
               helper.make_node("Gather", [pre + ".scale", ids], [t("s16")], axis=0),
               helper.make_node("Gather", [pre + ".offset", ids], [t("o16")], axis=0),
@@ -122,7 +168,8 @@ def quantize_embedding(model, bits: int, block: int) -> dict:
         g.node.insert(at + k, n)
     g.initializer.remove(table)
     g.initializer.extend(new_inits)
-    return {"table": name, "rows": v, "width": h, "bytes": int(codes.nbytes + scale.nbytes + offset.nbytes)}
+    return {"table": name, "rows": v, "width": h, "bytes": int(codes.nbytes + scale.nbytes + offset.nbytes),
+            "largest_move": moved}
 
 
 def question_prompts(records: list[str], tok_path: Path, max_length: int, max_questions: int):
@@ -184,9 +231,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--records", nargs="+", required=True, help="annotated records whose candidates measure parity")
     ap.add_argument("--bits", type=int, default=4, choices=[0, 4, 8], help="bits of the decoder's matrices (0: left fp32)")
-    ap.add_argument("--embed-bits", type=int, choices=[0, 4, 8], help="bits of the embedding table (default --bits; 0: fp32)")
-    ap.add_argument("--block", type=int, default=128, help="values per scale in the decoder's matrices")
-    ap.add_argument("--embed-block", type=int, default=64, help="values per scale in the embedding table")
+    ap.add_argument("--embed-bits", type=int, choices=[0, 4], help="bits of the embedding table (default --bits; 0: fp32)")
+    ap.add_argument("--block", type=int, help="values per scale in the decoder's matrices (default: the grid the model "
+                    "was trained on, else 128)")
+    ap.add_argument("--embed-block", type=int, help="values per scale in the embedding table (default: the grid's, else 64)")
     ap.add_argument("--max-questions", type=int, default=0)
     ap.add_argument("--min-agreement", type=float, default=0.99)
     ap.add_argument("--threads", type=int, default=2)
@@ -195,6 +243,9 @@ def main(argv=None) -> int:
     manifest = json.loads((src / "caper.json").read_text())
     if manifest.get("template") != "caper-chat-v1":
         ap.error(f"{src}: not a base Clause-PRM export (template {manifest.get('template')})")
+    grid = (manifest.get("training") or {}).get("grid") or {}
+    a.block = a.block or grid.get("block", 128)
+    a.embed_block = a.embed_block or grid.get("embed_block", 64)
     out.mkdir(parents=True, exist_ok=True)
     for f in out.glob("model*.onnx*"):
         f.unlink()

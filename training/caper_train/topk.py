@@ -30,6 +30,7 @@ import torch
 
 from . import probe
 from .features import load_truncated, packed_mask
+from .grid import GridLinear, on_matrix_grid, read_grid
 from .throughput import autocast
 
 
@@ -151,6 +152,10 @@ def main(argv=None) -> int:
     if not from_layer:
         raise SystemExit("the cache does not say its rows layer: pass --from-layer")
     model = Top(a.base, a.layers, from_layer, a.init_head)
+    # A base on the ship grid: the trained layers train on their own grid values too, so the
+    # shipped 4-bit file holds exactly the model that was trained.
+    grid = read_grid(a.base)
+    on_grid = GridLinear(model.layers, grid["block"]) if grid else None
     body = [p for p in model.layers.parameters()]
     opt = torch.optim.AdamW([{"params": body, "lr": a.lr}, {"params": model.head.parameters(), "lr": a.head_lr}],
                             weight_decay=0.0)
@@ -166,12 +171,15 @@ def main(argv=None) -> int:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         step, order = ck["step"], ck["order"]
+        if on_grid:
+            on_grid.refresh()
         print(f"topk: resumed at step {step}/{total}", file=sys.stderr)
 
     def save():
         tmp = run / "checkpoint.pt.tmp"
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "order": order,
-                    "args": vars(a), "layers": a.layers, "from_layer": from_layer}, tmp)
+                    "args": vars(a), "layers": a.layers, "from_layer": from_layer,
+                    "grid": grid}, tmp)
         tmp.replace(run / "checkpoint.pt")
 
     start_step = step
@@ -198,6 +206,8 @@ def main(argv=None) -> int:
             tok += n
         torch.nn.utils.clip_grad_norm_(body, 1.0)
         opt.step()
+        if on_grid:
+            on_grid.refresh()
         step += 1
         run_loss = loss_sum if step == 1 else 0.95 * run_loss + 0.05 * loss_sum
         el = time.time() - t0
@@ -217,6 +227,10 @@ def head_file_from(run: str | Path, out: str | Path) -> None:
     """The trained head as a probe head file (for export) and the trained layers beside it."""
     ck = torch.load(Path(run) / "checkpoint.pt", weights_only=False)
     sd = ck["model"]
+    if ck.get("grid"):
+        # the weights the forward pass used: their grid values
+        sd = {k: on_matrix_grid(v, ck["grid"]["block"]) if k.startswith("layers.") and k.endswith("proj.weight") else v
+              for k, v in sd.items()}
     torch.save({"weight": sd["head.weight"][0], "bias": float(sd["head.bias"][0]), "layer": ck["layers"],
                 "top_layers": {k: v for k, v in sd.items() if k.startswith("layers.")}, "from_layer": ck["from_layer"]},
                out)

@@ -77,8 +77,10 @@ def test_embedding_lookup_dequantizes_the_blocks():
     assert info["rows"] == 50 and info["width"] == 64
     ids = np.array([[3, 0, 49, 3]], dtype=np.int64)
     got = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"input_ids": ids})[0]
-    codes, scale, offset = ship._blocks(table, 4, 32)
-    want = (codes.reshape(50, 2, 32) * scale.astype(np.float32)[..., None] + offset.astype(np.float32)[..., None]).reshape(50, 64)
-    assert np.allclose(got[0], want[ids[0]], atol=1e-6)
-    step = scale.astype(np.float32).max()
+    import torch
+
+    from caper_train.grid import on_table_grid, table_codes
+    want = on_table_grid(torch.from_numpy(table), 32).numpy()
+    assert np.array_equal(got[0], want[ids[0]]), "exactly the grid's values"
+    step = table_codes(torch.from_numpy(table), 32)[1].float().max().item()
     assert np.abs(got[0] - table[ids[0]]).max() <= step / 2 + 1e-3, "within half a step of the float table"

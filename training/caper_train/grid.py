@@ -1,0 +1,169 @@
+"""The 4-bit grid a shipped base Clause-PRM is stored on, and a base moved onto it.
+
+A base model re-rounded to 4 bits after training reorders too many candidate pairs for the
+served model to be the model that was measured. Training on the grid removes that step: the
+base's embedding and decoder matrices are moved onto the grid once (`python -m caper_train.grid`
+writes a base folder whose caper-base.json names the grid), features and frozen layers are
+computed from those values, the trained layers see their own grid values in every forward pass
+(straight-through), and the shipped file stores exactly the values the model was trained and
+measured with.
+
+Two layouts, each one function here so training, export and ship cannot drift apart:
+- matrices (MatMulNBits): per output row, blocks of `block` input values, a scale and an integer
+  zero point: w = (q - zp) * s with q in 0..15. The scale is rounded to an fp16 value first, so
+  (q - zp) * s is exact in fp32 and quantizing grid values gives back the same codes;
+- the embedding table (a lookup dequantized after the Gather, standard operators): per row,
+  blocks of `block` values, fp16 scale and offset: w = q * s + lo.
+
+    python -m caper_train.grid --base runs/base/qwen2.5-coder-0.5b --out runs/base/qwen2.5-coder-0.5b-g128 \\
+        [--block 128] [--embed-block 128]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+
+LEVELS = 15  # 4-bit codes
+
+
+def _fp16(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.float16).to(torch.float32)
+
+
+def matrix_codes(w: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Codes (uint8, w's shape), scales (fp32 holding fp16 values) and zero points (uint8), one per
+    block of `block` values along each row. The range always holds 0 so the zero point is an
+    integer code, as MatMulNBits stores it."""
+    o, i = w.shape
+    if i % block:
+        raise ValueError(f"rows of {i} values do not split into blocks of {block}")
+    wb = w.detach().float().reshape(o, i // block, block)
+    lo = wb.amin(-1).clamp(max=0)
+    hi = wb.amax(-1).clamp(min=0)
+    s = _fp16((hi - lo) / LEVELS)
+    s = torch.where(s > 0, s, torch.ones_like(s))
+    zp = torch.round(-lo / s).clamp(0, LEVELS)
+    q = (torch.round(wb / s[..., None]) + zp[..., None]).clamp(0, LEVELS)
+    return q.to(torch.uint8).reshape(o, i), s, zp.to(torch.uint8)
+
+
+def matrix_values(q: torch.Tensor, s: torch.Tensor, zp: torch.Tensor) -> torch.Tensor:
+    o, i = q.shape
+    nb = s.shape[1]
+    return ((q.float().reshape(o, nb, i // nb) - zp.float()[..., None]) * s[..., None]).reshape(o, i)
+
+
+def on_matrix_grid(w: torch.Tensor, block: int) -> torch.Tensor:
+    return matrix_values(*matrix_codes(w, block))
+
+
+def table_codes(w: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Codes (uint8), fp16 scales and fp16 offsets (each block's minimum), per block of a row."""
+    v, h = w.shape
+    if h % block:
+        raise ValueError(f"rows of {h} values do not split into blocks of {block}")
+    wb = w.detach().float().reshape(v, h // block, block)
+    lo, hi = wb.amin(-1), wb.amax(-1)
+    s = torch.where(hi > lo, (hi - lo) / LEVELS, torch.ones_like(hi)).to(torch.float16)
+    lo16 = lo.to(torch.float16)
+    q = torch.round((wb - lo16.float()[..., None]) / s.float()[..., None]).clamp(0, LEVELS)
+    return q.to(torch.uint8).reshape(v, h), s, lo16
+
+
+def table_values(q: torch.Tensor, s: torch.Tensor, lo: torch.Tensor) -> torch.Tensor:
+    # Multiply then add, two fp32 roundings, as the served graph's Mul and Add nodes do.
+    v, h = q.shape
+    nb = s.shape[1]
+    qs = q.float().reshape(v, nb, h // nb) * s.float()[..., None]
+    return (qs + lo.float()[..., None]).reshape(v, h)
+
+
+def on_table_grid(w: torch.Tensor, block: int) -> torch.Tensor:
+    return table_values(*table_codes(w, block))
+
+
+def read_grid(base: str | Path) -> dict | None:
+    """The grid a base folder's weights lie on (None: an ordinary base)."""
+    f = Path(base) / "caper-base.json"
+    if not f.exists():
+        return None
+    return json.loads(f.read_text()).get("grid")
+
+
+class GridLinear:
+    """Straight-through grid weights for the trained layers: the forward pass uses the weight's
+    grid values, the gradient reaches the full-precision weight unchanged. `refresh` recomputes
+    the grid values once per optimizer step (they depend only on the weights)."""
+
+    def __init__(self, modules: torch.nn.Module, block: int):
+        self.block = block
+        self.linears = [m for m in modules.modules() if isinstance(m, torch.nn.Linear)]
+        for m in self.linears:
+            m.register_buffer("grid_delta", torch.zeros_like(m.weight), persistent=False)
+            m.forward = self._forward(m)
+        self.refresh()
+
+    @staticmethod
+    def _forward(m: torch.nn.Linear):
+        def f(x):
+            return torch.nn.functional.linear(x, m.weight + m.grid_delta, m.bias)
+        return f
+
+    @torch.no_grad()
+    def refresh(self) -> None:
+        for m in self.linears:
+            m.grid_delta.copy_(on_matrix_grid(m.weight, self.block) - m.weight)
+
+
+def move_base(base: Path, out: Path, block: int, embed_block: int) -> dict:
+    """A copy of `base` whose embedding and decoder matrices hold their grid values."""
+    from safetensors.torch import load_file, save_file
+
+    sd = load_file(str(base / "model.safetensors"))
+    moved = {"matrices": 0, "table": None}
+    worst = 0.0
+    for k, w in sd.items():
+        if k.endswith("embed_tokens.weight"):
+            g = on_table_grid(w, embed_block)
+            moved["table"] = k
+        elif ".layers." in k and k.endswith("proj.weight") and w.dim() == 2:
+            g = on_matrix_grid(w, block)
+            moved["matrices"] += 1
+        else:
+            continue
+        worst = max(worst, float((g - w.float()).abs().max()))
+        sd[k] = g.to(w.dtype)
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(sd, str(out / "model.safetensors"), metadata={"format": "pt"})
+    for f in base.iterdir():
+        if f.is_file() and f.name not in ("model.safetensors", "caper-base.json"):
+            shutil.copyfile(f, out / f.name)
+    meta = json.loads((base / "caper-base.json").read_text()) if (base / "caper-base.json").exists() else {}
+    meta["grid"] = {"bits": 4, "block": block, "embed_block": embed_block, "from": str(base), **moved,
+                    "largest_move": worst}
+    (out / "caper-base.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return meta["grid"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m caper_train.grid", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--block", type=int, default=128, help="values per scale in the decoder's matrices")
+    ap.add_argument("--embed-block", type=int, default=128, help="values per scale in the embedding table")
+    a = ap.parse_args(argv)
+    if read_grid(a.base):
+        ap.error(f"{a.base} is on a grid already")
+    g = move_base(Path(a.base), Path(a.out), a.block, a.embed_block)
+    print(json.dumps(g), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
