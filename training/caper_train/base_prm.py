@@ -40,6 +40,24 @@ def data_hash(paths: list[str]) -> str:
     return "sha256:" + h.hexdigest()
 
 
+def clause_prior(paths: list[str], dbs: str | None, exclude: list[str]) -> dict[str, int]:
+    """Root-cause clause counts of the training databases' pairs, as caper_train.train records
+    them: `caper eval localize` ranks clauses by it for its prior baseline."""
+    keep = set(dbs.split(",")) if dbs else None
+    prior: dict[str, int] = {}
+    for p in paths:
+        with open(p) as f:
+            for line in f:
+                if '"pair"' not in line:
+                    continue
+                r = json.loads(line)
+                if r.get("type") != "pair" or not isinstance(r.get("clause"), str) or r.get("db_id") in exclude:
+                    continue
+                if keep is None or r.get("db_id") in keep:
+                    prior[r["clause"]] = prior.get(r["clause"], 0) + 1
+    return prior
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m caper_train.base_prm", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -132,7 +150,8 @@ def main(argv=None) -> int:
               "exclude_dbs": [x for x in a.exclude_dbs.split(",") if x], "seed": a.seed, "grid": read_grid(a.base),
               "data_hash": data_hash(a.records),
               "command": "python -m caper_train.base_prm " + " ".join(sys.argv[1:] if argv is None else argv)}
-    info = probe.export_model(a.base, served, a.out, a.name or Path(a.out).name, a.max_length, origin)
+    info = probe.export_model(a.base, served, a.out, a.name or Path(a.out).name, a.max_length, origin,
+                              {"clause_prior": clause_prior(a.records, a.dbs, origin["exclude_dbs"])})
     log(f"exported {a.out} (fp32 {info['fp32_bytes']} bytes, parity {info['fp32_max_abs_diff']:.2g}) "
         f"in {(time.time() - t0) / 60:.1f} min")
     return 0

@@ -195,7 +195,7 @@ def reward_model(base: str | Path, head_file: str | Path):
 
 
 def export_model(base: str | Path, head_file: str | Path, out: str | Path, name: str, max_length: int,
-                 origin: dict) -> dict:
+                 origin: dict, metrics: dict | None = None) -> dict:
     """ONNX (prefix-tree-v1) + caper.json (template caper-chat-v1) + the base's tokenizer.json."""
     import shutil
 
@@ -220,7 +220,8 @@ def export_model(base: str | Path, head_file: str | Path, out: str | Path, name:
     m = {"name": name, "template": chat_prompt.TEMPLATE, "marker": end, "marker_id": specials[end],
          "special_ids": specials, "pad_id": tok.special_id("<|endoftext|>"), "max_length": max_length,
          "output_name": OUTPUT_NAME, **manifest_inputs(info), "parameters": sum(p.numel() for p in model.parameters()),
-         "vocab_size": tok.vocab_size, "data_hash": h.get("data_hash", "none"), "metrics": h.get("metrics", {}),
+         "vocab_size": tok.vocab_size, "data_hash": h.get("data_hash", "none"),
+         "metrics": {**h.get("metrics", {}), **(metrics or {})},
          "files": {"model": "model.onnx", "model_int8": "model.int8.onnx", "tokenizer": "tokenizer.json"},
          "terminal_verdict": True, "training": origin, "export": info}
     write_step(out, "train", m, fresh=True)

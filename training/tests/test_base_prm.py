@@ -128,3 +128,15 @@ def test_resume_is_resumable_and_export_serves_chat(tiny_base, tmp_path):
     # the exported layers are the trained ones, not the base's
     base_sd = torch.load(tmp_path / "r1" / "topk-head.pt", weights_only=False)["top_layers"]
     assert base_sd, "top-k layers recorded for export"
+
+
+def test_clause_prior_counts_the_training_databases_pairs(tmp_path):
+    from caper_train.base_prm import clause_prior
+
+    rec = tmp_path / "p.jsonl"
+    rows = [{"type": "pair", "db_id": "a", "clause": "WHERE"}, {"type": "pair", "db_id": "a", "clause": "WHERE"},
+            {"type": "pair", "db_id": "b", "clause": "FROM"}, {"type": "pair", "db_id": "held", "clause": "SELECT"},
+            {"type": "trajectory", "db_id": "a", "units": []}]
+    rec.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert clause_prior([str(rec)], None, ["held"]) == {"WHERE": 2, "FROM": 1}
+    assert clause_prior([str(rec)], "b", []) == {"FROM": 1}
