@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 
-def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int, embed_bits: int | None = None) -> dict:
+def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int, embed_bits: int | None = None,
+             max_file_bytes: int = 0) -> dict:
     """Weight-only quantization: every MatMul with a constant weight (MatMulNBits) and the
     embedding table (quantize_embedding). In 4 bits both use caper_train.grid's layouts, so a
     model trained on that grid is stored exactly (`largest_move` 0)."""
@@ -44,7 +45,7 @@ def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int, embe
         g = matmul_nbits(g, bits, block, symmetric=False)
     embed_bits = 4 if embed_bits is None and bits else (embed_bits or 0)
     embedded = quantize_embedding(g, embed_bits, embed_block) if embed_bits else {}
-    onnx.save_model(g, str(dst))
+    data = save_split(g, dst, max_file_bytes) if max_file_bytes else onnx.save_model(g, str(dst)) or []
     ops: dict[str, int] = {}
     for n in g.graph.node:
         ops[n.op_type] = ops.get(n.op_type, 0) + 1
@@ -53,7 +54,34 @@ def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int, embe
                       + (f", embedding int{embed_bits} looked up and dequantized (blocks of {embed_block}, fp16 scale and offset)"
                          if embed_bits else ", embedding fp32"),
             "matmul_nbits": ops.get("MatMulNBits", 0), "unquantized_matmul": ops.get("MatMul", 0),
-            "matrices": moved, "embedding": embedded}
+            "matrices": moved, "embedding": embedded, "data_files": data}
+
+
+def save_split(model, dst: Path, max_bytes: int) -> list[str]:
+    """Saves the graph with its large weights in files beside it (ONNX external data, which
+    onnxruntime reads relative to the graph), none over `max_bytes`: git hosts refuse single
+    files past about 100 MB. Returns the data files' names in order."""
+    import onnx
+    from onnx.external_data_helper import set_external_data, write_external_data_tensors
+
+    files: list[str] = []
+    used = max_bytes
+    for t in model.graph.initializer:
+        n = len(t.raw_data)
+        if n < 1 << 16:
+            continue  # small tensors stay inside the graph file
+        if n > max_bytes:
+            raise ValueError(f"{t.name}: {n} bytes will not fit a data file of {max_bytes}")
+        if used + n > max_bytes:
+            files.append(f"{dst.stem}.data-{len(files)}")
+            used = 0
+        set_external_data(t, location=files[-1])
+        used += n
+    for f in files:
+        (dst.parent / f).unlink(missing_ok=True)
+    write_external_data_tensors(model, str(dst.parent))
+    onnx.save_model(model, str(dst))
+    return files
 
 
 def _pairs(codes: np.ndarray) -> np.ndarray:
@@ -235,6 +263,8 @@ def main(argv=None) -> int:
     ap.add_argument("--block", type=int, help="values per scale in the decoder's matrices (default: the grid the model "
                     "was trained on, else 128)")
     ap.add_argument("--embed-block", type=int, help="values per scale in the embedding table (default: the grid's, else 64)")
+    ap.add_argument("--max-file-mb", type=float, default=95.0,
+                    help="largest file of the served model; its weights are split into files beside the graph (0: one file)")
     ap.add_argument("--max-questions", type=int, default=0)
     ap.add_argument("--min-agreement", type=float, default=0.99)
     ap.add_argument("--threads", type=int, default=2)
@@ -247,14 +277,15 @@ def main(argv=None) -> int:
     a.block = a.block or grid.get("block", 128)
     a.embed_block = a.embed_block or grid.get("embed_block", 64)
     out.mkdir(parents=True, exist_ok=True)
-    for f in out.glob("model*.onnx*"):
+    for f in [*out.glob("model*.onnx*"), *out.glob("model.data-*")]:
         f.unlink()
-    q = quantize(src / manifest["files"]["model"], out / "model.onnx", a.bits, a.block, a.embed_block, a.embed_bits)
+    q = quantize(src / manifest["files"]["model"], out / "model.onnx", a.bits, a.block, a.embed_block, a.embed_bits,
+                 int(a.max_file_mb * 1e6))
     shutil.copyfile(src / manifest["files"]["tokenizer"], out / "tokenizer.json")
     groups = question_prompts(a.records, out / "tokenizer.json", manifest["max_length"], a.max_questions)
     p = parity(src / manifest["files"]["model"], out / "model.onnx", groups, a.threads)
     q["parity"] = {**p, "reference": "fp32 export", "records": [Path(r).name for r in a.records]}
-    q["bytes"] = (out / "model.onnx").stat().st_size
+    q["bytes"] = sum((out / f).stat().st_size for f in ["model.onnx", *q["data_files"]])
     print(json.dumps(q, indent=2), file=sys.stderr)
     if p["pair_order_agreement"] < a.min_agreement:
         print(f"ship: pair order agreement {p['pair_order_agreement']:.4f} < {a.min_agreement}", file=sys.stderr)
@@ -266,7 +297,8 @@ def main(argv=None) -> int:
     if (src / "steps").is_dir():
         shutil.copytree(src / "steps", out / "steps", dirs_exist_ok=True)
     train = read_step(out, "train") or {k: v for k, v in manifest.items() if section_writers().get(k) == "train"}
-    train["files"] = {"model": "model.onnx", "tokenizer": "tokenizer.json"}
+    train["files"] = {"model": "model.onnx", "tokenizer": "tokenizer.json",
+                      **({"model_data": q["data_files"]} if q["data_files"] else {})}
     train["export"] = {**(train.get("export") or {}), "weights": f"int{a.bits}" if a.bits else "fp32", "shipped": q}
     write_step(out, "train", train)
     return 0

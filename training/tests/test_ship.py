@@ -84,3 +84,35 @@ def test_embedding_lookup_dequantizes_the_blocks():
     assert np.array_equal(got[0], want[ids[0]]), "exactly the grid's values"
     step = table_codes(torch.from_numpy(table), 32)[1].float().max().item()
     assert np.abs(got[0] - table[ids[0]]).max() <= step / 2 + 1e-3, "within half a step of the float table"
+
+
+def test_save_split_keeps_every_file_under_the_limit_and_serves_the_same(tmp_path):
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from caper_train import ship
+
+    rng = np.random.default_rng(0)
+    ws = [rng.normal(size=(64, 64)).astype(np.float32) for _ in range(5)]  # 16 KB each
+    big = rng.normal(size=(64, 512)).astype(np.float32)                   # 128 KB: goes to a data file
+    nodes = [helper.make_node("MatMul", ["x" if i == 0 else f"h{i}", f"w{i}"], [f"h{i + 1}"]) for i in range(5)]
+    nodes.append(helper.make_node("MatMul", ["h5", "big"], ["h6"]))
+    nodes.append(helper.make_node("MatMul", ["h6", "big2"], ["y"]))
+    big2 = rng.normal(size=(512, 64)).astype(np.float32)                  # 128 KB: a second data file
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 64])],
+                          [numpy_helper.from_array(w, f"w{i}") for i, w in enumerate(ws)]
+                          + [numpy_helper.from_array(big, "big"), numpy_helper.from_array(big2, "big2")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.normal(size=(3, 64)).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    m2 = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    files = ship.save_split(m2, tmp_path / "model.onnx", 200_000)
+    assert files == ["model.data-0", "model.data-1"], "two 128 KB tensors, 200 KB a file"
+    assert all((tmp_path / f).stat().st_size <= 200_000 for f in files)
+    assert (tmp_path / "model.onnx").stat().st_size < 5 * 16384 + 4096, "the small tensors stay in the graph file"
+    got = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.array_equal(got, want)
+    with pytest.raises(ValueError):
+        ship.save_split(helper.make_model(g), tmp_path / "m2.onnx", 100_000)
