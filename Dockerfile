@@ -2,6 +2,7 @@
 # CAPER verifier on GPU: onnxruntime-node with its CUDA 12 execution provider.
 #   docker build -t caper-verifier .
 #   docker run --gpus all -p 8080:8080 caper-verifier                       # model baked from models/default
+#   docker run --gpus all -p 8080:8080 -e CAPER_MODEL=models/small caper-verifier   # the fast small model, baked too
 #   docker run --gpus all -p 8080:8080 -v $PWD/models/default:/app/models/default:ro \
 #              -v /path/to/spider/database:/data/db:ro caper-verifier --db-dir /data/db   # mounted model + databases
 # `--device auto` (the default) tries CUDA and falls back to CPU; GET /info and /readyz say which runs.
@@ -49,8 +50,12 @@ COPY --from=build --chown=caper:caper /app/node_modules ./node_modules
 COPY --from=build --chown=caper:caper /app/dist ./dist
 COPY --chown=caper:caper package.json ./
 COPY --chown=caper:caper openapi ./openapi
-# Baked model(s); mount over /app/models/default to use another one.
-COPY --chown=caper:caper models ./models
+# Baked models: models/default (served) and models/small (the fast option: -e CAPER_MODEL=models/small),
+# with the manifest schema every model is validated against; mount over /app/models/default to use
+# another one. Named one by one so a local training output under models/ is never baked in.
+COPY --chown=caper:caper models/caper.schema.json ./models/
+COPY --chown=caper:caper models/default ./models/default
+COPY --chown=caper:caper models/small ./models/small
 USER caper
 ENV NODE_ENV=production
 EXPOSE 8080

@@ -11,7 +11,7 @@
 //     scores higher;
 //   - injected-fault pairs: `caper annotate` of the split's gold (faults injected into each gold
 //     query, kept only when the result changes), % of (gold, fault) pairs where the gold scores higher.
-// Usage: node dist/bench/prm-base.js --data runs/heldout-data --models models/default,runs/models/X
+// Usage: node dist/bench/prm-base.js --data runs/heldout-data --models models/small,runs/models/X
 //        [--sources prm,text,solo,fused] [--no-removed] [--no-injected] [--out bench/results/prm-base]
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -142,7 +142,7 @@ async function measure(dir: string, data: string, sources: LabelSource[], remove
 async function main(): Promise<void> {
   const a = parseArgs(process.argv.slice(2), ['no-removed', 'no-injected']);
   const data = resolve(flagString(a, 'data', join(REPO, 'runs', 'heldout-data'))!);
-  const models = (flagString(a, 'models', 'models/default') ?? '').split(',').filter(Boolean).map((m) => resolve(m));
+  const models = (flagString(a, 'models', 'models/small') ?? '').split(',').filter(Boolean).map((m) => resolve(m));
   const sources = (flagString(a, 'sources', 'prm') ?? '').split(',').filter(Boolean) as LabelSource[];
   for (const s of sources) if (!LABEL_SOURCES.includes(s)) throw new Error(`--sources takes ${LABEL_SOURCES.join(', ')}, got ${s}`);
   const outBase = resolve(flagString(a, 'out', join(REPO, 'bench', 'results', 'prm-base'))!);

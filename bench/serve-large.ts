@@ -47,7 +47,7 @@ async function main(): Promise<void> {
     const t0 = performance.now();
     const r = spawnSync(
       py,
-      ['-m', 'caper_train.export', '--random', JSON.stringify(SPEC), '--tokenizer', join(REPO, 'models', 'default', 'tokenizer.json'),
+      ['-m', 'caper_train.export', '--random', JSON.stringify(SPEC), '--tokenizer', join(REPO, 'models', 'small', 'tokenizer.json'),
         '--out', dir, '--dtype', 'bfloat16', '--external-data', '--int4'],
       { cwd: join(REPO, 'training'), env: { ...process.env, PYTHONPATH: join(REPO, 'training') }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
     );

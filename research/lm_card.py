@@ -1,4 +1,4 @@
-"""Rewrites the removed-clause / zero-shot LM section at the end of models/default/MODEL_CARD.md from
+"""Rewrites the removed-clause / zero-shot LM section at the end of models/small/MODEL_CARD.md from
 runs/lm-judge/eval.json.  usage: python research/lm_card.py MINUTES_OF_SCORING
 """
 import json, sys
@@ -45,7 +45,7 @@ as one of two. Targets: pairs >= 95% met; PRM-only rerank >= 82.7 not met (below
 this model's cost per request on this CPU) and a training run (Approach B: a truncated base
 fine-tuned as a terminal verdict on Spider train) that these two shared cores could not also run.
 '''
-card = str(REPO / 'models' / 'default' / 'MODEL_CARD.md')
+card = str(REPO / 'models' / 'small' / 'MODEL_CARD.md')
 c = open(card).read()
 i = c.index('\n## Removed-clause pairs and a pretrained code model')
 open(card, 'w').write(c[:i] + txt)

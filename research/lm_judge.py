@@ -277,7 +277,7 @@ def evaluate(a) -> dict:
 
 
 def shipped(items: dict, a, qs: set, scores: dict | None = None) -> dict:
-    """models/default on the same questions: candidate score = min clause score, blame = lowest
+    """models/small on the same questions: candidate score = min clause score, blame = lowest
     clause score first (the service's defaults), from `caper eval rerank --facts` and
     bench/results/removed-clause.json."""
     facts = json.loads(Path(a.facts).read_text())["questions"]
@@ -334,7 +334,7 @@ def main(argv=None) -> int:
     e.add_argument("--items", required=True)
     e.add_argument("--scores", required=True)
     e.add_argument("--json-out")
-    e.add_argument("--facts", help="caper eval rerank --facts FILE of models/default on pool8 (shipped figures on the same questions)")
+    e.add_argument("--facts", help="caper eval rerank --facts FILE of models/small on pool8 (shipped figures on the same questions)")
     e.add_argument("--removed", help="bench/results/removed-clause.json (shipped pair scores)")
     a = ap.parse_args(argv)
     if a.cmd == "score":

@@ -38,11 +38,11 @@ def main() -> int:
              "single most surprising token, `first_jump` = the first unit with a token under 5% (3 nats, fixed in advance).")
     L.append("")
     if n == r["questions_total"]:
-        L.append(f"All {n} dev-open questions; models/default beside it. ± is a 95% normal-approximation interval.")
+        L.append(f"All {n} dev-open questions; models/small beside it. ± is a 95% normal-approximation interval.")
     else:
         L.append(f"Subsample: {n} of {r['questions_total']} dev-open questions, a uniform random sample (questions in a "
                  "seed-0 random order, scored until the time budget ran out on the shared 2 cores). Every figure below is "
-                 "on those questions, with models/default on the same questions beside it (its all-question figure "
+                 "on those questions, with models/small on the same questions beside it (its all-question figure "
                  "in brackets). ± is a 95% normal-approximation interval.")
     L.append("")
     L.append("```")
@@ -52,7 +52,7 @@ def main() -> int:
     L.append("python research/lm_judge.py eval --items runs/lm-items.json --scores runs/lm-judge/scores.jsonl \\")
     L.append("    --facts runs/facts-pool8.json --removed bench/results/removed-clause.json --json-out runs/lm-judge/eval.json")
     L.append("# runs/facts-pool8.json: caper eval rerank --data ../shared/data/spider/dev-open --pool pool8 --strategy prm \\")
-    L.append("#     --model models/default --device cpu --facts runs/facts-pool8.json")
+    L.append("#     --model models/small --device cpu --facts runs/facts-pool8.json")
     L.append("```")
     L.append("")
     L.append("## Removed-clause pairs (bench/removed-clause: gold vs gold with one needed clause cut, result changed)")
@@ -64,7 +64,7 @@ def main() -> int:
             m, s = rc["mean"][k], rc["sum"][k]
             L.append(f"| {k} | {m['n']} | {m['pct_complete_higher']:.1f} | {s['pct_complete_higher']:.1f} |")
     L.append("")
-    L.append(f"models/default (min clause score) on the same pairs: {sh['removed_clause_pct_complete_higher']:.1f}% "
+    L.append(f"models/small (min clause score) on the same pairs: {sh['removed_clause_pct_complete_higher']:.1f}% "
              f"(n {sh['removed_clause_n']}; all 493 pairs: {shall['removed_clause_pct_complete_higher']:.1f}%). Target >= 95%.")
     L.append("")
     L.append("## PRM-only rerank, pool8 (the candidate with the highest verdict; ties by pool order)")
@@ -73,11 +73,11 @@ def main() -> int:
     L.append("|---|---|")
     L.append(f"| LM verdict `mean` | **{rr['mean']:.1f}** {ci(rr['mean'], n)} |")
     L.append(f"| LM verdict `sum` | {rr['sum']:.1f} {ci(rr['sum'], n)} |")
-    L.append(f"| models/default, PRM only | {sh['rerank_prm_pool8']:.1f} ({shall['rerank_prm_pool8']:.1f} on all 538) |")
+    L.append(f"| models/small, PRM only | {sh['rerank_prm_pool8']:.1f} ({shall['rerank_prm_pool8']:.1f} on all 538) |")
     L.append(f"| text vote (lower-cased, whitespace-collapsed SQL; pool order breaks ties) | {rr['text_vote_same_questions']:.1f} (82.9 on all 538; the project's canonical-SQL vote: 82.7) |")
     d = sh.get("rerank_discordant_vs_mean")
     if d:
-        L.append(f"| (paired on these questions: LM `mean` right where models/default is wrong {d['lm_only']}, the reverse {d['shipped_only']}) | |")
+        L.append(f"| (paired on these questions: LM `mean` right where models/small is wrong {d['lm_only']}, the reverse {d['shipped_only']}) | |")
     L.append(f"| text vote, ties broken by LM `mean` | {rr['text_vote_ties_by_mean']:.1f} |")
     L.append(f"| text vote, ties broken by LM `sum` | {rr['text_vote_ties_by_sum']:.1f} |")
     L.append(f"| best single system (dail-sql-gpt4) | {rr['best_single_same_questions']:.1f} (82.7) |")
@@ -89,7 +89,7 @@ def main() -> int:
     L.append("|---|---|---|")
     for k in ["sum", "max", "mean", "first_jump"]:
         L.append(f"| LM surprisal `{k}` | {bl[k]['top1']:.3f} {ci(bl[k]['top1'], bl['n'])} | {bl[k]['mrr']:.3f} |")
-    L.append(f"| models/default alone, lowest clause score first | {sh['blame_min']['top1']:.3f} | {sh['blame_min']['mrr']:.3f} "
+    L.append(f"| models/small alone, lowest clause score first | {sh['blame_min']['top1']:.3f} | {sh['blame_min']['mrr']:.3f} "
              f"(all 312: {shall['blame_min']['top1']:.3f} / {shall['blame_min']['mrr']:.3f}) |")
     L.append(f"| most common label of these items | {bl['most_common_label_share']:.3f} | |")
     L.append("")
@@ -100,7 +100,7 @@ def main() -> int:
              "(prompt once, every SQL as a continuation of its cached prefix in one batch), 2 torch threads, bf16, on "
              "the 2 shared cores at load average 7-15 (several engineers' jobs at once): CPU time was shared, so "
              "an idle machine is faster (the last 25 questions, scored with the other jobs finished at load "
-             "average ~2: 3.5 s per question). models/default serves a pool8 /rerank in 22 ms p50 at concurrency 1 "
+             "average ~2: 3.5 s per question). models/small serves a pool8 /rerank in 22 ms p50 at concurrency 1 "
              "(bench/results/serve.md): 150-500 times less.")
     if ex:
         L.append("")

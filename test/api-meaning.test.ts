@@ -2,7 +2,7 @@
 // numbers a client reads follow the ranking they come with (score and relevance_score, confidence,
 // the suspicion of blamed clauses); and the limits a request runs into are visible in it
 // (truncated results, failed candidates in no group, text that is not UTF-8). Real servers on the
-// shipped models (models/default with its selector, confidence maps and blame combiners;
+// shipped models (models/small, fast, with its selector, confidence maps and blame combiners;
 // models/tiny without them) and a real SQLite database.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,11 +17,11 @@ let db: ReturnType<typeof makeDbDir>;
 
 before(async () => {
   db = makeDbDir();
-  full = await start({ modelDir: join(REPO, 'models', 'default'), dbDir: db.dir, device: 'cpu' });
+  full = await start({ modelDir: join(REPO, 'models', 'small'), dbDir: db.dir, device: 'cpu' });
   tiny = await start({ modelDir: TINY, dbDir: db.dir, device: 'cpu' });
   await full.app.caper.loaded;
   await tiny.app.caper.loaded;
-  assert.equal(full.app.caper.notReadyReason, null, 'models/default must load');
+  assert.equal(full.app.caper.notReadyReason, null, 'models/small must load');
   assert.equal(tiny.app.caper.notReadyReason, null, 'models/tiny must load');
 });
 after(async () => {

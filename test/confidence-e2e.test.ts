@@ -1,5 +1,5 @@
 // End to end: confidence and selective answering through the real server, the shipped
-// models/default (which carries the confidence maps) and a real SQLite database.
+// models/small (fast, and it carries the confidence maps) and a real SQLite database.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -11,11 +11,11 @@ let db: ReturnType<typeof makeDbDir>;
 
 before(async () => {
   db = makeDbDir();
-  srv = await start({ modelDir: join(REPO, 'models', 'default'), dbDir: db.dir, device: 'cpu' });
+  srv = await start({ modelDir: join(REPO, 'models', 'small'), dbDir: db.dir, device: 'cpu' });
   tiny = await start({ modelDir: TINY, dbDir: db.dir, device: 'cpu', minConfidence: 0.5 });
   await srv.app.caper.loaded;
   await tiny.app.caper.loaded;
-  assert.equal(srv.app.caper.notReadyReason, null, 'models/default must load');
+  assert.equal(srv.app.caper.notReadyReason, null, 'models/small must load');
 });
 after(async () => {
   await srv?.app.close();

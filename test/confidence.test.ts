@@ -105,13 +105,13 @@ test('abstention: below the threshold only, with the reason', () => {
   assert.match(a.reason!, /0\.420 is below min_confidence 0\.8/);
 });
 
-// The shipped model: what a caller gets for one candidate posted alone.
-const manifest = JSON.parse(readFileSync(join(REPO, 'models', 'default', 'caper.json'), 'utf8')) as { selector?: unknown; confidence?: unknown };
+// The shipped small model's maps: what a caller gets for one candidate posted alone.
+const manifest = JSON.parse(readFileSync(join(REPO, 'models', 'small', 'caper.json'), 'utf8')) as { selector?: unknown; confidence?: unknown };
 
-test('models/default: a lone candidate gets a real probability, not 1.0, in both modes', () => {
+test('models/small: a lone candidate gets a real probability, not 1.0, in both modes', () => {
   const models = confidenceModelsFrom(manifest.confidence);
   const selector = selectorModelFrom(manifest.selector);
-  assert.ok(models.exec && models.sql, 'models/default ships both confidence maps');
+  assert.ok(models.exec && models.sql, 'models/small ships both confidence maps');
   const units = [{ kind: 'SELECT' as const, text: 'SELECT count(*)', score: 0.8 }, { kind: 'FROM' as const, text: 'FROM singer', score: 0.7 }];
   const exec = execShape({ ok: true, columns: ['count(*)'], rows: [[2]], ms: 1 } as never);
   for (const [mode, cand] of [['exec', { sql: 'SELECT count(*) FROM singer', units, exec }], ['sql', { sql: 'SELECT count(*) FROM singer', units }]] as const) {
@@ -134,7 +134,7 @@ test('--min-confidence / CAPER_MIN_CONFIDENCE: a probability, refused outside [0
   assert.throws(() => resolveServeOptions(new Map(), { CAPER_MIN_CONFIDENCE: '-0.1' }), { name: 'OptionError', message: /CAPER_MIN_CONFIDENCE must be at least 0/ });
 });
 
-test('models/default: an empty reply or a failed execution gets the floor, however the pool looks', () => {
+test('models/small: an empty reply or a failed execution gets the floor, however the pool looks', () => {
   const models = confidenceModelsFrom(manifest.confidence);
   const selector = selectorModelFrom(manifest.selector);
   const units = [{ kind: 'SELECT' as const, text: 'SELECT count(*)', score: 0.8 }, { kind: 'FROM' as const, text: 'FROM singer', score: 0.7 }];

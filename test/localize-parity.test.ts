@@ -1,6 +1,6 @@
 // One verdict, every front end: `caper eval localize --source text|solo|fused` (the figures'
 // source), POST /localize and `caper localize --batch` must blame the same clauses for the same
-// query. Real CLI processes, a real HTTP server, the real models/default (it carries the fitted
+// query. Real CLI processes, a real HTTP server, the real models/small (fast; it carries the fitted
 // combiners the evidence and fused verdicts use), and real SQLite databases in a Spider-layout
 // split built here.
 import { test, before, after } from 'node:test';
@@ -15,7 +15,7 @@ import { REPO, start, type Running } from './server-fixture.js';
 import { schemaFromSqlite, schemaText } from '../src/clauses/schema.js';
 
 const exec = promisify(execFile);
-const MODEL = join(REPO, 'models', 'default');
+const MODEL = join(REPO, 'models', 'small');
 const SYSTEMS = ['a', 'b', 'c', 'd'];
 
 const QUESTIONS = [
@@ -59,7 +59,7 @@ before(async () => {
   })).join('\n') + '\n');
   srv = await start({ modelDir: MODEL, dbDir: join(dir, 'database'), device: 'cpu' });
   await srv.app.caper.loaded;
-  assert.equal(srv.app.caper.notReadyReason, null, 'models/default must load');
+  assert.equal(srv.app.caper.notReadyReason, null, 'models/small must load');
 });
 
 after(async () => {

@@ -32,7 +32,7 @@ test('every section names one writer, and that writer is a step of caper train',
   assert.equal(manifestSchema().additionalProperties, false, 'a section without a writer is refused');
 });
 
-for (const dir of ['models/default', 'models/tiny']) {
+for (const dir of ['models/default', 'models/small', 'models/tiny']) {
   test(`${dir}/caper.json conforms and is what its recorded step outputs assemble to`, () => {
     const m = readManifestFile(join(REPO, dir));
     assert.deepEqual(assembleFromSteps(join(REPO, dir)), m);

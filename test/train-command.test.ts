@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { shippedModelProblem } from '../src/commands/train.js';
+import { SHIPPED_MODELS, shippedModelProblem } from '../src/commands/train.js';
 import { assembleFromSteps } from '../src/scoring/manifest.js';
 import { SINGERS_SQL, writeSpiderSplit } from './spider-split.js';
 import { tmpdir } from 'node:os';
@@ -57,11 +57,13 @@ test('caper train --nproc 2 trains data-parallel under torchrun (gloo on CPU)', 
 
 test('caper train never writes into a shipped model: --out is required, a git-tracked models/ directory needs --force', () => {
   const tuples = join(ROOT, 'training', 'tests', 'fixtures', 'tuples.jsonl');
-  const fingerprint = (dir: string) => readdirSync(dir, { recursive: true }).sort().map((f) => {
+  // A shipped directory a checkout lacks (models/default before its model is committed) must stay absent.
+  const fingerprint = (dir: string) => !existsSync(dir) ? 'absent' : readdirSync(dir, { recursive: true }).sort().map((f) => {
     const p = join(dir, String(f));
     return statSync(p).isFile() ? `${f}:${createHash('sha256').update(readFileSync(p)).digest('hex')}` : String(f);
   }).join('\n');
-  const before = { tiny: fingerprint(join(ROOT, 'models', 'tiny')), default: fingerprint(join(ROOT, 'models', 'default')) };
+  const shipped = () => Object.fromEntries(SHIPPED_MODELS.map((m) => [m, fingerprint(join(ROOT, 'models', m))]));
+  const before = shipped();
   const caper = (...args: string[]) => spawnSync(process.execPath, [CLI, 'train', ...args], { cwd: ROOT, encoding: 'utf8' });
   // No --out: refused, naming the flag, whatever the preset.
   for (const preset of ['tiny', 'default']) {
@@ -72,17 +74,27 @@ test('caper train never writes into a shipped model: --out is required, a git-tr
   }
   // Naming a shipped model directory (also for a manifest rebuild) is refused without --force.
   for (const args of [['--preset', 'tiny', '--tuples', tuples, '--out', 'models/tiny', '--steps', '1', '--no-eval'],
-    ['--only', 'manifest', '--out', join(ROOT, 'models', 'default')], ['--quick', '--out', 'models/tiny/']]) {
+    ['--only', 'manifest', '--out', join(ROOT, 'models', 'small')], ['--quick', '--out', 'models/tiny/'],
+    ['--only', 'manifest', '--out', join(ROOT, 'models', 'default')], ['--preset', 'tiny', '--tuples', tuples, '--out', 'models/small', '--steps', '1', '--no-eval']]) {
     const r = caper(...args);
     assert.equal(r.status, 2, args.join(' ') + r.stdout + r.stderr);
-    assert.match(r.stderr, /holds a model git tracks .* add --force to replace it/, args.join(' '));
+    assert.match(r.stderr, /(holds a model git tracks|where a shipped model belongs) .* add --force to replace it/, args.join(' '));
   }
-  assert.deepEqual({ tiny: fingerprint(join(ROOT, 'models', 'tiny')), default: fingerprint(join(ROOT, 'models', 'default')) }, before);
+  assert.deepEqual(shipped(), before);
   // A new directory under models/, or one elsewhere, is the caller's own.
   assert.equal(shippedModelProblem(join(ROOT, 'models', 'not-shipped-here')), null);
   assert.equal(shippedModelProblem(tmpdir()), null);
   assert.equal(shippedModelProblem(join(ROOT, 'models')), null, 'models/ itself is no model directory');
-  assert.match(shippedModelProblem(join(ROOT, 'models', 'default')) ?? '', /--force/);
+  // The shipped directories are refused by name too, tracked or not: the default, the small one, the tiny one.
+  assert.deepEqual([...SHIPPED_MODELS], ['default', 'small', 'tiny']);
+  for (const m of SHIPPED_MODELS) assert.match(shippedModelProblem(join(ROOT, 'models', m)) ?? '', /--force/, m);
+  const bare = mkdtempSync(join(tmpdir(), 'caper-shipped-'));
+  try {
+    for (const m of SHIPPED_MODELS) assert.match(shippedModelProblem(join(bare, 'models', m), bare) ?? '', /where a shipped model belongs .*--force/, m);
+    assert.equal(shippedModelProblem(join(bare, 'models', 'mine'), bare), null);
+  } finally {
+    rmSync(bare, { recursive: true, force: true });
+  }
   // The quick run is documented where users look for it.
   const help = caper('--help');
   assert.match(help.stdout, /--quick +a quick run, data to servable model in minutes/);

@@ -25,7 +25,7 @@ const SETS: Record<string, Record<SelectorMode, readonly string[]>> = {
 const [pool = 'pool8', mode = 'exec', ...rest] = process.argv.slice(2);
 const kv = Object.fromEntries(rest.map((a) => a.split('=') as [string, string]));
 const data = '../shared/data/spider/dev-open';
-const all = await loadOrComputeFacts(join('runs', 'selector', 'dev-open.default.facts.json'), data, resolvePool(data, 'pool16'), 'models/default');
+const all = await loadOrComputeFacts(join('runs', 'selector', 'dev-open.small.facts.json'), data, resolvePool(data, 'pool16'), 'models/small');
 const facts = subsetFacts(all, resolvePool(data, pool));
 const t0 = Date.now();
 const cv = crossValidateConfidence(facts, mode as SelectorMode, {

@@ -11,7 +11,7 @@ const [pool = 'pool8', modeArg = 'exec', l2Arg = '30'] = process.argv.slice(2);
 const mode = modeArg as SelectorMode;
 const l2 = Number(l2Arg);
 const dir = '../shared/data/spider/dev-open';
-const all = await loadOrComputeFacts('runs/selector/dev-open.default.facts.json', dir, resolvePool(dir, 'pool16'), 'models/default');
+const all = await loadOrComputeFacts('runs/selector/dev-open.small.facts.json', dir, resolvePool(dir, 'pool16'), 'models/small');
 const facts = pool === 'pool16' ? all : subsetFacts(all, POOLS[pool]!);
 const qs = facts.questions.map((q) => {
   const { groups } = buildGroups(candidatesFor(q, mode), mode, q.question);

@@ -24,7 +24,7 @@ const SEEDS = Number(seedsArg);
 const ROWS = Number(rowsArg);
 const NULLS = Number(nullArg);
 const dir = '../shared/data/spider/dev-open';
-const facts = await loadOrComputeFacts('runs/selector/dev-open.default.facts.json', dir, resolvePool(dir, 'pool16'), 'models/default');
+const facts = await loadOrComputeFacts('runs/selector/dev-open.small.facts.json', dir, resolvePool(dir, 'pool16'), 'models/small');
 const hash = (s: string) => createHash('sha1').update(s).digest('base64').slice(0, 16);
 
 const tmp = mkdtempSync(join(tmpdir(), 'caper-synth-'));

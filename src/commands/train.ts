@@ -6,7 +6,7 @@
 // returns at once when it is already up to date.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
-import { basename, isAbsolute, join, relative, resolve } from 'node:path';
+import { basename, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { flagString, parseStrict, UsageError, type ParsedArgs } from './args.js';
 import { assembleManifest, writeStep } from '../scoring/manifest.js';
 import { misplacedFlags, passThrough, trainFlagNames, trainFlagsUsage, type TrainTarget } from './train-flags.js';
@@ -27,8 +27,8 @@ export const USAGE = `usage: caper train --out DIR [--force] [--quick] [--preset
   --candidates DIR  also learn from real candidates: a Spider-layout split with predictions/<system>.sql
                   (e.g. ../shared/data/spider/dev-open); its real failures (rootcause.ts root causes) and
                   real successes are annotated (caper annotate --candidates) and added to the training data
-  --out DIR       model directory to write (required). A directory under models/ that git tracks (the shipped
-                  models/default and models/tiny) is refused unless --force is given as well
+  --out DIR       model directory to write (required). A directory under models/ that git tracks, and the shipped
+                  models/default, models/small and models/tiny, are refused unless --force is given as well
   --quick         a quick run, data to servable model in minutes: the tiny preset on the first ${QUICK.questions} questions of
                   --data, training stopped after ${QUICK.minutes} minutes, no evaluation or fits (implies --no-eval: the selector
                   falls back to the vote, no confidence); for trying the pipeline, not for serving answers
@@ -55,17 +55,29 @@ training flags, passed to the Python entry point named in brackets:
 ${trainFlagsUsage()}`;
 
 /**
+ * The shipped model directories under models/: the service's default (what `npm start` serves),
+ * the fast small model, the tests' tiny one. They are refused by name as well, so one is still
+ * protected where a checkout lacks it (models/default before its model is committed, a copy
+ * without git).
+ */
+export const SHIPPED_MODELS = ['default', 'small', 'tiny'] as const;
+
+/**
  * Why `out` may not be written without --force, or null: a directory under models/ that git
- * tracks holds a shipped model (the service's default, the tests' tiny one), and a training run
- * would replace it file by file. Where git cannot answer (no checkout), a caper.json there counts.
+ * tracks, or one of SHIPPED_MODELS, holds a shipped model, and a training run would replace it
+ * file by file. Where git cannot answer (no checkout), a caper.json there counts.
  */
 export function shippedModelProblem(out: string, root: string = ROOT): string | null {
   const rel = relative(join(root, 'models'), out);
   if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) return null;
   const r = spawnSync('git', ['-C', root, 'ls-files', '--', out], { encoding: 'utf8' });
-  const shipped = r.status === 0 ? r.stdout.trim() !== '' : existsSync(join(out, 'caper.json'));
-  if (!shipped) return null;
-  return `--out ${out} holds a model git tracks (a shipped model): training would overwrite it. Write elsewhere (e.g. --out models/mine), or add --force to replace it`;
+  const tracked = r.status === 0 ? r.stdout.trim() !== '' : existsSync(join(out, 'caper.json'));
+  const name = rel.split(sep)[0]!;
+  const reserved = (SHIPPED_MODELS as readonly string[]).includes(name);
+  if (!tracked && !reserved) return null;
+  const what = tracked ? 'holds a model git tracks (a shipped model): training would overwrite it'
+    : `is ${rel === name ? '' : 'inside '}models/${name}, where a shipped model belongs (${SHIPPED_MODELS.map((m) => `models/${m}`).join(', ')}): training would write in its place`;
+  return `--out ${out} ${what}. Write elsewhere (e.g. --out models/mine), or add --force to replace it`;
 }
 
 /** torchrun's launcher arguments, or null for the plain one-process run; a string is a usage error. */
@@ -281,7 +293,7 @@ export async function run(argv: string[]): Promise<number> {
       pyArgs = [...(launcher ?? []), '-m', 'caper_train.train', '--data', tuples, '--out', out, '--preset', preset, '--seed', seed,
         '--checkpoint', join(runDir, 'checkpoint')];
       if (base) pyArgs.push('--base', resolve(base));
-      // The shipped models/default was trained with these; `caper train --preset default` repeats them.
+      // The shipped models/small (the default preset) was trained with these; `caper train --preset default` repeats them.
       const presetDefaults: Record<string, string> = quick ? { 'max-minutes': String(QUICK.minutes) }
         : preset === 'default' && !base && !a.flags.has('steps') ? { epochs: '2', 'max-minutes': '50' } : {};
       pyArgs.push(...passThrough(a, 'train', presetDefaults));

@@ -8,7 +8,7 @@ weights become anonymous `onnx::MatMul_*` initializers holding W^T, in the order
 first uses them: per layer q, k, v, o, gate, up, down, then the head. Recovery fills a preset-shaped
 model in that order and checks parity against onnxruntime, so a wrong order fails loudly.
 
-    python -m caper_train.from_onnx --model models/default --out runs/base/checkpoint
+    python -m caper_train.from_onnx --model models/small --out runs/base/checkpoint
 """
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ def test_every_section_has_one_writer_among_the_steps():
     assert manifest_steps() == ["train", "evaluate", "selector", "confidence", "blame"]
 
 
-@pytest.mark.parametrize("name", ["default", "tiny"])
+@pytest.mark.parametrize("name", ["default", "small", "tiny"])
 def test_shipped_manifest_conforms_and_is_reproducible(name):
     d = REPO / "models" / name
     assert assemble_from_steps(d) == read_manifest(d)
