@@ -62,6 +62,33 @@ def on_matrix_grid(w: torch.Tensor, block: int) -> torch.Tensor:
     return matrix_values(*matrix_codes(w, block))
 
 
+def exact_matrix_codes(w: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """matrix_codes for weights that may already lie on the grid: a block whose values are
+    (q - zp) * s for some fp16 scale keeps exactly those values. The zero point and the largest
+    code are rounded separately, so a grid block can span 14 codes instead of 15, and its range
+    then gives a different scale; such blocks are matched by trying the narrower spans."""
+    q, s, zp = matrix_codes(w, block)
+    o, i = w.shape
+    wb = w.detach().float().reshape(o, i // block, block)
+    bad = (matrix_values(q, s, zp).reshape(wb.shape) != wb).any(-1)
+    if not bad.any():
+        return q, s, zp
+    q = q.reshape(wb.shape).clone()
+    lo = wb.amin(-1).clamp(max=0)
+    hi = wb.amax(-1).clamp(min=0)
+    for span in range(LEVELS - 1, 0, -1):
+        sk = _fp16((hi - lo) / span)
+        sk = torch.where(sk > 0, sk, torch.ones_like(sk))
+        zk = torch.round(-lo / sk).clamp(0, LEVELS)
+        qk = (torch.round(wb / sk[..., None]) + zk[..., None]).clamp(0, LEVELS)
+        ok = bad & ((qk - zk[..., None]) * sk[..., None] == wb).all(-1)
+        q[ok], s[ok], zp[ok] = qk[ok].to(torch.uint8), sk[ok], zk[ok].to(torch.uint8)
+        bad &= ~ok
+        if not bad.any():
+            break
+    return q.reshape(o, i), s, zp
+
+
 def table_codes(w: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Codes (uint8), fp16 scales and fp16 offsets (each block's minimum), per block of a row."""
     v, h = w.shape

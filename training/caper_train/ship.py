@@ -98,7 +98,7 @@ def grid_matmuls(model, block: int) -> dict:
     import torch
     from onnx import helper, numpy_helper
 
-    from .grid import matrix_codes, matrix_values
+    from .grid import exact_matrix_codes, matrix_values
 
     g = model.graph
     inits = {t.name: t for t in g.initializer}
@@ -112,7 +112,7 @@ def grid_matmuls(model, block: int) -> dict:
             continue
         w = torch.from_numpy(numpy_helper.to_array(t).astype(np.float32).T.copy())  # [N, K]: a row per output
         n_out, k = w.shape
-        q, sc, zp = matrix_codes(w, block)
+        q, sc, zp = exact_matrix_codes(w, block)
         worst = max(worst, float((matrix_values(q, sc, zp) - w).abs().max()))
         pre = node.input[1]
         new = [numpy_helper.from_array(_pairs(q.numpy().reshape(n_out, k // block, block)), pre + ".q4"),

@@ -22,15 +22,26 @@ def awkward(rows: int, cols: int) -> torch.Tensor:
 
 
 def test_grid_values_are_fixed_points():
-    from caper_train.grid import on_matrix_grid, on_table_grid
+    from caper_train.grid import exact_matrix_codes, matrix_values, on_matrix_grid, on_table_grid
 
     w = awkward(8, 64)
-    for f in (on_matrix_grid, on_table_grid):
+    for f, back in ((on_matrix_grid, lambda g: matrix_values(*exact_matrix_codes(g, 16))), (on_table_grid, None)):
         g = f(w, 16)
         assert 0 < float((g - w).abs().max()) < 0.02, "values move onto the grid, by less than a step"
-        assert torch.equal(f(g, 16), g), f"{f.__name__}: grid values come back unchanged"
+        assert torch.equal((back or (lambda x: f(x, 16)))(g), g), f"{f.__name__}: grid values come back unchanged"
+
+
+def test_a_grid_block_spanning_fewer_codes_keeps_its_values():
+    from caper_train.grid import exact_matrix_codes, matrix_values, on_matrix_grid
+
+    # codes 1..15 with zero point 8: the block's range is 14 steps, so the plain rounding picks
+    # a scale of 14/15 of the grid's and moves the values; the exact codes find the grid's scale
+    s = torch.tensor(0.0078125)  # an fp16 value
+    w = ((torch.arange(16.0).repeat(2)[:32].clamp(1, 15) - 8) * s)[None].repeat(2, 1)
+    assert not torch.equal(on_matrix_grid(w, 32), w)
+    assert torch.equal(matrix_values(*exact_matrix_codes(w, 32)), w)
     # at most 16 distinct values a block
-    g = on_matrix_grid(w, 16).reshape(8, 4, 16)
+    g = on_matrix_grid(awkward(8, 64), 16).reshape(8, 4, 16)
     assert max(len(torch.unique(b)) for b in g.reshape(-1, 16)) <= 16
 
 
