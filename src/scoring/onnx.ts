@@ -22,7 +22,7 @@ export interface Manifest {
   parameters: number;
   data_hash: string;
   metrics: Record<string, unknown>;
-  files: { model: string; model_int8?: string; model_int4?: string; tokenizer: string };
+  files: { model: string; model_int8?: string; model_int4?: string; model_data?: string[]; tokenizer: string };
   /** Set by exports that take packed prefix-tree rows; absent on older models. */
   packing?: string;
   /** true: prompts end in `</s>` and the output there is the whole-query verdict; absent on older models. */
@@ -99,6 +99,12 @@ export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<Lo
     if (!st.isFile() || st.size === 0) throw new Error('empty');
   } catch {
     throw new Error(`model file ${file} is missing or empty`);
+  }
+  // The weights of a shipped graph live in data files beside it; one missing would otherwise
+  // surface as onnxruntime's error about an external initializer.
+  for (const d of variant === 'model' ? manifest.files.model_data ?? [] : []) {
+    const st = await stat(join(root, d)).catch(() => null);
+    if (!st?.isFile() || st.size === 0) throw new Error(`model data file ${join(root, d)} (files.model_data) is missing or empty`);
   }
   const tokenizer = await CaperTokenizer.load(join(root, manifest.files.tokenizer));
   let markerId: number;
