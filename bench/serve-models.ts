@@ -77,7 +77,13 @@ async function main(): Promise<void> {
   const command = `node dist/bench/serve-models.js${process.argv.length > 2 ? ' ' + process.argv.slice(2).join(' ') : ''}`;
   const loadBefore = loadavg();
   const started = new Date();
-  const manifests = dirs.map((d) => JSON.parse(readFileSync(join(d, 'caper.json'), 'utf8')) as Manifest);
+  const manifests = dirs.map((d) => {
+    try {
+      return JSON.parse(readFileSync(join(d, 'caper.json'), 'utf8')) as Manifest;
+    } catch (e) {
+      throw new Error(`${d}: no readable caper.json (--models takes model directories, comma-separated): ${(e as Error).message}`);
+    }
+  });
 
   const autocannon = await loadAutocannon();
   const { questions, bodies: bodiesFor } = pool8Requests(data);
