@@ -1,6 +1,7 @@
 // What every HTTP benchmark needs: the real `caper serve` process on a loopback port, stopped
 // with SIGTERM like an orchestrator would, and Prometheus counters read around a load phase.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -9,10 +10,13 @@ export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
 export interface ServerProcess {
   child: ChildProcess;
   url: string;
+  /** seconds from spawn to the first /readyz 200 (polled every 100 ms) */
+  readyS: number;
 }
 
 export async function startServer(args: string[]): Promise<ServerProcess> {
   const port = 20000 + Math.floor(Math.random() * 20000);
+  const t0 = performance.now();
   const child = spawn(process.execPath, [join(REPO, 'dist', 'src', 'cli.js'), 'serve', '--port', String(port), '--quiet', ...args], {
     cwd: REPO,
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -25,7 +29,7 @@ export async function startServer(args: string[]): Promise<ServerProcess> {
     if (child.exitCode !== null) throw new Error(`server exited: ${err}`);
     try {
       const r = await fetch(url + '/readyz');
-      if (r.status === 200) return { child, url };
+      if (r.status === 200) return { child, url, readyS: (performance.now() - t0) / 1000 };
       if (/failed to load/.test(await r.text())) throw new Error(`model did not load: ${err}`);
     } catch (e) {
       if ((e as Error).message.startsWith('model did not load')) throw e;
@@ -50,4 +54,33 @@ export function metricValue(text: string, name: string): number {
 export function percentile(sorted: number[], p: number): number {
   if (!sorted.length) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+/** A field of /proc/PID/status in kB (VmRSS: resident now, VmHWM: the peak); NaN when unreadable. */
+export function memKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  try {
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Bytes of every file under dir, recursively (symbolic links followed), and how many files. */
+export function dirBytes(dir: string): { bytes: number; files: number } {
+  let bytes = 0;
+  let files = 0;
+  for (const e of readdirSync(dir)) {
+    const p = join(dir, e);
+    const st = statSync(p);
+    if (st.isDirectory()) {
+      const d = dirBytes(p);
+      bytes += d.bytes;
+      files += d.files;
+    } else if (st.isFile()) {
+      bytes += st.size;
+      files++;
+    }
+  }
+  return { bytes, files };
 }

@@ -13,18 +13,9 @@ import { cpus, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs, flagString, flagNumber } from '../src/commands/args.js';
 import { loadQuestions, loadPredictions, POOLS } from '../src/eval/spider.js';
-import { REPO, startServer, stopServer } from './lib.js';
+import { REPO, startServer, stopServer, memKb } from './lib.js';
 
 const SPEC = { hidden_size: 896, intermediate_size: 4864, num_hidden_layers: 24, num_attention_heads: 14, num_key_value_heads: 2, vocab_size: 151_936 };
-
-function memKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
-  try {
-    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) : NaN;
-  } catch {
-    return NaN;
-  }
-}
 
 function dirBytes(dir: string, prefix: string): number {
   return readdirSync(dir)

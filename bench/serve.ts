@@ -13,7 +13,7 @@
 // Usage: node dist/bench/serve.js [--data DIR] [--model DIR] [--duration S] [--threads N] [--out bench/results/serve]
 import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { cpus } from 'node:os';
 import * as ort from 'onnxruntime-node';
 import { parseArgs, flagString, flagNumber } from '../src/commands/args.js';
@@ -25,11 +25,26 @@ import { mkdtempSync, rmSync, symlinkSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { matmulModel } from './matmul-onnx.js';
 import { REPO, startServer, stopServer, metricValue } from './lib.js';
+import { modelShape, type ModelShape } from './onnx-graph.js';
 
 
-type Autocannon = (opts: Record<string, unknown>) => Promise<any>;
+export type Autocannon = (opts: Record<string, unknown>) => Promise<any>;
 
-interface LoadResult {
+export async function loadAutocannon(): Promise<Autocannon> {
+  return ((await import('autocannon' as string)) as { default: Autocannon }).default;
+}
+
+/** POST /rerank bodies of every dev-open question with its 8 pool8 candidates, in question order. */
+export function pool8Requests(data: string) {
+  const questions = loadQuestions(data);
+  const systems = POOLS.pool8!;
+  const preds = loadPredictions(data, systems, questions.length);
+  const candsOf = (qi: number) => systems.map((s) => preds.get(s)![qi]!);
+  const bodies = (strategy: string) => questions.map((q, qi) => JSON.stringify({ question: q.question, db_id: q.db_id, strategy, candidates: candsOf(qi) }));
+  return { questions, systems, preds, candsOf, bodies };
+}
+
+export interface LoadResult {
   label: string;
   connections: number;
   seconds: number;
@@ -47,7 +62,7 @@ interface LoadResult {
 }
 
 
-async function matmulRate(threads?: number): Promise<{ gflops: number; bySize: Record<string, number> }> {
+export async function matmulRate(threads?: number): Promise<{ gflops: number; bySize: Record<string, number> }> {
   // Same thread budget as the model sessions, so the floor and the server compete on equal terms.
   const s = await ort.InferenceSession.create(matmulModel(), { graphOptimizationLevel: 'all', ...(threads ? { intraOpNumThreads: threads } : {}) });
   const bySize: Record<string, number> = {};
@@ -71,32 +86,41 @@ async function matmulRate(threads?: number): Promise<{ gflops: number; bySize: R
   return { gflops: best, bySize };
 }
 
-/** 2 FLOPs per parameter per token, plus causal attention (QK^T and AV) when the card says the shape. */
-function flopsPerToken(modelDir: string, parameters: number, avgLen: number, vocab?: number): { flops: number; how: string } {
-  let how = '2 x parameters';
-  let flops = 2 * parameters;
+/**
+ * Model FLOPs per token computed: 2 per non-embedding parameter, plus causal attention (QK^T and AV).
+ * The layers, the hidden width and the embedding table come from the served graph itself
+ * (bench/onnx-graph.ts), so every export is counted the same way: the small model, whose card
+ * states its shape, and a base Clause-PRM (template caper-chat-v1, a truncated Qwen2), whose card
+ * does not. caper.json's `parameters` counts the input embedding table, and the token embedding is
+ * a table lookup, not a matmul: its parameters cost no FLOPs per token. For a truncated Qwen2 base
+ * the table (151,936 x 896) is more than half of `parameters`, so counting it would double the
+ * floor and halve the reported server-time ratio. (These graphs have no LM head sharing the
+ * table: the reward head is one column.)
+ */
+export function flopsPerToken(
+  modelDir: string,
+  manifest: { parameters: number; files: { model: string } },
+  avgLen: number,
+): { flops: number; how: string; shape: ModelShape | null } {
+  let shape: ModelShape | null = null;
   try {
-    const card = readFileSync(join(modelDir, 'MODEL_CARD.md'), 'utf8');
-    const m = /\((\d+) layers, hidden (\d+)/.exec(card);
-    if (m) {
-      const layers = Number(m[1]);
-      const hidden = Number(m[2]);
-      // The input embedding is a table lookup, not a matmul: its parameters cost no FLOPs.
-      if (vocab) {
-        flops -= 2 * vocab * hidden;
-        how = `2 x (parameters - ${vocab} x ${hidden} embedding)`;
-      }
-      // Each token attends to avgLen/2 earlier positions on average: 2 matmuls x 2 FLOPs.
-      flops += 2 * 2 * layers * hidden * (avgLen / 2);
-      how += ` + causal attention (${layers} layers, hidden ${hidden}, mean length ${avgLen.toFixed(0)})`;
-    }
-  } catch {
-    // no card: the parameter term alone (a lower floor, so a conservative ratio)
+    shape = modelShape(join(modelDir, manifest.files.model));
+  } catch (e) {
+    // unreadable graph: the parameter term alone (a higher floor, so a flattering ratio; said in `how`)
+    return { flops: 2 * manifest.parameters, how: `2 x parameters (graph shape unread: ${(e as Error).message})`, shape };
   }
-  return { flops, how };
+  const { layers, hidden, embeddingRows } = shape;
+  const nonEmbedding = manifest.parameters - embeddingRows * hidden;
+  // Each token attends to avgLen/2 earlier positions on average: 2 matmuls x 2 FLOPs x hidden.
+  const flops = 2 * nonEmbedding + 2 * 2 * layers * hidden * (avgLen / 2);
+  const how =
+    `2 x (${manifest.parameters.toLocaleString('en-US')} parameters - ${embeddingRows.toLocaleString('en-US')} x ${hidden} embedding table ` +
+    `= ${nonEmbedding.toLocaleString('en-US')}; the graph's matmul weights: ${shape.matmulWeights.toLocaleString('en-US')}) ` +
+    `+ causal attention (${layers} layers, hidden ${hidden}, mean length ${avgLen.toFixed(0)})`;
+  return { flops, how, shape };
 }
 
-async function load(autocannon: Autocannon, url: string, label: string, bodies: string[], connections: number, seconds: number, timeoutS = 10): Promise<LoadResult> {
+export async function load(autocannon: Autocannon, url: string, label: string, bodies: string[], connections: number, seconds: number, timeoutS = 10): Promise<LoadResult> {
   // Usage per request is read back from the responses (what clients see) and the metrics agree.
   const before = await (await fetch(url + '/metrics')).text();
   let i = 0;
@@ -159,14 +183,11 @@ async function main(): Promise<void> {
   const threads = flagString(a, 'threads');
   const extra = threads ? ['--threads', threads] : [];
   const outBase = resolve(flagString(a, 'out', join(REPO, 'bench', 'results', 'serve'))!);
-  const autocannon = ((await import('autocannon' as string)) as { default: Autocannon }).default;
+  const autocannon = await loadAutocannon();
 
-  const questions = loadQuestions(data);
-  const systems = POOLS.pool8!;
-  const preds = loadPredictions(data, systems, questions.length);
-  const candsOf = (qi: number) => systems.map((s) => preds.get(s)![qi]!);
-  const bodies = questions.map((q, qi) => JSON.stringify({ question: q.question, db_id: q.db_id, strategy: 'prm', candidates: candsOf(qi) }));
-  const hybridBodies = questions.map((q, qi) => JSON.stringify({ question: q.question, db_id: q.db_id, strategy: 'hybrid', candidates: candsOf(qi) }));
+  const { questions, systems, preds, candsOf, bodies: bodiesFor } = pool8Requests(data);
+  const bodies = bodiesFor('prm');
+  const hybridBodies = bodiesFor('hybrid');
 
   console.log(`model ${modelDir}, data ${data}, ${questions.length} requests of 8 candidates, ${cpus().length} CPUs`);
 
@@ -302,9 +323,9 @@ async function main(): Promise<void> {
   const uBig = find(`unshared, ~${BIG_SCHEMA_TOKENS}-token schemas`, BIG_CONNECTIONS);
   const ratioText = (x: number, y: number) => (y > 0 ? `${(x / y).toFixed(2)}x` : 'n/a (no request completed on the unshared path)');
   const rebuilt = (JSON.parse(readFileSync(join(modelDir, 'caper.json'), 'utf8')).export ?? {}).rebuilt_from_onnx_max_abs_diff;
-  const manifest = JSON.parse(readFileSync(join(modelDir, 'caper.json'), 'utf8')) as { parameters: number; name: string; vocab_size?: number };
+  const manifest = JSON.parse(readFileSync(join(modelDir, 'caper.json'), 'utf8')) as { parameters: number; name: string; files: { model: string } };
   const avgLen = seqTokens / prepared.length;
-  const fpt = flopsPerToken(modelDir, manifest.parameters, avgLen, manifest.vocab_size);
+  const fpt = flopsPerToken(modelDir, manifest, avgLen);
   const floorS = (s16.tokens * fpt.flops) / (mm.gflops * 1e9);
   const floorRatio = s16.seconds / floorS;
   const inferRatio = s16.inferenceS / floorS;
@@ -375,7 +396,10 @@ served from a copy of the model directory whose caper.json allows ${BIG_SCHEMA_T
   console.log(md);
 }
 
-main().catch((e: unknown) => {
-  console.error(e);
-  process.exitCode = 1;
-});
+// Run as a script; imported (bench/serve-models) only its pieces are used.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main().catch((e: unknown) => {
+    console.error(e);
+    process.exitCode = 1;
+  });
+}
