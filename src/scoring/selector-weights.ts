@@ -13,7 +13,7 @@ import type { SelectorMode } from './selector-facts.js';
  */
 export const SELECTED: Record<SelectorMode, readonly string[]> = {
   exec: ['share', 'top', 'margin', 'prm_min', 'prm_gap', 'last_mean', 'clause_mean', 'prm_delta', 'like', 'joins', 'sql_agree', 'log_rows', 'dup_twin', 'cols_excess'],
-  sql: ['share', 'top', 'margin', 'last_mean', 'clause_mean', 'star', 'like', 'len_ratio', 'nest', 'text_cols_excess', 'text_cols_modal'],
+  sql: ['share', 'top', 'margin', 'prm_min', 'prm_gap', 'last_mean', 'clause_mean', 'star', 'like', 'len_ratio', 'nest', 'text_cols_excess', 'text_cols_modal'],
 };
 
 export interface SelectorWeights {
