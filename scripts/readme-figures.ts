@@ -118,6 +118,29 @@ export const FIGURES: Record<string, () => string> = {
   'serve.big_schema_ratio': () => f(json('serve').tokens_per_request.big_schema.ratio, 1),
   'serve.rps_ratio_c16': () => f(json('serve').shared_vs_unshared_c16, 2),
 
+  // bench/serve-models: models[0] is the model judged against the ship targets (models/default),
+  // models[1] the one beside it (models/small).
+  'serve_models.default.p50_c1_s': () => f(json('serve-models').models[0].load.c1.p50 / 1000, 2),
+  'serve_models.small.p50_c1_ms': () => f(json('serve-models').models[1].load.c1.p50, 0),
+  'serve_models.p50_ratio': () => f(json('serve-models').ratios[0].values['c=1 p50'], 1),
+  'serve_models.default.rps_c8': () => f(json('serve-models').models[0].load.c8.rps, 2),
+  'serve_models.small.rps_c8': () => f(json('serve-models').models[1].load.c8.rps, 1),
+  'serve_models.default.ready_s': () => f(json('serve-models').models[0].ready_s, 1),
+  'serve_models.default.rss_peak_mb': () => int((json('serve-models').models[0].rss_kb.peak * 1024) / 1e6),
+  'serve_models.default.dir_mb': () => f(json('serve-models').models[0].dir_bytes / 1e6, 1),
+  'serve_models.default.floor_ratio': () => f(json('serve-models').models[0].floor.c8.ratio, 2),
+  'serve_models.targets': () => {
+    const met = json('serve-models').met as Record<string, string>;
+    const names: Record<string, string> = { p50_c1: 'p50', floor_ratio_c8: 'FLOP floor', ready: 'ready', rss_peak: 'RSS', dir: 'directory' };
+    const missed = Object.entries(met).filter(([, v]) => v !== 'met').map(([k]) => names[k] ?? k);
+    return missed.length ? `not met: ${missed.join(', ')}` : 'all met';
+  },
+  'serve_models.load': () => {
+    const j = json('serve-models');
+    const [a, b] = [Math.round(j.loadavg_before[0]), Math.round(j.loadavg_after[0])].sort((x, y) => x - y);
+    return a === b ? `${a}` : `${a}-${b}`;
+  },
+
   'gateway.small_min': () => f(Math.min(...json('gateway').fairness.small.map((s: { ms: number }) => s.ms)), 0),
   'gateway.small_max': () => f(Math.max(...json('gateway').fairness.small.map((s: { ms: number }) => s.ms)), 0),
   'gateway.small_median': () => {
