@@ -35,21 +35,30 @@ def _fp16(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.float16).to(torch.float32)
 
 
-def matrix_codes(w: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Codes (uint8, w's shape), scales (fp32 holding fp16 values) and zero points (uint8), one per
-    block of `block` values along each row. The range always holds 0 so the zero point is an
-    integer code, as MatMulNBits stores it."""
+def _matrix_blocks(w: torch.Tensor, block: int):
     o, i = w.shape
     if i % block:
         raise ValueError(f"rows of {i} values do not split into blocks of {block}")
     wb = w.detach().float().reshape(o, i // block, block)
-    lo = wb.amin(-1).clamp(max=0)
-    hi = wb.amax(-1).clamp(min=0)
-    s = _fp16((hi - lo) / LEVELS)
+    # the range always holds 0 so the zero point is an integer code, as MatMulNBits stores it
+    return wb, wb.amin(-1).clamp(max=0), wb.amax(-1).clamp(min=0)
+
+
+def _codes_over(wb: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, span: int):
+    """Codes, scales and zero points of blocks whose range [lo, hi] is cut into `span` steps."""
+    s = _fp16((hi - lo) / span)
     s = torch.where(s > 0, s, torch.ones_like(s))
     zp = torch.round(-lo / s).clamp(0, LEVELS)
     q = (torch.round(wb / s[..., None]) + zp[..., None]).clamp(0, LEVELS)
-    return q.to(torch.uint8).reshape(o, i), s, zp.to(torch.uint8)
+    return q, s, zp
+
+
+def matrix_codes(w: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Codes (uint8, w's shape), scales (fp32 holding fp16 values) and zero points (uint8), one per
+    block of `block` values along each row."""
+    wb, lo, hi = _matrix_blocks(w, block)
+    q, s, zp = _codes_over(wb, lo, hi, LEVELS)
+    return q.to(torch.uint8).reshape(w.shape), s, zp.to(torch.uint8)
 
 
 def matrix_values(q: torch.Tensor, s: torch.Tensor, zp: torch.Tensor) -> torch.Tensor:
@@ -67,26 +76,18 @@ def exact_matrix_codes(w: torch.Tensor, block: int) -> tuple[torch.Tensor, torch
     (q - zp) * s for some fp16 scale keeps exactly those values. The zero point and the largest
     code are rounded separately, so a grid block can span 14 codes instead of 15, and its range
     then gives a different scale; such blocks are matched by trying the narrower spans."""
-    q, s, zp = matrix_codes(w, block)
-    o, i = w.shape
-    wb = w.detach().float().reshape(o, i // block, block)
-    bad = (matrix_values(q, s, zp).reshape(wb.shape) != wb).any(-1)
-    if not bad.any():
-        return q, s, zp
-    q = q.reshape(wb.shape).clone()
-    lo = wb.amin(-1).clamp(max=0)
-    hi = wb.amax(-1).clamp(min=0)
+    wb, lo, hi = _matrix_blocks(w, block)
+    q, s, zp = _codes_over(wb, lo, hi, LEVELS)
+    bad = ((q - zp[..., None]) * s[..., None] != wb).any(-1)
+    q, zp = q.to(torch.uint8), zp.to(torch.uint8)
     for span in range(LEVELS - 1, 0, -1):
-        sk = _fp16((hi - lo) / span)
-        sk = torch.where(sk > 0, sk, torch.ones_like(sk))
-        zk = torch.round(-lo / sk).clamp(0, LEVELS)
-        qk = (torch.round(wb / sk[..., None]) + zk[..., None]).clamp(0, LEVELS)
+        if not bad.any():
+            break
+        qk, sk, zk = _codes_over(wb, lo, hi, span)
         ok = bad & ((qk - zk[..., None]) * sk[..., None] == wb).all(-1)
         q[ok], s[ok], zp[ok] = qk[ok].to(torch.uint8), sk[ok], zk[ok].to(torch.uint8)
         bad &= ~ok
-        if not bad.any():
-            break
-    return q.reshape(o, i), s, zp
+    return q.reshape(w.shape), s, zp
 
 
 def table_codes(w: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
