@@ -91,8 +91,23 @@ class Top(torch.nn.Module):
         return self.head(self.norm(h)).squeeze(-1)
 
 
+def blame_loss(out: torch.Tensor, row: dict, cands: list[dict]) -> torch.Tensor | None:
+    """Listwise blame: over a wrong candidate's units, the root cause should hold the lowest
+    output. The per-unit BCE asks each unit alone whether it is wrong; the service blames by
+    ranking a candidate's units against each other ("min"), so this term trains that ranking
+    directly: cross-entropy of a softmax over the units' negated outputs at the root's index."""
+    terms = []
+    for ci, at in row["cands"]:
+        r = probe.root_index(cands[ci])
+        units = at[:-1]
+        if r < 0 or len(units) < 2:
+            continue
+        terms.append(torch.nn.functional.cross_entropy(-out[torch.tensor(units)][None], torch.tensor([r])))
+    return torch.stack(terms).mean() if terms else None
+
+
 def row_loss(model: Top, row: dict, cands: list[dict], pref_weight: float, delta: float = 1.0,
-             dtype: torch.dtype = torch.float32):
+             dtype: torch.dtype = torch.float32, blame_weight: float = 0.0):
     h = row["h"].float()[None]
     pos = torch.tensor([row["pos"]])
     # bf16 autocast where the machine has bf16 instructions (the run's measured dtype); the
@@ -116,6 +131,10 @@ def row_loss(model: Top, row: dict, cands: list[dict], pref_weight: float, delta
         r = out[torch.tensor(right)][:, None]
         w = out[torch.tensor(wrong)][None, :]
         loss = loss + pref_weight * (1 + delta) * torch.nn.functional.softplus(-(r - w)).mean()
+    if blame_weight > 0:
+        b = blame_loss(out, row, cands)
+        if b is not None:
+            loss = loss + blame_weight * b
     return loss, len(row["ids"])
 
 
@@ -132,6 +151,8 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--head-lr", type=float, default=1e-3)
     ap.add_argument("--pref", type=float, default=1.0)
+    ap.add_argument("--blame", type=float, default=0.0,
+                    help="weight of the listwise blame term (root cause lowest among a wrong candidate's units)")
     ap.add_argument("--rows-per-step", type=int, default=4)
     ap.add_argument("--max-minutes", type=float)
     ap.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps of this process")
@@ -200,7 +221,7 @@ def main(argv=None) -> int:
         opt.zero_grad(set_to_none=True)
         loss_sum = 0.0
         for r in batch:
-            loss, n = row_loss(model, r, cands, a.pref, dtype=getattr(torch, a.dtype))
+            loss, n = row_loss(model, r, cands, a.pref, dtype=getattr(torch, a.dtype), blame_weight=a.blame)
             (loss / len(batch)).backward()
             loss_sum += loss.item() / len(batch)
             tok += n

@@ -140,3 +140,24 @@ def test_clause_prior_counts_the_training_databases_pairs(tmp_path):
     rec.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert clause_prior([str(rec)], None, ["held"]) == {"WHERE": 2, "FROM": 1}
     assert clause_prior([str(rec)], "b", []) == {"FROM": 1}
+
+
+def test_blame_term_ranks_the_root_cause_lowest_among_a_wrong_candidates_units():
+    from caper_train.topk import blame_loss
+
+    # candidate 0: wrong, root cause at its second unit (reward -1); candidate 1: right
+    cands = [{"rewards": [0.0, -1.0, 0.0], "correct": False}, {"rewards": [0.0, 0.0], "correct": True}]
+    row = {"cands": [(0, [0, 1, 2, 3]), (1, [4, 5, 6])]}
+    root_low = torch.tensor([2.0, -2.0, 2.0, 0.0, 1.0, 1.0, 1.0])
+    root_high = torch.tensor([-2.0, 2.0, -2.0, 0.0, 1.0, 1.0, 1.0])
+    assert blame_loss(root_low, row, cands) < 0.1 < blame_loss(root_high, row, cands)
+    out = torch.zeros(7, requires_grad=True)
+    blame_loss(out, row, cands).backward()
+    g = out.grad
+    # descending the loss lowers the root's output, raises its siblings', and leaves the terminal
+    # and the right candidate alone
+    assert g[1] > 0 and g[0] < 0 and g[2] < 0
+    assert g[3] == 0 and torch.all(g[4:] == 0)
+    # nothing to rank: only right candidates, or a wrong one with a single unit
+    assert blame_loss(out, {"cands": [(1, [4, 5, 6])]}, cands) is None
+    assert blame_loss(out, {"cands": [(0, [0, 1])]}, [{"rewards": [-1.0], "correct": False}]) is None
