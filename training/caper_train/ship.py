@@ -292,7 +292,7 @@ def main(argv=None) -> int:
         return 1
     # The train step's sections name the served files: recorded there, caper.json is reassembled
     # from the step outputs like any other model directory's.
-    from .manifest import read_step, section_writers, write_step
+    from .manifest import read_manifest, read_step, section_writers, write_step
 
     if (src / "steps").is_dir():
         shutil.copytree(src / "steps", out / "steps", dirs_exist_ok=True)
@@ -301,7 +301,59 @@ def main(argv=None) -> int:
                       **({"model_data": q["data_files"]} if q["data_files"] else {})}
     train["export"] = {**(train.get("export") or {}), "weights": f"int{a.bits}" if a.bits else "fp32", "shipped": q}
     write_step(out, "train", train)
+    (out / "MODEL_CARD.md").write_text(card(read_manifest(out)))
     return 0
+
+
+def card(m: dict) -> str:
+    """The served model's card, written whole at every ship: `caper train` steps that run later on
+    this directory add their evaluation sections under it."""
+    tr = m.get("training") or {}
+    sh = (m.get("export") or {}).get("shipped") or {}
+    par = sh.get("parity") or {}
+    grid = tr.get("grid") or {}
+    files = [m["files"]["model"], *(m["files"].get("model_data") or []), m["files"]["tokenizer"]]
+    held = ", ".join(tr.get("exclude_dbs") or []) or "none"
+    trained = (f"the top {tr.get('top_k')} of them trained with a scalar head" if tr.get("family") == "topk"
+               else "frozen, with a linear probe head")
+    return f"""# CAPER Clause-PRM: {m['name']}
+
+Clause-level process reward model for Text-to-SQL candidates: the first {tr.get('layers')} decoder layers
+of the pretrained base `{Path(str(tr.get('base', '?'))).name}` (Qwen2.5-Coder-0.5B-Instruct, Apache-2.0), {trained}.
+{m.get('parameters', 0):,} parameters, vocabulary {m.get('vocab_size')}.
+
+## Input and output
+Prompt template `{m['template']}`: the base's chat turn, the schema and question as the user's message,
+the SQL as the assistant's answer in a sql fence. The output at each clause's last token judges the clause
+prefix ending there (causal attention: it sees nothing after it); the output at the `{m['marker']}` closing
+the answer judges the whole query. Scores shown to users are `sigmoid(raw)`. Max length {m['max_length']} tokens;
+candidates of one question are packed as one prefix-tree row (`{m.get('packing')}`: inputs
+{', '.join('`%s`' % n for n in m['input_names'])}).
+
+## Files
+{chr(10).join(f'- `{f}`' for f in files)}
+
+Weights: {sh.get('method', '?')}. The layers were trained on this grid (`caper_train.grid`, blocks of
+{grid.get('block', '?')} for the matrices and {grid.get('embed_block', '?')} for the embedding), so the stored values are the
+trained ones (largest move: matrices {(sh.get('matrices') or {}).get('largest_move', '?')}, embedding
+{(sh.get('embedding') or {}).get('largest_move', '?')}). Parity against the fp32 export on {par.get('questions', '?')} questions
+({par.get('candidates', '?')} candidates, {par.get('pairs', '?')} candidate pairs of a question): pair order agreement
+{par.get('pair_order_agreement', '?')}, largest score difference {par.get('max_abs_diff', '?')}.
+
+## Training
+- Family `{tr.get('family')}`, compute dtype {tr.get('dtype')}, {tr.get('epochs')} epochs, at most {tr.get('per_question')} candidates a
+  question, seed {tr.get('seed')}{', listwise blame weight ' + str(tr['blame_weight']) if tr.get('blame_weight') else ''}.
+- Data ({tr.get('data_hash')}): records written by `caper annotate` (real candidates and failures of the
+  dev-open training databases, labelled by their gold root cause; injected faults of Spider train questions).
+- Databases held out of everything the model and its fitted combiners learned from: {held}.
+  Figures on them: bench/results/prm-base.md. Figures on the other dev-open databases are in-sample.
+- Command: `{tr.get('command')}`
+
+## Limits
+Trained on Spider-style SQLite SQL and English questions; the first {tr.get('layers')} layers of a 24-layer base
+keep less of its knowledge than the whole. A score is evidence for ranking and blame, not a proof that a
+query is right: with a database, execution-based selection beats the score alone.
+"""
 
 
 if __name__ == "__main__":

@@ -47,6 +47,12 @@ def test_ship_quantizes_matmuls_and_embedding_and_records_parity(exported, tmp_p
     assert p["questions"] == 12 and p["candidates"] == 48 and p["pairs"] > 0
     assert 0.0 <= p["pair_order_agreement"] <= 1.0 and p["max_abs_diff"] >= 0.0
     assert json.loads((out / "steps" / "train.json").read_text())["files"]["model"] == "model.onnx"
+    # the card describes the shipped directory: its files and the parity it measured
+    card = (out / "MODEL_CARD.md").read_text()
+    assert card.startswith(f"# CAPER Clause-PRM: {m['name']}")
+    assert "- `model.onnx`" in card and "- `tokenizer.json`" in card
+    assert f"pair order agreement\n{p['pair_order_agreement']}" in card or f"{p['pair_order_agreement']}, largest" in card
+    assert "first 3 decoder layers" in card
 
 
 def test_ship_refuses_below_the_agreement_floor(exported, tmp_path):
