@@ -37,6 +37,12 @@ const confidenceRow = (pool: string, mode: string): any => {
   return r;
 };
 
+const prmBase = (model: string): any => {
+  const m = json('prm-base').models.find((x: { model: string }) => x.model === model);
+  if (!m) throw new Error(`bench/results/prm-base.json has no model named ${model}`);
+  return m;
+};
+
 /** Every figure by name; each reads its source when asked. */
 export const FIGURES: Record<string, () => string> = {
   'mutation.kinds': () => String(MUTATION_KINDS.length),
@@ -117,6 +123,19 @@ export const FIGURES: Record<string, () => string> = {
   'serve.tokens_unshared': () => int(json('serve').tokens_per_request.pool8.unshared),
   'serve.big_schema_ratio': () => f(json('serve').tokens_per_request.big_schema.ratio, 1),
   'serve.rps_ratio_c16': () => f(json('serve').shared_vs_unshared_c16, 2),
+
+  // bench/prm-base: the held-out figures of models/default and models/small, looked up by name.
+  'prm_base.default.blame_top1': () => f(prmBase('default').blame.prm.top1, 3),
+  'prm_base.small.blame_top1': () => f(prmBase('small').blame.prm.top1, 3),
+  'prm_base.default.rerank': () => f(prmBase('default').rerank.prm, 1),
+  'prm_base.small.rerank': () => f(prmBase('small').rerank.prm, 1),
+  'prm_base.vote': () => f(prmBase('default').rerank.vote, 1),
+  'prm_base.default.auroc': () => f(prmBase('default').auroc.value, 3),
+  'prm_base.small.auroc': () => f(prmBase('small').auroc.value, 3),
+  'prm_base.default.removed': () => f(prmBase('default').removed.pct_complete_higher, 1),
+  'prm_base.small.removed': () => f(prmBase('small').removed.pct_complete_higher, 1),
+  'prm_base.default.injected': () => f(prmBase('default').injected.pct_gold_higher, 1),
+  'prm_base.small.injected': () => f(prmBase('small').injected.pct_gold_higher, 1),
 
   // bench/serve-models: models[0] is the model judged against the ship targets (models/default),
   // models[1] the one beside it (models/small).
