@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { SHIPPED_MODELS, shippedModelProblem } from '../src/commands/train.js';
+import { SHIPPED_MODELS, STEPS, TRAIN_STEPS, selectSteps, shippedModelProblem } from '../src/commands/train.js';
+import { UsageError } from '../src/commands/args.js';
 import { assembleFromSteps } from '../src/scoring/manifest.js';
 import { SINGERS_SQL, writeSpiderSplit } from './spider-split.js';
 import { tmpdir } from 'node:os';
@@ -192,6 +193,20 @@ test('caper train rejects bad flags without starting anything', () => {
   const o = spawnSync(process.execPath, [CLI, 'train', '--only', 'manifest,tuning', '--out', '/nonexistent/out'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(o.status, 2);
   assert.match(o.stderr, /--only takes steps among annotate, train, evaluate, selector, confidence, blame-data, blame, manifest, got "tuning"/);
+});
+
+test('the step list follows STEPS, and --only takes names of it only', () => {
+  assert.deepEqual(TRAIN_STEPS.map((s) => s.id), [...STEPS]);
+  assert.deepEqual([...selectSteps(undefined)], [...STEPS]);
+  assert.deepEqual([...selectSteps(' manifest,selector')].sort(), ['manifest', 'selector']);
+  assert.throws(() => selectSteps('selector,tuning'), (e: unknown) => e instanceof UsageError && /among annotate, .*, manifest, got "tuning"/.test(e.message));
+  // The train step's own flags are checked before any step runs: no annotation first, no runs/ directory.
+  const out = join(tmpdir(), `x-only-train-${process.pid}`);
+  const r = spawnSync(process.execPath, [CLI, 'train', '--only', 'train', '--data', tmpdir(), '--out', out], { cwd: ROOT, encoding: 'utf8' });
+  assert.equal(r.status, 2, r.stdout + r.stderr);
+  assert.match(r.stderr, /--only train needs --tuples FILE/);
+  assert.equal(r.stdout, '');
+  assert.ok(!existsSync(join(ROOT, 'runs', `x-only-train-${process.pid}`)));
 });
 
 test('caper train --base DIR --family topk: the base Clause-PRM path from a tuple file to a served chat model', { skip: SKIP, timeout: 240_000 }, () => {

@@ -117,7 +117,7 @@ export function keptDatabases(split: string, exclude: readonly string[]): string
 
 /** The steps, in order; each writes files (runs/NAME/..., MODEL_DIR/steps/<step>.json), never parsed stdout. */
 export const STEPS = ['annotate', 'train', 'evaluate', 'selector', 'confidence', 'blame-data', 'blame', 'manifest'] as const;
-type Step = (typeof STEPS)[number];
+export type Step = (typeof STEPS)[number];
 
 function stamp(t0: number): string {
   const s = Math.round((Date.now() - t0) / 1000);
@@ -142,6 +142,287 @@ function runChild(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; 
     });
     child.on('close', (code, signal) => done({ code: code ?? (signal ? 128 : 1), out }));
   });
+}
+
+/** The steps --only names (all of them without it); a name that is no step is a usage error. */
+export function selectSteps(only: string | undefined): Set<Step> {
+  const todo = new Set<Step>(only === undefined ? STEPS : (only.split(',').map((x) => x.trim()) as Step[]));
+  for (const t of todo) if (!STEPS.includes(t)) throw new UsageError(`--only takes steps among ${STEPS.join(', ')}, got "${t}"`);
+  return todo;
+}
+
+/** What the steps share: the flags, the paths they resolve to, and the training data annotate leaves. */
+export interface TrainContext {
+  a: ParsedArgs;
+  todo: ReadonlySet<Step>;
+  quick: boolean;
+  preset: string;
+  base: string | undefined;
+  data: string;
+  seed: string;
+  launcher: string[] | null;
+  out: string;
+  runDir: string;
+  mainNode: boolean;
+  /** --tuples, or what annotate wrote. */
+  tuples: string | undefined;
+  candidates: string | undefined;
+  excludeDbs: string[];
+  py: string;
+  pyEnv: NodeJS.ProcessEnv;
+  /** The split the steps after training evaluate and fit on, and its pool. */
+  evalData: string;
+  pool: string;
+  noEval: boolean;
+  noEvalFlag: string;
+  blameData: string;
+  noBlame: boolean;
+  t0: number;
+  /** Set by a step that ends the run early and successfully: what the done line names instead of the model directory. */
+  finished?: string;
+}
+
+export interface TrainStep {
+  id: Step;
+  /** Why the step does not run (its header says so), or null. */
+  skip(ctx: TrainContext): string | null;
+  /** Its header when it runs. */
+  what(ctx: TrainContext): string;
+  /** 0, or the exit code of a failure it has reported; a throw is a failure too. */
+  run(ctx: TrainContext): Promise<number>;
+}
+
+function card(ctx: TrainContext, title: string, text: string): void {
+  try {
+    appendFileSync(join(ctx.out, 'MODEL_CARD.md'), `\n## ${title}\n\n\`\`\`\n${text.trim()}\n\`\`\`\n`);
+  } catch (e) {
+    console.error(`caper train: could not add "${title}" to ${join(ctx.out, 'MODEL_CARD.md')}: ${(e as Error).message}`);
+  }
+}
+
+const evaluateArgs = (c: TrainContext) => ['eval', 'localize', '--data', c.evalData, '--pool', c.pool, '--model', c.out,
+  ...(c.tuples ? ['--prior', c.tuples] : []), '--out', join(c.runDir, 'localize.json')];
+// The selector and confidence fits read the same cached facts (runs/NAME/selector.facts.json).
+const fitArgs = (c: TrainContext, how: string[]) => ['eval', 'rerank', ...how, '--data', c.evalData, '--pools', c.pool, '--model', c.out,
+  '--facts', join(c.runDir, 'selector.facts.json'), '--fit-out', c.out, '--fit-pool', c.pool, '--no-plot'];
+const selectorArgs = (c: TrainContext) => fitArgs(c, ['--strategy', 'selector']);
+const confidenceArgs = (c: TrainContext) => fitArgs(c, ['--confidence']);
+const noBlameWhy = 'blame combiners skipped (--no-eval or --quick, --no-blame, or no candidate pool to fit on): blame uses the built-in rules';
+const blameDataScript = resolve(import.meta.dirname, '..', '..', 'scripts', 'blame-data.js');
+
+/** The steps in STEPS order, each with its output named in a comment. */
+export const TRAIN_STEPS: readonly TrainStep[] = [
+  // annotate -> runs/NAME/tuples.jsonl (or --tuples as given), plus the real candidates' records.
+  // With --tuples and --candidates the annotation of --data is skipped but the candidates are not.
+  {
+    id: 'annotate',
+    skip: (c) => (c.tuples && c.candidates === undefined ? `annotation skipped: using ${c.tuples}` : null),
+    what: (c) => (c.tuples ? `annotation skipped: using ${c.tuples}` : `annotation of ${c.data} -> ${join(c.runDir, 'tuples.jsonl')}`),
+    async run(c) {
+      if (!c.tuples) {
+        const tuples = join(c.runDir, 'tuples.jsonl');
+        const r = await runChild(process.execPath, [CLI, 'annotate', '--data', c.data, '--out', tuples, '--seed', c.seed,
+          ...(c.quick ? ['--limit', String(QUICK.questions)] : [])]);
+        if (r.code !== 0 || !existsSync(tuples)) {
+          console.error(`caper train: annotation failed (exit ${r.code})`);
+          return r.code || 1;
+        }
+        c.tuples = tuples;
+      }
+      if (c.candidates === undefined) return 0;
+      // Real candidates: no mutants of their gold (the split's gold queries are not the point), only
+      // what real systems got wrong and right. Appended, so one file holds everything the model saw.
+      // --exclude-dbs keeps held-out databases out of everything the model learns from.
+      const candidates = resolve(c.candidates);
+      const dbs = keptDatabases(candidates, c.excludeDbs);
+      const sources: [string, string[]][] = [['candidates', ['--candidates']]];
+      const extra = flagString(c.a, 'extra-failures');
+      if (extra !== undefined) sources.push(['extra-failures', ['--failures', resolve(extra)]]);
+      let merged = readFileSync(c.tuples, 'utf8');
+      for (const [what, how] of sources) {
+        const real = join(c.runDir, `${what}.jsonl`);
+        console.log(`[caper train] real candidates of ${candidates} (${what}) -> ${real}`);
+        const r = await runChild(process.execPath, [CLI, 'annotate', '--data', candidates, ...how, '--mutants-per-query', '0',
+          '--out', real, '--seed', c.seed, ...(dbs ? ['--dbs', dbs.join(',')] : [])]);
+        if (r.code !== 0 || !existsSync(real)) {
+          console.error(`caper train: annotation of --${what} failed (exit ${r.code})`);
+          return r.code || 1;
+        }
+        merged = (merged === '' || merged.endsWith('\n') ? merged : merged + '\n') + readFileSync(real, 'utf8');
+      }
+      c.tuples = join(c.runDir, 'tuples+candidates.jsonl');
+      writeFileSync(c.tuples, merged);
+      return 0;
+    },
+  },
+  // train -> the model files and MODEL_DIR/steps/train.json (training and export in one Python
+  // process: export needs the trained weights in memory)
+  {
+    id: 'train',
+    skip: () => null,
+    what: (c) => {
+      const family = flagString(c.a, 'family');
+      return `training (${c.base ? `base ${c.base}${family ? `, family ${family}` : ''}` : `preset ${c.preset}`}${c.launcher ? `, torchrun ${c.launcher.slice(2).join(' ')}` : ''}) -> ${c.out}; export follows in the same process`;
+    },
+    async run(c) {
+      // run() refuses a train step without training data before any step starts
+      if (!c.tuples) throw new Error('--only train needs --tuples FILE (or the annotate step)');
+      let pyArgs: string[];
+      if (flagString(c.a, 'family') !== undefined) {
+        pyArgs = ['-m', 'caper_train.base_prm', '--records', c.tuples, '--base', resolve(c.base!), '--out', c.out, '--run', join(c.runDir, 'base'),
+          '--seed', c.seed, ...(c.excludeDbs.length ? ['--exclude-dbs', c.excludeDbs.join(',')] : []), ...passThrough(c.a, 'base_prm')];
+      } else {
+        pyArgs = [...(c.launcher ?? []), '-m', 'caper_train.train', '--data', c.tuples, '--out', c.out, '--preset', c.preset, '--seed', c.seed,
+          '--checkpoint', join(c.runDir, 'checkpoint')];
+        if (c.base) pyArgs.push('--base', resolve(c.base));
+        // The shipped models/small (the default preset) was trained with these; `caper train --preset default` repeats them.
+        const presetDefaults: Record<string, string> = c.quick ? { 'max-minutes': String(QUICK.minutes) }
+          : c.preset === 'default' && !c.base && !c.a.flags.has('steps') ? { epochs: '2', 'max-minutes': '50' } : {};
+        pyArgs.push(...passThrough(c.a, 'train', presetDefaults));
+      }
+      const tr = await runChild(c.py, pyArgs, { env: c.pyEnv });
+      if (tr.code !== 0) {
+        console.error(`caper train: training failed (exit ${tr.code})`);
+        return tr.code;
+      }
+      if (!c.mainNode) {
+        c.finished = `node ${flagString(c.a, 'node-rank')} finished its share; node 0 writes ${c.out}`;
+        return 0;
+      }
+      console.log(`[caper train] exported ${join(c.out, 'model.onnx')}, model.int8.onnx, tokenizer.json, caper.json, MODEL_CARD.md`);
+      return 0;
+    },
+  },
+  // evaluate -> runs/NAME/localize.json (caper eval localize --out), recorded as the evaluation section
+  {
+    id: 'evaluate',
+    skip: (c) => (c.noEval ? `evaluation skipped (${c.noEvalFlag})` : null),
+    what: (c) => `caper ${evaluateArgs(c).join(' ')}`,
+    async run(c) {
+      const report = join(c.runDir, 'localize.json');
+      const ev = await runChild(process.execPath, [CLI, ...evaluateArgs(c)], { capture: true });
+      if (ev.code !== 0 || !existsSync(report)) {
+        console.error(`caper train: evaluation failed (exit ${ev.code}); the model is written, its manifest lacks the evaluation`);
+        return ev.code || 1;
+      }
+      writeStep(c.out, 'evaluate', { evaluation: { localize: localizeSection(JSON.parse(readFileSync(report, 'utf8')) as LocalizeReport, c.evalData, c.pool) } });
+      card(c, `Clause localization (${basename(c.evalData)}, pool ${c.pool})`, `Output of \`caper eval localize\`:\n\n${ev.out}`);
+      return 0;
+    },
+  },
+  // selector -> MODEL_DIR/steps/selector.json: the new PRM's scores are features, so the weights
+  // are refit with every model.
+  {
+    id: 'selector',
+    skip: (c) => (c.noEval || c.a.flags.has('no-selector')
+      ? `selector fit skipped (${c.noEval ? c.noEvalFlag : '--no-selector'}): the selector strategy falls back to the vote` : null),
+    what: (c) => `caper ${selectorArgs(c).join(' ')}`,
+    async run(c) {
+      const args = selectorArgs(c);
+      const sel = await runChild(process.execPath, [CLI, ...args], { capture: true });
+      if (sel.code !== 0) {
+        console.error(`caper train: selector fit failed (exit ${sel.code}); the model is written, the selector falls back to the vote`);
+        return sel.code;
+      }
+      card(c, `Selector (${basename(c.evalData)}, pool ${c.pool}, cross-validated by database)`, `Output of \`caper ${args.join(' ')}\`:\n\n${sel.out}`);
+      return 0;
+    },
+  },
+  // confidence -> MODEL_DIR/steps/confidence.json: the maps read the selector's choice and the PRM's
+  // scores, so they are refit after the selector's weights, on the same cached facts.
+  {
+    id: 'confidence',
+    skip: (c) => (c.noEval || c.a.flags.has('no-selector') || c.a.flags.has('no-confidence')
+      ? `confidence fit skipped (${c.noEval ? c.noEvalFlag : c.a.flags.has('no-selector') ? '--no-selector' : '--no-confidence'}): the service gives no confidence` : null),
+    what: (c) => `caper ${confidenceArgs(c).join(' ')}`,
+    async run(c) {
+      const args = confidenceArgs(c);
+      const r = await runChild(process.execPath, [CLI, ...args], { capture: true });
+      if (r.code !== 0) {
+        console.error(`caper train: confidence fit failed (exit ${r.code}); the model is written, without confidence`);
+        return r.code;
+      }
+      card(c, `Confidence (${basename(c.evalData)}, pool ${c.pool}, cross-validated by database)`, `Output of \`caper ${args.join(' ')}\`:\n\n${r.out}`);
+      return 0;
+    },
+  },
+  // blame-data -> runs/NAME/blame-data.jsonl; blame -> runs/NAME/blame-<mode>.json, recorded as the
+  // blame section. The model's clause verdicts are one of the combiners' inputs, so, like the
+  // selector, they are refit with every model, on the split's real failures: it must be a candidate
+  // pool (predictions/ beside its questions).
+  {
+    id: 'blame-data',
+    skip: (c) => (c.noBlame ? noBlameWhy : null),
+    what: (c) => `${basename(blameDataScript)} --data ${c.evalData} --model ${c.out} --out ${c.blameData}`,
+    async run(c) {
+      const d = await runChild(process.execPath, [blameDataScript, '--data', c.evalData, '--model', c.out, '--out', c.blameData]);
+      if (d.code !== 0) {
+        console.error(`caper train: blame data failed (exit ${d.code}); the model is written, blame uses the built-in rules`);
+        return d.code;
+      }
+      return 0;
+    },
+  },
+  {
+    id: 'blame',
+    skip: (c) => (c.noBlame ? noBlameWhy : null),
+    what: (c) => `caper_train.blamefit (solo, text, fused) on ${c.blameData} -> ${join(c.out, 'steps', 'blame.json')}`,
+    async run(c) {
+      if (!existsSync(c.blameData)) {
+        console.error(`caper train: ${c.blameData} is missing: run the blame-data step first`);
+        return 1;
+      }
+      const blame: Record<string, unknown> = {};
+      for (const mode of ['solo', 'text', 'fused'] as const) {
+        const file = join(c.runDir, `blame-${mode}.json`);
+        const f = await runChild(c.py, ['-m', 'caper_train.blamefit', 'cv', '--data', c.blameData, '--mode', mode, '--train', 'both',
+          '--l2-grid', '0.001,0.01,0.1,1', '--export', file], { env: c.pyEnv, capture: true });
+        if (f.code !== 0 || !existsSync(file)) {
+          console.error(`caper train: blame combiner fit (${mode}) failed (exit ${f.code})`);
+          return f.code || 1;
+        }
+        blame[`${mode}_linear`] = JSON.parse(readFileSync(file, 'utf8'));
+        card(c, `Blame combiner (${mode}, ${basename(c.evalData)}, cross-validated by database)`, f.out);
+      }
+      writeStep(c.out, 'blame', { blame });
+      return 0;
+    },
+  },
+  // manifest -> MODEL_DIR/caper.json assembled from the recorded step outputs (MODEL_DIR/steps)
+  // alone, and validated: `--only manifest` rebuilds a model's manifest without rerunning anything.
+  {
+    id: 'manifest',
+    skip: () => null,
+    what: (c) => `caper.json <- ${join(c.out, 'steps')}/*.json`,
+    async run(c) {
+      assembleManifest(c.out);
+      return 0;
+    },
+  },
+];
+
+/**
+ * Runs the steps --only selects, in order, each under its header; the first failure ends the run
+ * with its exit code. A step --only leaves out prints nothing: the caller named what runs.
+ */
+async function runSteps(ctx: TrainContext): Promise<number> {
+  for (const [i, step] of TRAIN_STEPS.entries()) {
+    if (!ctx.todo.has(step.id)) continue;
+    const skip = step.skip(ctx);
+    console.log(`\n[caper train ${i + 1}/${TRAIN_STEPS.length} ${step.id} +${stamp(ctx.t0)}] ${skip ?? step.what(ctx)}`);
+    if (skip !== null) continue;
+    let code: number;
+    try {
+      code = await step.run(ctx);
+    } catch (e) {
+      console.error(`caper train: ${(e as Error).message}`);
+      return 1;
+    }
+    if (code !== 0) return code;
+    if (ctx.finished !== undefined) break;
+  }
+  console.log(`\n[caper train done +${stamp(ctx.t0)}] ${ctx.finished ?? ctx.out}`);
+  return 0;
 }
 
 export async function run(argv: string[]): Promise<number> {
@@ -184,19 +465,13 @@ export async function run(argv: string[]): Promise<number> {
     console.error(`caper train: ${shipped}`);
     return 2;
   }
-  const mainNode = flagString(a, 'node-rank', '0') === '0';
-  const name = basename(out);
-  const runDir = join(ROOT, 'runs', name);
+  const runDir = join(ROOT, 'runs', basename(out));
   const only = flagString(a, 'only');
-  const todo = new Set<Step>(only === undefined ? STEPS : (only.split(',').map((x) => x.trim()) as Step[]));
-  for (const t of todo) if (!STEPS.includes(t)) throw new UsageError(`--only takes steps among ${STEPS.join(', ')}, got "${t}"`);
+  const todo = selectSteps(only);
   const t0 = Date.now();
-  const step = (id: Step, what: string) => console.log(`\n[caper train ${STEPS.indexOf(id) + 1}/${STEPS.length} ${id} +${stamp(t0)}] ${what}`);
-  const pyEnv = { ...process.env, PYTHONPATH: join(ROOT, 'training') };
 
-  let tuples = flagString(a, 'tuples') !== undefined ? resolve(flagString(a, 'tuples')!) : undefined;
+  const tuples = flagString(a, 'tuples') !== undefined ? resolve(flagString(a, 'tuples')!) : undefined;
   const candidates = flagString(a, 'candidates');
-  const excludeDbs = (flagString(a, 'exclude-dbs') ?? '').split(',').map((x) => x.trim()).filter(Boolean);
   if (todo.has('annotate') || todo.has('train')) {
     if (tuples && !existsSync(tuples)) {
       console.error(`caper train: --tuples ${tuples} does not exist`);
@@ -214,62 +489,10 @@ export async function run(argv: string[]): Promise<number> {
     console.error(`caper train: --out ${out} has no caper.json: --only ${only} runs on a trained model directory`);
     return 2;
   }
-  mkdirSync(runDir, { recursive: true });
-
-  // 0. Python environment (training and the blame fit)
-  const py = process.env.CAPER_PYTHON ?? join(ROOT, 'training', '.venv', 'bin', 'python');
-  if (!process.env.CAPER_PYTHON && (todo.has('train') || todo.has('blame'))) {
-    if (!existsSync(py)) console.log('[caper train] creating the Python training environment (first use, several minutes)...');
-    const env = await runChild('bash', [join(ROOT, 'training', 'setup.sh')]);
-    if (env.code !== 0) {
-      console.error('caper train: training/setup.sh failed');
-      return env.code;
-    }
-  }
-
-  // annotate -> runs/NAME/tuples.jsonl (or --tuples as given), plus the real candidates' records
-  if (todo.has('annotate')) {
-    if (tuples) {
-      step('annotate', `annotation skipped: using ${tuples}`);
-    } else {
-      tuples = join(runDir, 'tuples.jsonl');
-      step('annotate', `annotation of ${data} -> ${tuples}`);
-      const r = await runChild(process.execPath, [CLI, 'annotate', '--data', data, '--out', tuples, '--seed', seed,
-        ...(quick ? ['--limit', String(QUICK.questions)] : [])]);
-      if (r.code !== 0 || !existsSync(tuples)) {
-        console.error(`caper train: annotation failed (exit ${r.code})`);
-        return r.code || 1;
-      }
-    }
-    // Real candidates: no mutants of their gold (the split's gold queries are not the point), only
-    // what real systems got wrong and right. Appended, so one file holds everything the model saw.
-    if (candidates !== undefined) {
-      // --exclude-dbs keeps held-out databases out of everything the model learns from.
-      const dbs = keptDatabases(resolve(candidates), excludeDbs);
-      const sources: [string, string[]][] = [['candidates', ['--candidates']]];
-      const extra = flagString(a, 'extra-failures');
-      if (extra !== undefined) sources.push(['extra-failures', ['--failures', resolve(extra)]]);
-      let merged = readFileSync(tuples, 'utf8');
-      for (const [what, how] of sources) {
-        const real = join(runDir, `${what}.jsonl`);
-        console.log(`[caper train] real candidates of ${resolve(candidates)} (${what}) -> ${real}`);
-        const r = await runChild(process.execPath, [CLI, 'annotate', '--data', resolve(candidates), ...how, '--mutants-per-query', '0',
-          '--out', real, '--seed', seed, ...(dbs ? ['--dbs', dbs.join(',')] : [])]);
-        if (r.code !== 0 || !existsSync(real)) {
-          console.error(`caper train: annotation of --${what} failed (exit ${r.code})`);
-          return r.code || 1;
-        }
-        merged = (merged === '' || merged.endsWith('\n') ? merged : merged + '\n') + readFileSync(real, 'utf8');
-      }
-      tuples = join(runDir, 'tuples+candidates.jsonl');
-      writeFileSync(tuples, merged);
-    }
-  }
-
-  // train -> the model files and MODEL_DIR/steps/train.json (training and export in one Python
-  // process: export needs the trained weights in memory)
+  // The train step's flags are checked before anything runs, so a mistake does not surface only
+  // after the annotation.
   if (todo.has('train')) {
-    if (!tuples) {
+    if (!tuples && !todo.has('annotate')) {
       console.error('caper train: --only train needs --tuples FILE (or the annotate step)');
       return 2;
     }
@@ -284,153 +507,36 @@ export async function run(argv: string[]): Promise<number> {
       console.error(`caper train: ${misplaced.join(', ')} ${misplaced.length > 1 ? 'do' : 'does'} not apply to ${target === 'base_prm' ? 'a --family run' : 'a run without --family'}\n${trainFlagsUsage()}`);
       return 2;
     }
-    step('train', `training (${base ? `base ${base}${family ? `, family ${family}` : ''}` : `preset ${preset}`}${launcher ? `, torchrun ${launcher.slice(2).join(' ')}` : ''}) -> ${out}; export follows in the same process`);
-    let pyArgs: string[];
-    if (target === 'base_prm') {
-      pyArgs = ['-m', 'caper_train.base_prm', '--records', tuples, '--base', resolve(base!), '--out', out, '--run', join(runDir, 'base'),
-        '--seed', seed, ...(excludeDbs.length ? ['--exclude-dbs', excludeDbs.join(',')] : []), ...passThrough(a, 'base_prm')];
-    } else {
-      pyArgs = [...(launcher ?? []), '-m', 'caper_train.train', '--data', tuples, '--out', out, '--preset', preset, '--seed', seed,
-        '--checkpoint', join(runDir, 'checkpoint')];
-      if (base) pyArgs.push('--base', resolve(base));
-      // The shipped models/small (the default preset) was trained with these; `caper train --preset default` repeats them.
-      const presetDefaults: Record<string, string> = quick ? { 'max-minutes': String(QUICK.minutes) }
-        : preset === 'default' && !base && !a.flags.has('steps') ? { epochs: '2', 'max-minutes': '50' } : {};
-      pyArgs.push(...passThrough(a, 'train', presetDefaults));
+  }
+  mkdirSync(runDir, { recursive: true });
+
+  // The Python environment (training and the blame fit)
+  const py = process.env.CAPER_PYTHON ?? join(ROOT, 'training', '.venv', 'bin', 'python');
+  if (!process.env.CAPER_PYTHON && (todo.has('train') || todo.has('blame'))) {
+    if (!existsSync(py)) console.log('[caper train] creating the Python training environment (first use, several minutes)...');
+    const env = await runChild('bash', [join(ROOT, 'training', 'setup.sh')]);
+    if (env.code !== 0) {
+      console.error('caper train: training/setup.sh failed');
+      return env.code;
     }
-    const tr = await runChild(py, pyArgs, { env: pyEnv });
-    if (tr.code !== 0) {
-      console.error(`caper train: training failed (exit ${tr.code})`);
-      return tr.code;
-    }
-    if (!mainNode) {
-      console.log(`\n[caper train done +${stamp(t0)}] node ${flagString(a, 'node-rank')} finished its share; node 0 writes ${out}`);
-      return 0;
-    }
-    console.log(`[caper train] exported ${join(out, 'model.onnx')}, model.int8.onnx, tokenizer.json, caper.json, MODEL_CARD.md`);
   }
 
-  // The split the later steps evaluate and fit on.
   const evalData = resolve(flagString(a, 'eval-data', join(ROOT, '..', 'shared', 'data', 'spider', 'dev-open'))!);
-  const pool = flagString(a, 'pool', 'pool8')!; // expanded by src/eval/spider.ts
   const noEval = a.flags.has('no-eval') || quick;
-  const noEvalFlag = quick ? '--quick' : '--no-eval';
-  const card = (title: string, text: string) => {
-    try {
-      appendFileSync(join(out, 'MODEL_CARD.md'), `\n## ${title}\n\n\`\`\`\n${text.trim()}\n\`\`\`\n`);
-    } catch (e) {
-      console.error(`caper train: could not add "${title}" to ${join(out, 'MODEL_CARD.md')}: ${(e as Error).message}`);
-    }
-  };
-
-  // evaluate -> runs/NAME/localize.json (caper eval localize --out), recorded as the evaluation section
-  if (todo.has('evaluate')) {
-    if (noEval) step('evaluate', `evaluation skipped (${noEvalFlag})`);
-    else {
-      const report = join(runDir, 'localize.json');
-      const args = ['eval', 'localize', '--data', evalData, '--pool', pool, '--model', out, ...(tuples ? ['--prior', tuples] : []), '--out', report];
-      step('evaluate', `caper ${args.join(' ')}`);
-      const ev = await runChild(process.execPath, [CLI, ...args], { capture: true });
-      if (ev.code !== 0 || !existsSync(report)) {
-        console.error(`caper train: evaluation failed (exit ${ev.code}); the model is written, its manifest lacks the evaluation`);
-        return ev.code || 1;
-      }
-      writeStep(out, 'evaluate', { evaluation: { localize: localizeSection(JSON.parse(readFileSync(report, 'utf8')) as LocalizeReport, evalData, pool) } });
-      card(`Clause localization (${basename(evalData)}, pool ${pool})`, `Output of \`caper eval localize\`:\n\n${ev.out}`);
-    }
-  }
-
-  // selector -> MODEL_DIR/steps/selector.json: the new PRM's scores are features, so the weights
-  // are refit with every model.
-  if (todo.has('selector')) {
-    if (noEval || a.flags.has('no-selector')) {
-      step('selector', `selector fit skipped (${noEval ? noEvalFlag : '--no-selector'}): the selector strategy falls back to the vote`);
-    } else {
-      const args = ['eval', 'rerank', '--strategy', 'selector', '--data', evalData, '--pools', pool, '--model', out,
-        '--facts', join(runDir, 'selector.facts.json'), '--fit-out', out, '--fit-pool', pool, '--no-plot'];
-      step('selector', `caper ${args.join(' ')}`);
-      const sel = await runChild(process.execPath, [CLI, ...args], { capture: true });
-      if (sel.code !== 0) {
-        console.error(`caper train: selector fit failed (exit ${sel.code}); the model is written, the selector falls back to the vote`);
-        return sel.code;
-      }
-      card(`Selector (${basename(evalData)}, pool ${pool}, cross-validated by database)`, `Output of \`caper ${args.join(' ')}\`:\n\n${sel.out}`);
-    }
-  }
-
-  // confidence -> MODEL_DIR/steps/confidence.json: the maps read the selector's choice and the PRM's
-  // scores, so they are refit after the selector's weights, on the same cached facts.
-  if (todo.has('confidence')) {
-    if (noEval || a.flags.has('no-selector') || a.flags.has('no-confidence')) {
-      step('confidence', `confidence fit skipped (${noEval ? noEvalFlag : a.flags.has('no-selector') ? '--no-selector' : '--no-confidence'}): the service gives no confidence`);
-    } else {
-      const args = ['eval', 'rerank', '--confidence', '--data', evalData, '--pools', pool, '--model', out,
-        '--facts', join(runDir, 'selector.facts.json'), '--fit-out', out, '--fit-pool', pool, '--no-plot'];
-      step('confidence', `caper ${args.join(' ')}`);
-      const r = await runChild(process.execPath, [CLI, ...args], { capture: true });
-      if (r.code !== 0) {
-        console.error(`caper train: confidence fit failed (exit ${r.code}); the model is written, without confidence`);
-        return r.code;
-      }
-      card(`Confidence (${basename(evalData)}, pool ${pool}, cross-validated by database)`, `Output of \`caper ${args.join(' ')}\`:\n\n${r.out}`);
-    }
-  }
-
-  // blame-data -> runs/NAME/blame-data.jsonl; blame -> runs/NAME/blame-<mode>.json, recorded as the
-  // blame section. The model's clause verdicts are one of the combiners' inputs, so, like the
-  // selector, they are refit with every model, on the split's real failures: it must be a candidate
-  // pool (predictions/ beside its questions).
-  const blameData = join(runDir, 'blame-data.jsonl');
-  const noBlame = noEval || a.flags.has('no-blame') || !existsSync(join(evalData, 'predictions'));
-  const noBlameWhy = 'blame combiners skipped (--no-eval or --quick, --no-blame, or no candidate pool to fit on): blame uses the built-in rules';
-  if (todo.has('blame-data')) {
-    if (noBlame) step('blame-data', noBlameWhy);
-    else {
-      const script = resolve(import.meta.dirname, '..', '..', 'scripts', 'blame-data.js');
-      step('blame-data', `${basename(script)} --data ${evalData} --model ${out} --out ${blameData}`);
-      const d = await runChild(process.execPath, [script, '--data', evalData, '--model', out, '--out', blameData]);
-      if (d.code !== 0) {
-        console.error(`caper train: blame data failed (exit ${d.code}); the model is written, blame uses the built-in rules`);
-        return d.code;
-      }
-    }
-  }
-  if (todo.has('blame')) {
-    if (noBlame) step('blame', noBlameWhy);
-    else if (!existsSync(blameData)) {
-      console.error(`caper train: ${blameData} is missing: run the blame-data step first`);
-      return 1;
-    } else {
-      step('blame', `caper_train.blamefit (solo, text, fused) on ${blameData} -> ${join(out, 'steps', 'blame.json')}`);
-      const blame: Record<string, unknown> = {};
-      for (const mode of ['solo', 'text', 'fused'] as const) {
-        const file = join(runDir, `blame-${mode}.json`);
-        const f = await runChild(py, ['-m', 'caper_train.blamefit', 'cv', '--data', blameData, '--mode', mode, '--train', 'both',
-          '--l2-grid', '0.001,0.01,0.1,1', '--export', file], { env: pyEnv, capture: true });
-        if (f.code !== 0 || !existsSync(file)) {
-          console.error(`caper train: blame combiner fit (${mode}) failed (exit ${f.code})`);
-          return f.code || 1;
-        }
-        blame[`${mode}_linear`] = JSON.parse(readFileSync(file, 'utf8'));
-        card(`Blame combiner (${mode}, ${basename(evalData)}, cross-validated by database)`, f.out);
-      }
-      writeStep(out, 'blame', { blame });
-    }
-  }
-
-  // manifest -> MODEL_DIR/caper.json assembled from the recorded step outputs (MODEL_DIR/steps)
-  // alone, and validated: `--only manifest` rebuilds a model's manifest without rerunning anything.
-  if (todo.has('manifest')) {
-    step('manifest', `caper.json <- ${join(out, 'steps')}/*.json`);
-    try {
-      assembleManifest(out);
-    } catch (e) {
-      console.error(`caper train: ${(e as Error).message}`);
-      return 1;
-    }
-  }
-  console.log(`\n[caper train done +${stamp(t0)}] ${out}`);
-  return 0;
+  return runSteps({
+    a, todo, quick, preset, base, data, seed, launcher, out, runDir,
+    mainNode: flagString(a, 'node-rank', '0') === '0',
+    tuples, candidates,
+    excludeDbs: (flagString(a, 'exclude-dbs') ?? '').split(',').map((x) => x.trim()).filter(Boolean),
+    py, pyEnv: { ...process.env, PYTHONPATH: join(ROOT, 'training') },
+    evalData,
+    pool: flagString(a, 'pool', 'pool8')!, // expanded by src/eval/spider.ts
+    noEval,
+    noEvalFlag: quick ? '--quick' : '--no-eval',
+    blameData: join(runDir, 'blame-data.jsonl'),
+    noBlame: noEval || a.flags.has('no-blame') || !existsSync(join(evalData, 'predictions')),
+    t0,
+  });
 }
 
 /** The report `caper eval localize --out` writes (the parts the manifest keeps). */

@@ -6,11 +6,13 @@
 // file (runs/ is gitignored); features are derived from these facts by src/scoring/selector.ts,
 // so changing a feature never needs a recomputation. Results are kept as execShape() summaries
 // (hashed keys and a row sketch), as the service keeps them.
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { loadQuestions, dbPath } from './spider.js';
+import { dirname, join, resolve } from 'node:path';
+import { dbPath } from './spider.js';
 import { runPool } from './pool-run.js';
 import { execShape, type SelectorCandidate } from '../scoring/selector.js';
+import { modelIdentity, readManifestFile } from '../scoring/manifest.js';
 import type { ExecResult } from '../execution/executor.js';
 
 export interface SelectorQuestion {
@@ -28,13 +30,63 @@ export interface SelectorFacts {
   model: string;
   systems: string[];
   questions: SelectorQuestion[];
+  /** What they were computed from; absent in caches written before it was recorded. */
+  origin?: FactsOrigin;
+}
+
+/**
+ * What a facts file was computed from. A cache is reused only for the same model (by content,
+ * modelIdentity), the same split and unchanged questions and predictions: facts of another model
+ * or other data would fit the selector to scores the shipped model never gives.
+ */
+export interface FactsOrigin {
+  model: { dir: string; name: string; identity: string };
+  data: { dir: string; questions: string };
+  /** Per system: a hash of its predictions file. */
+  predictions: Record<string, string>;
+}
+
+const digest = (path: string) => (existsSync(path) ? `sha256:${createHash('sha256').update(readFileSync(path)).digest('hex')}` : 'missing');
+
+/** The origin facts of `systems` computed now would record. */
+export function factsOrigin(dataDir: string, systems: string[], modelDir: string): FactsOrigin {
+  const questions = ['train.json', 'dev.json'].map((f) => join(dataDir, f)).find((f) => existsSync(f));
+  return {
+    model: { dir: resolve(modelDir), name: String(readManifestFile(modelDir).name), identity: modelIdentity(modelDir) },
+    data: { dir: resolve(dataDir), questions: questions ? digest(questions) : 'missing' },
+    predictions: Object.fromEntries(systems.map((s) => [s, digest(join(dataDir, 'predictions', `${s}.sql`))])),
+  };
+}
+
+const describeModel = (m: FactsOrigin['model']) => `${m.name} (${m.dir}, ${m.identity.slice(0, 19)})`;
+
+/** Why cached facts cannot stand for the facts of `want` (null: they can). */
+export function staleFacts(f: SelectorFacts, want: FactsOrigin, systems: string[], limit?: number): string | null {
+  if (f.version !== FACTS_VERSION) return `holds facts of format ${f.version}, this is ${FACTS_VERSION}`;
+  const had = f.origin;
+  if (!had) return 'does not record the model and data it was built from';
+  if (had.model.identity !== want.model.identity) return `was built from model ${describeModel(had.model)}, this is ${describeModel(want.model)}`;
+  if (had.data.dir !== want.data.dir) return `was built from data ${had.data.dir}, this is ${want.data.dir}`;
+  if (had.data.questions !== want.data.questions) return `was built from other questions of ${want.data.dir} (its questions file changed since)`;
+  const lacking = systems.filter((s) => !f.systems.includes(s));
+  if (lacking.length) return `lacks system(s) ${lacking.join(', ')} of this pool (it has ${f.systems.join(', ')})`;
+  const changed = systems.filter((s) => had.predictions[s] !== want.predictions[s]);
+  if (changed.length) return `was built from other predictions of ${changed.join(', ')} (changed since)`;
+  if (limit && f.questions.length !== limit) return `holds ${f.questions.length} questions, --limit asks for ${limit}`;
+  return null;
 }
 
 // 3: candidates carry missingLiterals (the selector's literal rule); 4: a literal present only in
 // another case counts for = comparisons; 5: the compared column resolved through scope.ts.
 export const FACTS_VERSION = 5;
 
-export async function computeSelectorFacts(dataDir: string, systems: string[], modelDir: string, opts: { limit?: number; timeoutMs?: number; device?: 'auto' | 'cuda' | 'cpu' } = {}): Promise<SelectorFacts> {
+type FactsOptions = { limit?: number; timeoutMs?: number; device?: 'auto' | 'cuda' | 'cpu' };
+
+export async function computeSelectorFacts(dataDir: string, systems: string[], modelDir: string, opts: FactsOptions = {}): Promise<SelectorFacts> {
+  return computeFacts(dataDir, systems, modelDir, opts, factsOrigin(dataDir, systems, modelDir));
+}
+
+async function computeFacts(dataDir: string, systems: string[], modelDir: string, opts: FactsOptions, origin: FactsOrigin): Promise<SelectorFacts> {
   const { SqlExecutor } = await import('../execution/executor.js');
   const { matchesGold } = await import('../execution/equivalence.js');
   const timeoutMs = opts.timeoutMs ?? 5000;
@@ -96,25 +148,22 @@ export async function computeSelectorFacts(dataDir: string, systems: string[], m
   } finally {
     await lookups.close();
   }
-  return { version: FACTS_VERSION, data: dataDir, model: run.model, systems, questions: out };
+  return { version: FACTS_VERSION, data: dataDir, model: run.model, systems, questions: out, origin };
 }
 
-/** Loads cached facts when they cover `systems` (any superset, re-indexed), else computes and caches them. */
-export async function loadOrComputeFacts(path: string | undefined, dataDir: string, systems: string[], modelDir: string, opts: { limit?: number; timeoutMs?: number; device?: 'auto' | 'cuda' | 'cpu' } = {}): Promise<SelectorFacts> {
+/**
+ * Loads cached facts when they were built from this model and data and cover `systems` (any
+ * superset, re-indexed), else computes and caches them, saying why the cache was not used.
+ */
+export async function loadOrComputeFacts(path: string | undefined, dataDir: string, systems: string[], modelDir: string, opts: FactsOptions = {}): Promise<SelectorFacts> {
+  const want = factsOrigin(dataDir, systems, modelDir);
   if (path && existsSync(path)) {
     const f = JSON.parse(readFileSync(path, 'utf8')) as SelectorFacts;
-    const idx = systems.map((s) => f.systems.indexOf(s));
-    if (f.version === FACTS_VERSION && idx.every((i) => i >= 0) && (!opts.limit || f.questions.length === opts.limit)) {
-      // Caches written before the question text was kept: the facts are aligned with the questions file.
-      if (f.questions.some((q) => q.question === undefined)) {
-        const qs = loadQuestions(dataDir);
-        f.questions.forEach((q, i) => (q.question ??= qs[i]?.question));
-      }
-      return subsetFacts(f, systems);
-    }
-    console.error(`selector facts: ${path} does not cover this pool or is stale; recomputing`);
+    const stale = staleFacts(f, want, systems, opts.limit);
+    if (stale === null) return subsetFacts(f, systems);
+    console.error(`selector facts: ${path} ${stale}; recomputing`);
   }
-  const f = await computeSelectorFacts(dataDir, systems, modelDir, opts);
+  const f = await computeFacts(dataDir, systems, modelDir, opts, want);
   if (path) {
     mkdirSync(dirname(path), { recursive: true });
     writeFileSync(path, JSON.stringify(f));

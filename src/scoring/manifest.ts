@@ -7,7 +7,8 @@
 // writes its sections to MODEL_DIR/steps/<step>.json, and caper.json is assembled from those files
 // (assembleManifest) and from nothing else, so the manifest can always be rebuilt from the
 // recorded step outputs and no field can be edited in by hand without the check failing.
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 export const SCHEMA_PATH = resolve(import.meta.dirname, '..', '..', '..', 'models', 'caper.schema.json');
@@ -212,4 +213,42 @@ export function readManifestFile(modelDir: string): Record<string, unknown> {
   if (!m || typeof m !== 'object' || Array.isArray(m)) throw new ManifestError(`${path} is not a JSON object`);
   checkManifest(m, path);
   return m as Record<string, unknown>;
+}
+
+/** JSON with every object's keys sorted, so equal values give equal text whatever wrote them. */
+function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (v && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
+function fileDigest(path: string): string {
+  if (!existsSync(path)) return 'missing';
+  const h = createHash('sha256');
+  const buf = Buffer.alloc(1 << 20);
+  const fd = openSync(path, 'r');
+  try {
+    for (let n = readSync(fd, buf, 0, buf.length, null); n > 0; n = readSync(fd, buf, 0, buf.length, null)) h.update(buf.subarray(0, n));
+  } finally {
+    closeSync(fd);
+  }
+  return h.digest('hex');
+}
+
+/**
+ * A hash of what a model directory scores with: the caper.json sections the train step writes and
+ * the contents of the files they name. The sections of the later steps are left out, as they
+ * change while `caper train` refits on the same weights (the confidence step reads what the
+ * selector step cached). Contents rather than dates, so a copied or checked-out model is the same.
+ */
+export function modelIdentity(modelDir: string): string {
+  const m = readManifestFile(modelDir);
+  const writers = sectionWriters();
+  const h = createHash('sha256').update(canonicalJson(Object.fromEntries(Object.entries(m).filter(([k]) => writers[k] === 'train'))));
+  const files = Object.values((m.files ?? {}) as Record<string, string | string[]>).flat().sort();
+  for (const f of files) h.update(`\n${f}:${fileDigest(join(resolve(modelDir), f))}`);
+  return `sha256:${h.digest('hex')}`;
 }
