@@ -1,0 +1,107 @@
+"""Which model a run trains and how: a preset from scratch, a CAPER model continued (`--init`), or a
+local Hugging Face base fine-tuned (`--base`), in which dtype, and whether through LoRA adapters."""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .distributed import Dist, log
+from .model import RewardModel, build_from_base, build_from_preset, use_attention
+from .tok import CaperTokenizer
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    preset: str
+    base: str | None
+    init: str | None
+    dtype: torch.dtype
+    lora: LoraSpec | None
+    attn: str
+    seed: int
+
+    def describe(self) -> str:
+        return f"init {self.init}" if self.init else f"base {self.base}" if self.base else f"preset {self.preset}"
+
+
+def model_spec(a: argparse.Namespace, cuda: bool) -> ModelSpec:
+    lora = LoraSpec() if a.lora and a.base and not a.init else None
+    dtype = torch.bfloat16 if a.base and not a.init and cuda else torch.float32
+    return ModelSpec(a.preset, a.base, a.init, dtype, lora, a.attn, a.seed)
+
+
+def load_init(path: str, attn: str = "sdpa") -> RewardModel:
+    """A CAPER model to continue training: a torch checkpoint, else a shipped model directory."""
+    p = Path(path)
+    if (p / "reward_model.json").exists():
+        model = RewardModel.load(p)
+    elif (p / "model.onnx").exists():
+        from .from_onnx import check_parity, recover
+        model, _ = recover(p)
+        check_parity(model, p)
+    else:
+        raise SystemExit(f"--init {path}: neither a checkpoint (reward_model.json) nor a model directory (model.onnx)")
+    use_attention(model, attn)
+    return model
+
+
+def add_lora(model: RewardModel, lora: LoraSpec) -> None:
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError:
+        log("--lora needs peft (pip install peft); training all weights instead")
+    else:
+        model.backbone = get_peft_model(model.backbone, LoraConfig(
+            r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules)))
+
+
+def trainable_parameters(model: RewardModel) -> list[torch.nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def build_model(spec: ModelSpec, a: argparse.Namespace, preset: dict, tok: CaperTokenizer, device: torch.device,
+                dist: Dist) -> tuple[RewardModel, float]:
+    """The model on its device, and the peak learning rate. Sets a.batch_size when not given."""
+    if spec.init:
+        model = load_init(spec.init, attn=spec.attn)
+        if model.backbone.config.vocab_size != tok.vocab_size:
+            raise SystemExit(f"--init {spec.init}: vocabulary {model.backbone.config.vocab_size} != tokenizer {tok.vocab_size}")
+        lr = a.lr or preset["lr"] * 0.25
+        a.batch_size = a.batch_size or preset["batch_size"]
+    elif spec.base:
+        model = build_from_base(spec.base, spec.dtype, spec.seed, attn=spec.attn)
+        emb = model.backbone.get_input_embeddings()
+        if tok.vocab_size > emb.num_embeddings:
+            model.backbone.resize_token_embeddings(tok.vocab_size)
+        if hasattr(model.backbone, "activation_checkpointing_enable"):
+            model.backbone.activation_checkpointing_enable()
+        elif dist.world > 1:
+            # DDP and reentrant checkpointing disagree on when a parameter's gradient is ready.
+            model.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.backbone.gradient_checkpointing_enable()
+        model.backbone.config.use_cache = False
+        if spec.lora:
+            add_lora(model, spec.lora)
+        lr = a.lr or 2e-5
+        a.batch_size = a.batch_size or 16
+    else:
+        model = build_from_preset(spec.preset, tok.vocab_size, spec.seed, attn=spec.attn)
+        lr = a.lr or preset["lr"]
+        a.batch_size = a.batch_size or preset["batch_size"]
+    model.to(device).train()
+    log(f"model: {spec.describe()}, {model.parameter_count():,} parameters, "
+        f"device {device}" + (f", {dist.world} processes ({dist.backend})" if dist.world > 1 else ""))
+    return model, lr
+
