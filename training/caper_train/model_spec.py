@@ -1,5 +1,10 @@
 """Which model a run trains and how: a preset from scratch, a CAPER model continued (`--init`), or a
-local Hugging Face base fine-tuned (`--base`), in which dtype, and whether through LoRA adapters."""
+local Hugging Face base fine-tuned (`--base`), in which dtype, and whether through LoRA adapters.
+
+The spec is settled from the flags before any data or weights are loaded, so a run that cannot
+train the way it was asked (`--lora` where peft is missing) stops at once with exit 2 instead of
+training something else and recording it as asked.
+"""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +16,10 @@ import torch
 from .distributed import Dist, log
 from .model import RewardModel, build_from_base, build_from_preset, use_attention
 from .tok import CaperTokenizer
+
+
+class SpecError(ValueError):
+    """The flags ask for a model this run cannot train as asked."""
 
 
 @dataclass(frozen=True)
@@ -35,8 +44,22 @@ class ModelSpec:
         return f"init {self.init}" if self.init else f"base {self.base}" if self.base else f"preset {self.preset}"
 
 
+def require_peft() -> None:
+    try:
+        from peft import LoraConfig, get_peft_model  # noqa: F401
+    except ImportError as e:
+        raise SpecError(f"--lora needs peft, which does not import here ({e}); training/requirements.txt pins it: "
+                        "bash training/setup.sh, or pip install peft==0.13.2") from e
+
+
 def model_spec(a: argparse.Namespace, cuda: bool) -> ModelSpec:
-    lora = LoraSpec() if a.lora and a.base and not a.init else None
+    lora = None
+    if a.lora:
+        # Only the --base path has adapters to add; elsewhere the flag would do nothing at all.
+        if not a.base or a.init:
+            raise SpecError("--lora applies to --base fine-tuning only (not to a preset or an --init run)")
+        require_peft()
+        lora = LoraSpec()
     dtype = torch.bfloat16 if a.base and not a.init and cuda else torch.float32
     return ModelSpec(a.preset, a.base, a.init, dtype, lora, a.attn, a.seed)
 
@@ -57,13 +80,9 @@ def load_init(path: str, attn: str = "sdpa") -> RewardModel:
 
 
 def add_lora(model: RewardModel, lora: LoraSpec) -> None:
-    try:
-        from peft import LoraConfig, get_peft_model
-    except ImportError:
-        log("--lora needs peft (pip install peft); training all weights instead")
-    else:
-        model.backbone = get_peft_model(model.backbone, LoraConfig(
-            r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules)))
+    from peft import LoraConfig, get_peft_model
+    model.backbone = get_peft_model(model.backbone, LoraConfig(
+        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules)))
 
 
 def trainable_parameters(model: RewardModel) -> list[torch.nn.Parameter]:
@@ -101,7 +120,9 @@ def build_model(spec: ModelSpec, a: argparse.Namespace, preset: dict, tok: Caper
         lr = a.lr or preset["lr"]
         a.batch_size = a.batch_size or preset["batch_size"]
     model.to(device).train()
-    log(f"model: {spec.describe()}, {model.parameter_count():,} parameters, "
+    trains = (f", LoRA r {spec.lora.r} alpha {spec.lora.alpha}: "
+              f"{sum(p.numel() for p in trainable_parameters(model)):,} trained") if spec.lora else ""
+    log(f"model: {spec.describe()}, {model.parameter_count():,} parameters{trains}, "
         f"device {device}" + (f", {dist.world} processes ({dist.backend})" if dist.world > 1 else ""))
     return model, lr
 

@@ -32,7 +32,7 @@ from .context import setup
 from .distributed import log
 from .loop import make_schedule, save_checkpoint, train_loop
 from .model import PRESETS, use_attention
-from .model_spec import build_model, model_spec
+from .model_spec import SpecError, build_model, model_spec
 from .packing import ROW_TOKENS
 from .train_data import load_data
 from .train_export import export_model, final_metrics, write_manifest
@@ -80,7 +80,11 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     a = parse_args(argv)
-    spec = model_spec(a, torch.cuda.is_available())
+    try:
+        spec = model_spec(a, torch.cuda.is_available())
+    except SpecError as e:
+        print(f"caper_train.train: {e}", file=sys.stderr)
+        return 2
     s = setup(a, spec)
     try:
         data = load_data(s)

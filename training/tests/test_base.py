@@ -1,5 +1,6 @@
 """The --base path (CAPER-9B on GPUs) run on a tiny randomly initialised Qwen2 checkpoint."""
 import json
+import sys
 
 from transformers import Qwen2Config, Qwen2Model
 
@@ -20,3 +21,19 @@ def test_finetune_local_checkpoint(tmp_path, fixture_path):
     assert m["vocab_size"] <= 512
     assert m["export"]["fp32_max_abs_diff"] <= 1e-4
     assert (out / "model.onnx").exists()
+
+
+def test_lora_without_peft_is_an_error(monkeypatch, tmp_path, fixture_path, capsys):
+    monkeypatch.setitem(sys.modules, "peft", None)  # import peft raises ImportError
+    rc = train.main(["--data", str(fixture_path), "--out", str(tmp_path / "out"), "--base", str(tmp_path),
+                     "--steps", "1", "--lora"])
+    assert rc == 2
+    assert "--lora needs peft" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_lora_without_base_is_an_error(tmp_path, fixture_path, capsys):
+    rc = train.main(["--data", str(fixture_path), "--out", str(tmp_path / "out"), "--preset", "tiny",
+                     "--steps", "1", "--lora"])
+    assert rc == 2
+    assert "--lora applies to --base" in capsys.readouterr().err
