@@ -59,6 +59,7 @@ class TrainRun:
     records: int = 0
     sequences: int = 0
     tokens: int = 0
+    trained_parameters: int = 0
 
 
 def train_loop(s: Setup, model: RewardModel, items: list, sch: Schedule) -> TrainRun:
@@ -74,7 +75,7 @@ def train_loop(s: Setup, model: RewardModel, items: list, sch: Schedule) -> Trai
     curve = open(a.curve, "w") if a.curve and d.main else None
     rng = random.Random(a.seed)
     batches: list = []
-    run = TrainRun()
+    run = TrainRun(trained_parameters=sum(p.numel() for p in params))
     t_train = time.time()
     c_train = time.process_time()
     window: dict = {}

@@ -4,6 +4,15 @@ from __future__ import annotations
 from .model import RewardModel
 
 
+def lora_line(tr: dict) -> str:
+    lo = tr.get("lora")
+    if not lo:
+        return ""
+    return (f"LoRA adapters (r {lo['r']}, alpha {lo['alpha']}) on {', '.join(lo['target_modules'])}, "
+            f"{lo['trainable_parameters']:,} parameters trained with the reward head, merged into the "
+            "exported weights.\n- ")
+
+
 def model_card(m: dict, model: RewardModel) -> str:
     tr = m["training"]
     cfg = model.backbone.config
@@ -38,7 +47,7 @@ prefix ending at unit k; it depends on tokens up to that marker only (causal att
 - Loss `{tr['loss']}` ({tr['pref_form']}): pairs (u+, u-) compared at their last marker,
   {'L_pref = mean (1 + delta) * -log sigmoid(r+ - r-)' if tr['pref_form'] == 'weighted' else 'L_pref = mean -log sigmoid(r+ - r- - delta)'}
   with delta the annotated margin{'; plus ' + str(tr['reg_weight']) + ' * mean BCEWithLogits(r_k, clamp(1 + reward_k, 0, 1)) over every marker of the trajectory records' if tr['loss'] == 'pref+reg' else ''}.
-- {tr['steps']} steps ({tr['epochs']} epochs), batch {tr['batch_size']} records, AdamW lr {tr['lr']} (warm-up, cosine to 10% over the steps or --max-minutes, whichever ends first), seed {tr['seed']}.
+- {lora_line(tr)}{tr['steps']} steps ({tr['epochs']} epochs), batch {tr['batch_size']} records, AdamW lr {tr['lr']} (warm-up, cosine to 10% over the steps or --max-minutes, whichever ends first), seed {tr['seed']}.
 - Training time {tr['train_seconds']} s on {tr['device']} ({tr['torch_threads']} threads, {tr.get('cpu_share', 0):.0%} of them on
   average: the machine was shared): {tr.get('records_per_second')} records/s, {tr['sequences_per_second']} sequences/s
   (a pair counts 2), {tr['tokens_per_second']} computed tokens/s (prefix-tree packing: {tr.get('packed_pairs')}). torch {tr['torch']}.

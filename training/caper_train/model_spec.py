@@ -85,6 +85,13 @@ def add_lora(model: RewardModel, lora: LoraSpec) -> None:
         r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules)))
 
 
+def merge_lora(model: RewardModel) -> None:
+    """Folds the adapters into the weights they adapt: the checkpoint and the export are then a
+    plain model of the base's architecture, loadable without peft."""
+    if hasattr(model.backbone, "merge_and_unload"):
+        model.backbone = model.backbone.merge_and_unload()
+
+
 def trainable_parameters(model: RewardModel) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
@@ -126,3 +133,15 @@ def build_model(spec: ModelSpec, a: argparse.Namespace, preset: dict, tok: Caper
         f"device {device}" + (f", {dist.world} processes ({dist.backend})" if dist.world > 1 else ""))
     return model, lr
 
+
+def model_record(model: RewardModel, spec: ModelSpec, trained: int) -> dict:
+    """The training section's account of the weights: dtype, decoder layers, LoRA or not."""
+    layers = getattr(model.backbone.config, "num_hidden_layers", None)
+    return {
+        "dtype": str(spec.dtype).replace("torch.", ""),
+        **({"layers": layers} if isinstance(layers, int) and layers >= 1 else {}),
+        "lora": None if spec.lora is None else {
+            "r": spec.lora.r, "alpha": spec.lora.alpha, "dropout": spec.lora.dropout,
+            "target_modules": list(spec.lora.target_modules), "trainable_parameters": trained,
+        },
+    }

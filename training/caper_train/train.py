@@ -32,7 +32,7 @@ from .context import setup
 from .distributed import log
 from .loop import make_schedule, save_checkpoint, train_loop
 from .model import PRESETS, use_attention
-from .model_spec import SpecError, build_model, model_spec
+from .model_spec import SpecError, build_model, merge_lora, model_spec
 from .packing import ROW_TOKENS
 from .train_data import load_data
 from .train_export import export_model, final_metrics, write_manifest
@@ -98,6 +98,7 @@ def main(argv=None) -> int:
         model.eval()
         use_attention(model, "eager")
         metrics = final_metrics(s, model, data, run)
+        merge_lora(model)
         save_checkpoint(s, model, data.tok)
         export_info = export_model(s, model, data)
         write_manifest(s, model, data, sch, run, metrics, export_info, argv)

@@ -19,6 +19,7 @@ from .loop import Schedule, TrainRun
 from .manifest import write_step
 from .model import RewardModel
 from .model_card import model_card
+from .model_spec import model_record
 from .objective import evaluate
 from .train_data import Data
 
@@ -48,8 +49,6 @@ def export_model(s: Setup, model: RewardModel, data: Data) -> dict | None:
     sample_seqs = [p.chosen for p in ds.pairs[:4]] + [p.rejected for p in ds.pairs[:4]] + [t.ids for t in ds.trajs[:4]]
     if not a.no_export:
         from .export import export
-        if a.lora and hasattr(model.backbone, "merge_and_unload"):
-            model.backbone = model.backbone.merge_and_unload()
         export_info = export(model.cpu(), s.out, sample_seqs)
         log(f"exported: {json.dumps(export_info)}")
     if a.dump_rewards:
@@ -80,7 +79,8 @@ def write_manifest(s: Setup, model: RewardModel, data: Data, sch: Schedule, run:
         "metrics": metrics,
         "files": {"model": "model.onnx", "model_int8": "model.int8.onnx", "tokenizer": "tokenizer.json"},
         "training": {
-            "preset": None if a.base else a.preset, "base": a.base, "init": a.init, "seed": a.seed, "steps": run.steps,
+            "preset": None if a.base else a.preset, "base": a.base, "init": a.init,
+            **model_record(model, s.spec, run.trained_parameters), "seed": a.seed, "steps": run.steps,
             "epochs": round(run.steps / sch.steps_per_epoch, 3), "batch_size": a.batch_size, "lr": sch.lr, "loss": a.loss,
             "pref_form": a.pref_form, "reg_weight": a.reg_weight if a.loss == "pref+reg" else None,
             "train_pairs": len(data.train.pairs), "train_terminal_pairs": sum(p.terminal for p in data.train.pairs),
