@@ -34,7 +34,11 @@ from caper_train.model import RewardModel
 from caper_train.prompt import PromptError
 from caper_train.data import Encoder
 from caper_train.tok import CaperTokenizer
-from caper_train.train import collate_rows, compute_loss, evaluate, load_init, log, make_row_batches, seed_everything
+from caper_train.context import seed_everything
+from caper_train.distributed import log
+from caper_train.model_spec import load_init
+from caper_train.objective import compute_loss, evaluate
+from caper_train.packing import collate_rows, make_row_batches
 
 
 def read_jsonl(path: str) -> list[dict]:

@@ -30,7 +30,8 @@ from caper_train.blamefit import DEFAULT_FOLDS
 from caper_train.clogit import FUNDAMENTAL, fit, pad_lists, ranking
 from caper_train.data import group_key
 from caper_train.tok import CaperTokenizer
-from caper_train.train import load_init, log
+from caper_train.distributed import log
+from caper_train.model_spec import load_init
 
 from caper_research.cv import rank_metrics, read_jsonl, score_items
 

@@ -54,7 +54,7 @@ class RewardModel(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 position_ids: torch.Tensor | None = None) -> torch.Tensor:
         """attention_mask: [batch, length] (1 = real token, right padding) or an additive
-        [batch, 1, length, length] float mask with explicit position_ids (packed pairs, train.py)."""
+        [batch, 1, length, length] float mask with explicit position_ids (prefix-tree rows, packing.py)."""
         out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                             use_cache=False)
         h = out.last_hidden_state

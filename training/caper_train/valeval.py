@@ -1,5 +1,5 @@
 """Held-out metrics of a shipped model directory on a training file's validation questions, the
-split `train.py` holds out (same hash of (db, question)), so models trained on different files can
+split `caper_train.train` holds out (same hash of (db, question)), so models trained on different files can
 be compared on one set.
 
     python -m caper_train.valeval --data TUPLES.jsonl --model models/NAME [--terminal] [--val-frac 0.05]
@@ -18,7 +18,7 @@ from .data import Dataset, build_dataset, in_validation, read_records
 from .from_onnx import recover
 from .model import use_attention
 from .tok import CaperTokenizer
-from .train import evaluate
+from .objective import evaluate
 
 
 def main(argv=None) -> int:

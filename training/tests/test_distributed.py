@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from caper_train.data import PairExample, build_dataset, read_records
-from caper_train.train import make_batches, make_row_batches, rank_share, split_points, step_counts
+from caper_train.distributed import rank_share, split_points, step_counts
+from caper_train.packing import make_batches, make_row_batches
 
 ROOT = Path(__file__).resolve().parents[1]
 LOSS_TOL = 1e-4
