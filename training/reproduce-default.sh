@@ -46,8 +46,8 @@ model=runs/models/prm-default
 resume=()
 [ -f "$rec/default/topk/checkpoint.pt" ] && resume=(--resume)
 [ -f "$model/caper.json" ] || PYTHONPATH=$pp OMP_NUM_THREADS=2 "$py" -m caper_train.base_prm --records "${records[@]}" \
-  --exclude-dbs "$held" --base "$base-g128" --family topk --layers 8 --top-k 6 --epochs 2 --lr 3e-5 --blame-weight 1 \
-  --max-minutes 90 --per-question 16 --threads 2 --out "$model" --run "$rec/default" "${resume[@]}"
+  --exclude-dbs "$held" --base "$base-g128" --family topk --layers 8 --top-k 6 --epochs 2 --lr 3e-5 \
+  --max-minutes 70 --per-question 16 --threads 2 --out "$model" --run "$rec/default" "${resume[@]}"
 [ -f "$out/caper.json" ] || PYTHONPATH=$pp "$py" -m caper_train.ship --model "$model" --out "$out" --records "$rec/pool16-heldout.jsonl"
 rm -rf "runs/$(basename "$out")"
 force=()

@@ -5,7 +5,7 @@
 // The Python environment (training/.venv) is created on first use by training/setup.sh, which
 // returns at once when it is already up to date.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { flagString, parseStrict, UsageError, type ParsedArgs } from './args.js';
 import { assembleManifest, writeStep } from '../scoring/manifest.js';
@@ -192,9 +192,25 @@ export interface TrainStep {
   run(ctx: TrainContext): Promise<number>;
 }
 
+/**
+ * The card with its section `title` set to `text`: a refit replaces the section an earlier run
+ * wrote, where appending would leave the old figures beside the new ones.
+ */
+export function withCardSection(card: string, title: string, text: string): string {
+  const section = `## ${title}\n\n\`\`\`\n${text.trim()}\n\`\`\`\n`;
+  const parts = card.split(/(?=^## )/m);
+  const kept = parts.filter((p) => !p.startsWith(`## ${title}\n`));
+  const at = parts.findIndex((p) => p.startsWith(`## ${title}\n`));
+  if (at < 0) return `${card}${card === '' || card.endsWith('\n\n') ? '' : card.endsWith('\n') ? '\n' : '\n\n'}${section}`;
+  const before = parts.slice(0, at).filter((p) => !p.startsWith(`## ${title}\n`));
+  const after = kept.slice(before.length);
+  return [...before, `${section}\n`, ...after].join('').replace(/\n+$/, '\n');
+}
+
 function card(ctx: TrainContext, title: string, text: string): void {
+  const file = join(ctx.out, 'MODEL_CARD.md');
   try {
-    appendFileSync(join(ctx.out, 'MODEL_CARD.md'), `\n## ${title}\n\n\`\`\`\n${text.trim()}\n\`\`\`\n`);
+    writeFileSync(file, withCardSection(existsSync(file) ? readFileSync(file, 'utf8') : '', title, text));
   } catch (e) {
     console.error(`caper train: could not add "${title}" to ${join(ctx.out, 'MODEL_CARD.md')}: ${(e as Error).message}`);
   }
