@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadOrComputeFacts, type SelectorFacts } from '../src/eval/selector-data.js';
 import { readStep, writeStep } from '../src/scoring/manifest.js';
-import { SINGERS_SQL, writeSpiderSplit } from './spider-split.js';
+import { TWO_QUESTIONS, writeSpiderSplit } from './spider-split.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const SENTINEL = 'question kept from the cache';
@@ -36,17 +36,7 @@ test('cached selector facts are reused only for the model, split and predictions
   const dir = mkdtempSync(join(tmpdir(), 'caper-facts-'));
   try {
     const split = join(dir, 'split');
-    writeSpiderSplit(split, {
-      databases: { shop: SINGERS_SQL },
-      questions: [
-        { db_id: 'shop', question: 'Names of singers older than 40', query: 'SELECT name FROM singer WHERE age > 40' },
-        { db_id: 'shop', question: 'How many singers are from France?', query: "SELECT count(*) FROM singer WHERE country = 'France'" },
-      ],
-      predictions: {
-        a: ['SELECT name FROM singer WHERE age > 20', "SELECT count(*) FROM singer WHERE country = 'France'"],
-        b: ['SELECT name FROM singer WHERE age > 40', "SELECT count(*) FROM singer WHERE country = 'Spain'"],
-      },
-    });
+    writeSpiderSplit(split, TWO_QUESTIONS);
     const model = join(dir, 'model');
     cpSync(join(ROOT, 'models', 'tiny'), model, { recursive: true });
     const cache = join(dir, 'selector.facts.json');

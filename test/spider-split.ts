@@ -29,6 +29,19 @@ export const CONCERTS_SQL = `${SINGERS_SQL}
  * @param predictions system -> its SQL, one per question in order
  * @returns the path of each database file
  */
+/** One database, two questions, two systems that each get one of them wrong. */
+export const TWO_QUESTIONS = {
+  databases: { shop: SINGERS_SQL },
+  questions: [
+    { db_id: 'shop', question: 'Names of singers older than 40', query: 'SELECT name FROM singer WHERE age > 40' },
+    { db_id: 'shop', question: 'How many singers are from France?', query: "SELECT count(*) FROM singer WHERE country = 'France'" },
+  ],
+  predictions: {
+    a: ['SELECT name FROM singer WHERE age > 20', "SELECT count(*) FROM singer WHERE country = 'France'"],
+    b: ['SELECT name FROM singer WHERE age > 40', "SELECT count(*) FROM singer WHERE country = 'Spain'"],
+  },
+};
+
 export function writeSpiderSplit(dir: string, split: { databases: Record<string, string>; questions: SplitQuestion[]; predictions: Record<string, string[]> }): Record<string, string> {
   const files: Record<string, string> = {};
   for (const [dbId, sql] of Object.entries(split.databases)) {

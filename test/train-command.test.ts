@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { SHIPPED_MODELS, STEPS, TRAIN_STEPS, selectSteps, shippedModelProblem } from '../src/commands/train.js';
 import { UsageError } from '../src/commands/args.js';
 import { assembleFromSteps } from '../src/scoring/manifest.js';
-import { SINGERS_SQL, writeSpiderSplit } from './spider-split.js';
+import { TWO_QUESTIONS, writeSpiderSplit } from './spider-split.js';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -123,17 +123,7 @@ test('caper train --candidates DIR adds the real candidates\' failures and succe
   const dir = mkdtempSync(join(tmpdir(), 'caper-train-cands-'));
   const name = 'tinycands';
   try {
-    writeSpiderSplit(join(dir, 'split'), {
-      databases: { shop: SINGERS_SQL },
-      questions: [
-        { db_id: 'shop', question: 'Names of singers older than 40', query: 'SELECT name FROM singer WHERE age > 40' },
-        { db_id: 'shop', question: 'How many singers are from France?', query: "SELECT count(*) FROM singer WHERE country = 'France'" },
-      ],
-      predictions: {
-        a: ['SELECT name FROM singer WHERE age > 20', "SELECT count(*) FROM singer WHERE country = 'France'"],
-        b: ['SELECT name FROM singer WHERE age > 40', "SELECT count(*) FROM singer WHERE country = 'Spain'"],
-      },
-    });
+    writeSpiderSplit(join(dir, 'split'), TWO_QUESTIONS);
     const fixture = join(ROOT, 'training', 'tests', 'fixtures', 'tuples.jsonl');
     const out = join(dir, name);
     const r = spawnSync(process.execPath, [CLI, 'train', '--preset', 'tiny', '--tuples', fixture, '--candidates', join(dir, 'split'),
