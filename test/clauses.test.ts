@@ -111,6 +111,68 @@ test('set operations: SETOP units between arms, arms numbered, left-deep setop n
   assert.equal(r.units[q.unit]!.text, 'EXCEPT');
 });
 
+test('parentheses around set-operation arms: the arms, units and tree of the unparenthesized form; each parenthesis in the unit it touches', () => {
+  const shape = (r: SplitResult) => r.units.map((u) => [u.kind, u.depth, u.parent, u.arm]);
+  const texts = (r: SplitResult) => r.units.map((u) => [u.kind, u.text, u.start, u.end]);
+  const cases: [string, string][] = [
+    ['SELECT name FROM a UNION (SELECT name FROM b)', 'SELECT name FROM a UNION SELECT name FROM b'],
+    ['(SELECT name FROM a) EXCEPT (SELECT name FROM b)', 'SELECT name FROM a EXCEPT SELECT name FROM b'],
+    ['( ( SELECT name FROM a WHERE x > 1 ) ) INTERSECT SELECT name FROM b;', 'SELECT name FROM a WHERE x > 1 INTERSECT SELECT name FROM b;'],
+    ['SELECT name FROM a UNION ALL (SELECT name FROM b GROUP BY name HAVING count(*) > 1) ORDER BY name LIMIT 3',
+      'SELECT name FROM a UNION ALL SELECT name FROM b GROUP BY name HAVING count(*) > 1 ORDER BY name LIMIT 3'],
+    ['(SELECT name FROM a)', 'SELECT name FROM a'],
+    ['(SELECT name FROM a UNION SELECT name FROM b)', 'SELECT name FROM a UNION SELECT name FROM b'],
+    ['(WITH c AS (SELECT name FROM a) SELECT name FROM c) UNION (SELECT name FROM b)', 'WITH c AS (SELECT name FROM a) SELECT name FROM c UNION SELECT name FROM b'],
+  ];
+  for (const [sql, bare] of cases) {
+    const r = split(sql);
+    const plain = split(bare);
+    assert.deepEqual(shape(r), shape(plain), sql);
+    if (!sql.startsWith('(WITH')) {
+      assert.equal(r.ok, true, `${sql}: ${r.error}`);
+      assert.equal(renderSql(r.tree!), renderSql(plain.tree!), sql);
+    }
+  }
+  assert.deepEqual(texts(split(cases[0]![0])), [
+    ['SELECT', 'SELECT name', 0, 11], ['FROM', 'FROM a', 12, 18], ['SETOP', 'UNION', 19, 24],
+    ['SELECT', '(SELECT name', 25, 37], ['FROM', 'FROM b)', 38, 45],
+  ]);
+  const r = split(cases[1]![0]);
+  assert.deepEqual(texts(r), [
+    ['SELECT', '(SELECT name', 0, 12], ['FROM', 'FROM a)', 13, 20], ['SETOP', 'EXCEPT', 21, 27],
+    ['SELECT', '(SELECT name', 28, 40], ['FROM', 'FROM b)', 41, 48],
+  ]);
+  const q = r.tree!.children[0]!;
+  assert.equal(q.kind, 'setop');
+  assert.equal(q.label, 'EXCEPT');
+  assert.deepEqual(q.children.map((c) => r.sql.slice(...c.span!)), ['(SELECT name FROM a)', '(SELECT name FROM b)']);
+  assert.equal(r.sql.slice(...find(q.children[1]!, (n) => n.kind === 'table').span!), 'b');
+  // Subqueries inside a parenthesized arm are still subqueries, and a subquery's arms can be
+  // parenthesized too.
+  const sub = split('(SELECT name FROM a WHERE id IN (SELECT id FROM b)) UNION SELECT name FROM c');
+  assert.equal(sub.ok, true, sub.error);
+  assert.deepEqual(texts(sub).slice(0, 5), [
+    ['SELECT', '(SELECT name', 0, 12], ['FROM', 'FROM a', 13, 19], ['WHERE', 'WHERE id IN (SELECT id FROM b))', 20, 51],
+    ['SELECT', 'SELECT id', 33, 42], ['FROM', 'FROM b', 43, 49],
+  ]);
+  const inner = split('SELECT name FROM c WHERE id IN (SELECT id FROM a EXCEPT (SELECT id FROM b))');
+  assert.equal(inner.ok, true, inner.error);
+  assert.deepEqual(inner.units.filter((u) => u.depth === 1).map((u) => [u.kind, u.text, u.arm]), [
+    ['SELECT', 'SELECT id', 0], ['FROM', 'FROM a', 0], ['SETOP', 'EXCEPT', 0], ['SELECT', '(SELECT id', 1], ['FROM', 'FROM b)', 1],
+  ]);
+  // Where dropping the parentheses would change what binds to what, units but no tree.
+  for (const [sql, bare, why] of [
+    ['(SELECT name FROM a ORDER BY name LIMIT 1) UNION SELECT name FROM b', 'SELECT name FROM a ORDER BY name LIMIT 1 UNION SELECT name FROM b', /ORDER BY inside parentheses/],
+    ['SELECT name FROM a EXCEPT (SELECT name FROM b UNION SELECT name FROM c)', 'SELECT name FROM a EXCEPT SELECT name FROM b UNION SELECT name FROM c', /set operation inside parentheses/],
+    ['(WITH c AS (SELECT name FROM a) SELECT name FROM c) UNION (SELECT name FROM b)', '', /WITH inside parentheses/],
+  ] as const) {
+    const x = split(sql);
+    if (bare) assert.deepEqual(shape(x), shape(split(bare)), sql);
+    assert.equal(x.ok, false, sql);
+    assert.match(x.error!, why);
+  }
+});
+
 test('nested subqueries get their own units at depth >= 1 inside the parent unit', () => {
   const sql = 'SELECT name, (SELECT max(year) FROM concert) FROM (SELECT * FROM singer) AS s ' +
     'WHERE singer_id IN (SELECT singer_id FROM concert WHERE year IN (SELECT year FROM concert WHERE venue = \'Hall\')) ' +

@@ -1,7 +1,8 @@
 // The text of one query arm as handed to node-sql-parser: subqueries become placeholders,
-// comments spaces, [bracket] identifiers `backtick` ones, and what the parser cannot read
-// (backslashes in strings, FILTER/OVER suffixes, NULLS FIRST/LAST; in PostgreSQL DISTINCT ON's list
-// and the FETCH FIRST form of LIMIT) is set aside in an ArmSide and put back by the tree builder.
+// comments and the parentheses written around the arm spaces, [bracket] identifiers `backtick`
+// ones, and what the parser cannot read (backslashes in strings, FILTER/OVER suffixes, NULLS
+// FIRST/LAST; in PostgreSQL DISTINCT ON's list and the FETCH FIRST form of LIMIT) is set aside in
+// an ArmSide and put back by the tree builder.
 import type { ClauseUnit, SqlDialect } from './types.js';
 import { identName, significant, type Token } from './lexer.js';
 import type { ArmInfo } from './segment.js';
@@ -137,9 +138,16 @@ export function armText(
   let orderItem = 0;
   const skipTo = new Map<number, number>();
   for (const [, [a, b]] of windows) skipTo.set(a, b);
+  const parens = new Set(arm.parens);
   for (let k = tokenAt(toks, arm.start); k < toks.length; k++) {
     const t = toks[k]!;
     if (t.start >= arm.end) break;
+    // Parentheses written around the arm: the parser reads it as the unparenthesized form, which
+    // is what the tree models (buildQuery refuses arms where the two would differ).
+    if (parens.has(k)) {
+      out += ' ';
+      continue;
+    }
     const sigIdx = (from: number, step: number): number => {
       for (let j = from; j >= 0 && j < toks.length && toks[j]!.start < arm.end && toks[j]!.end > arm.start; j += step) {
         if (significant(toks[j]!)) return j;

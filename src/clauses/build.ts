@@ -160,9 +160,33 @@ function selectNode(ast: Ast, ctx: ArmCtx): TreeNode {
   for (const c of clauses) identPositions(c);
   return mk('select', 'SELECT', clauses);
 }
+
+/** Clauses that mean the same inside and outside parentheses written around one arm. */
+const ARM_LOCAL = new Set<ClauseKind>(['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING']);
+
+/**
+ * The tree reads parentheses written around an arm as if they were not there (armText). That is
+ * exact around the whole query, and around part of it while they hold only ARM_LOCAL clauses; a
+ * set operation, ORDER BY, LIMIT or WITH inside them would bind differently without them
+ * (`(A ORDER BY x LIMIT 1) UNION B`, `A EXCEPT (B UNION C)`), so such SQL gets units but no tree.
+ */
+function checkWrappers(q: QueryInfo, env: BuildEnv): void {
+  if (q.wrappers.length === 0) return;
+  const mine = [...q.setops, ...q.arms.flatMap((a) => a.units)].map((u) => env.units[u]!);
+  for (const [open, close] of q.wrappers) {
+    const from = env.toks[open]!.start;
+    const to = env.toks[close]!.end;
+    const inside = mine.filter((u) => u.end > from && u.end <= to);
+    if (inside.length === mine.length) continue;
+    const bad = inside.find((u) => !ARM_LOCAL.has(u.kind));
+    if (bad) throw new TreeBuildError(`${bad.kind === 'SETOP' ? 'a set operation' : bad.kind} inside parentheses around an arm is not modelled`);
+  }
+}
+
 /** Builds the query node (select or setop chain) for one segmented query. */
 export function buildQuery(q: QueryInfo, env: BuildEnv): TreeNode {
   if (q.arms.length !== q.setops.length + 1) throw new TreeBuildError('compound query with an empty arm');
+  checkWrappers(q, env);
   const arms = q.arms.map((arm) => {
     const subCache = new Map<number, TreeNode>();
     const subs = [...arm.subqueries].sort((a, b) => a.open - b.open);

@@ -7,7 +7,8 @@
 // Characters follow SQLite's tokenizer (tokenize.c), not Unicode: whitespace is only space, tab,
 // newline, form feed and carriage return; every character from U+0080 up (U+00A0 no-break space
 // and U+FEFF included) is an identifier character, so `SELECT\u00a0a` is one word, as SQLite reads
-// it ("near "SELECT a": syntax error"); a vertical tab is an unrecognized token.
+// it ("near "SELECT a": syntax error"); a vertical tab is an unrecognized token. The service reads
+// such whitespace between words as spaces before SQL reaches the engine (src/core/candidates.ts).
 //
 // PostgreSQL (tokenize(sql, 'postgresql')) differs in two places only: `::` is one operator
 // token (a cast), and `[` `]` are punctuation (array subscripts), not a bracketed identifier.

@@ -13,6 +13,12 @@
 // - A SETOP unit is the operator alone (UNION, UNION ALL, INTERSECT, EXCEPT). `arm` counts the
 //   arms of a compound at one nesting level; a SETOP unit carries the arm number of the arm it
 //   closes (the one before it), so the SETOP between arm 0 and arm 1 has arm 0.
+// - A set-operation arm (or the whole query) may be written in parentheses, as PostgreSQL and
+//   MySQL allow: `A UNION (B)`, `(A) EXCEPT (B)`, `((A))`. Those parentheses are transparent: the
+//   arms and units come out as for the unparenthesized form, at the same depth, and each
+//   parenthesis belongs to the unit it touches (a '(' to the first unit of its arm, a ')' to the
+//   last unit inside it), so between depth-0 units there is still only whitespace. They are
+//   recorded (QueryInfo.wrappers, ArmInfo.parens) for the tree builder.
 // - PostgreSQL: OFFSET and FETCH open a LIMIT unit too, unless one is already open in the arm,
 //   so `LIMIT 5 OFFSET 10`, `OFFSET 10 LIMIT 5` and `OFFSET 10 ROWS FETCH FIRST 5 ROWS ONLY` are
 //   each one LIMIT unit (both words are reserved there, so they never name a column).
@@ -38,6 +44,8 @@ export interface ArmInfo {
   start: number;
   end: number;
   subqueries: SubqueryInfo[];
+  /** Token indexes of the transparent parentheses (see the header) within the arm. */
+  parens: number[];
 }
 
 export interface QueryInfo {
@@ -47,6 +55,8 @@ export interface QueryInfo {
   arms: ArmInfo[];
   /** SETOP unit indexes; setops[k] joins arm k and arm k + 1. */
   setops: number[];
+  /** Token indexes of each pair of transparent parentheses around an arm or the whole query. */
+  wrappers: [number, number][];
   /** Token index range [t0, t1) the query was segmented from. */
   t0: number;
   t1: number;
@@ -64,6 +74,7 @@ interface Boundary {
   kind: ClauseKind;
   tok: number;   // index of the keyword token
   last: number;  // index of the last token of the keyword itself (BY, ALL)
+  from?: number; // the outermost '(' written around the arm this keyword opens, when there is one
 }
 
 /** Next significant token index at or after i (< limit), or -1. */
@@ -91,19 +102,69 @@ export function matchParen(toks: Token[], i: number, limit: number): number {
   return -1;
 }
 
-function findBoundaries(toks: Token[], t0: number, t1: number, dialect: SqlDialect): Boundary[] {
+/** Index of the matching ')' for every '(' of tokens [t0, t1) (-1 when the input ends first). */
+function closingParens(toks: Token[], t0: number, t1: number): Map<number, number> {
+  const out = new Map<number, number>();
+  const open: number[] = [];
+  for (let k = t0; k < t1; k++) {
+    const t = toks[k]!;
+    if (t.type !== 'punct') continue;
+    if (t.text === '(') {
+      out.set(k, -1);
+      open.push(k);
+    } else if (t.text === ')' && open.length > 0) out.set(open.pop()!, k);
+  }
+  return out;
+}
+
+function findBoundaries(toks: Token[], t0: number, t1: number, dialect: SqlDialect): { bounds: Boundary[]; wrappers: [number, number][] } {
   const out: Boundary[] = [];
+  const wrappers: [number, number][] = [];
+  const wrapperCloses = new Set<number>();
+  let closes: Map<number, number> | null = null;
   let level = 0;
   let sawAny = false;
+  // Nothing of the current arm seen yet (query start, or just after a set operator): parentheses
+  // here whose first word is SELECT or WITH are written around the arm, not a subquery.
+  let armFresh = true;
+  let from: number | undefined;
   for (let k = t0; k < t1; k++) {
     const t = toks[k]!;
     if (t.type === 'punct') {
+      if (level === 0 && t.text === '(' && armFresh) {
+        let f = k;
+        const run: number[] = [];
+        while (f >= 0 && toks[f]!.type === 'punct' && toks[f]!.text === '(') {
+          run.push(f);
+          f = nextSig(toks, f + 1, t1);
+        }
+        const w = f >= 0 && toks[f]!.type === 'word' ? toks[f]!.upper : '';
+        // An unclosed one (input cut short) stays an ordinary parenthesis. When the outermost is
+        // closed, so is every one inside it.
+        if ((w === 'SELECT' || w === 'WITH') && (closes ??= closingParens(toks, t0, t1)).get(k)! >= 0) {
+          for (const o of run) {
+            const c = closes!.get(o)!;
+            wrappers.push([o, c]);
+            wrapperCloses.add(c);
+          }
+          from ??= k;
+          k = f - 1;
+          continue;
+        }
+      }
+      if (level === 0 && wrapperCloses.has(k)) {
+        armFresh = false;
+        continue;
+      }
       if (t.text === '(') level++;
       else if (t.text === ')') level = Math.max(0, level - 1);
       sawAny = true;
+      armFresh = false;
       continue;
     }
     if (!significant(t)) continue;
+    const fresh = armFresh;
+    armFresh = false;
     if (level !== 0 || t.type !== 'word') {
       sawAny = true;
       continue;
@@ -118,7 +179,7 @@ function findBoundaries(toks: Token[], t0: number, t1: number, dialect: SqlDiale
     const nx = nextSig(toks, k + 1, t1);
     const nxU = nx >= 0 && toks[nx]!.type === 'word' ? toks[nx]!.upper : '';
     let b: Boundary | null = null;
-    if (u === 'WITH' && !sawAny) b = { kind: 'WITH', tok: k, last: k };
+    if (u === 'WITH' && (!sawAny || (fresh && from !== undefined))) b = { kind: 'WITH', tok: k, last: k };
     else if (u === 'SELECT') b = { kind: 'SELECT', tok: k, last: k };
     else if (u === 'FROM') {
       // `x IS [NOT] DISTINCT FROM y` is an operator, not a clause.
@@ -137,11 +198,14 @@ function findBoundaries(toks: Token[], t0: number, t1: number, dialect: SqlDiale
     else if (SETOPS.has(u)) b = { kind: 'SETOP', tok: k, last: u === 'UNION' && nxU === 'ALL' ? nx : k };
     sawAny = true;
     if (b) {
+      if (from !== undefined) b.from = from;
+      from = undefined;
       out.push(b);
       k = b.last;
+      if (b.kind === 'SETOP') armFresh = true;
     }
   }
-  return out;
+  return { bounds: out, wrappers };
 }
 
 /**
@@ -152,8 +216,9 @@ export function segmentQuery(
   toks: Token[], t0: number, t1: number, depth: number, parent: number, units: ClauseUnit[],
   dialect: SqlDialect = 'sqlite',
 ): QueryInfo | null {
-  const bounds = findBoundaries(toks, t0, t1, dialect);
+  const { bounds, wrappers } = findBoundaries(toks, t0, t1, dialect);
   if (bounds.length === 0) return null;
+  const wrapperTok = new Set(wrappers.flat());
   // First and last non-whitespace tokens of the region (comments included).
   let first = -1;
   let last = -1;
@@ -167,16 +232,17 @@ export function segmentQuery(
     }
   }
   const q: QueryInfo = {
-    depth, start: toks[first]!.start, end: toks[last]!.end, arms: [], setops: [], t0, t1,
+    depth, start: toks[first]!.start, end: toks[last]!.end, arms: [], setops: [], wrappers, t0, t1,
   };
-  let arm: ArmInfo = { units: [], start: q.start, end: q.start, subqueries: [] };
+  let arm: ArmInfo = { units: [], start: q.start, end: q.start, subqueries: [], parens: [] };
   q.arms.push(arm);
   for (let b = 0; b < bounds.length; b++) {
     const bd = bounds[b]!;
-    const startTok = b === 0 ? Math.min(first, bd.tok) : bd.tok;
+    const startTok = b === 0 ? Math.min(first, bd.from ?? bd.tok) : bd.from ?? bd.tok;
     let endTok: number;
     if (b + 1 < bounds.length) {
-      endTok = bounds[b + 1]!.tok - 1;
+      const nb = bounds[b + 1]!;
+      endTok = (nb.from ?? nb.tok) - 1;
       while (endTok > bd.last && toks[endTok]!.type === 'ws') endTok--;
     } else endTok = last;
     if (endTok < bd.last) endTok = bd.last;
@@ -188,7 +254,7 @@ export function segmentQuery(
     });
     if (bd.kind === 'SETOP') {
       q.setops.push(idx);
-      arm = { units: [], start: -1, end: -1, subqueries: [] };
+      arm = { units: [], start: -1, end: -1, subqueries: [], parens: [] };
       q.arms.push(arm);
       continue;
     }
@@ -198,6 +264,10 @@ export function segmentQuery(
     // Subqueries inside this unit.
     for (let k = startTok; k <= endTok; k++) {
       const t = toks[k]!;
+      if (wrapperTok.has(k)) {
+        arm.parens.push(k);
+        continue;
+      }
       if (t.type !== 'punct' || t.text !== '(') continue;
       const nx = nextSig(toks, k + 1, endTok + 1);
       if (nx < 0 || toks[nx]!.type !== 'word' || (toks[nx]!.upper !== 'SELECT' && toks[nx]!.upper !== 'WITH')) continue;

@@ -72,7 +72,8 @@ export interface ExecutionOutcome {
  * scoring.
  */
 export interface VerifiedCandidate extends ScoredCandidate {
-  /** What was stripped from the caller's string before scoring (code fence, leading prose). */
+  /** What was stripped from or changed in the caller's string before scoring (code fence, leading prose,
+   * Unicode whitespace read as spaces). */
   cleaned?: string;
   /** Unit indexes, most suspect first: the verdict (src/verdict/blame.ts blameOf). */
   blame: number[];

@@ -79,14 +79,17 @@ function executionUnitOf(sql: string, c: ScoredCandidate, exec: ExecResult | und
 
 /**
  * The scorer's candidate as the caller sees it: its blame, spans moved back into the caller's
- * string when the SQL was cut out of it, and what was cut.
+ * string when the SQL was cut out of it, texts as the caller wrote them, and what was changed.
  */
 function verified(c: ScoredCandidate, found: Extracted, b: Blame, exec: ExecResult | undefined): VerifiedCandidate {
   const out: VerifiedCandidate = { ...c, blame: b.order, blameSuspicion: b.suspicion, blameSource: b.source };
   if (b.source === 'execution' && exec && !exec.ok) out.blameFromExecution = exec.error;
   if (b.missing_clause) out.missingClause = b.missing_clause;
-  if (found.start !== 0) {
-    out.units = c.units.map((u) => ({ ...u, start: u.start + found.start, end: u.end + found.start }));
+  if (found.start !== 0 || found.given !== undefined) {
+    const given = found.given;
+    out.units = c.units.map((u) => ({
+      ...u, start: u.start + found.start, end: u.end + found.start, ...(given !== undefined ? { text: given.slice(u.start, u.end) } : {}),
+    }));
   }
   if (found.note) out.cleaned = found.note;
   return out;

@@ -100,6 +100,11 @@ class PgSession implements EngineSession {
   private client: pg.PoolClient | null = null;
   private dead = false;
   private running = false;
+  /** The pool reuses connections for later sessions: this session's listener leaves with it,
+   * or every statement would leave one behind on the connection. */
+  private readonly onError = (): void => {
+    this.dead = true;
+  };
 
   constructor(private readonly engine: PgEngine, private readonly db: string) {
     this.ready = engine.pool(db).connect().then((c) => {
@@ -109,9 +114,7 @@ class PgSession implements EngineSession {
         throw new Error('cancelled');
       }
       this.client = c;
-      c.on('error', () => {
-        this.dead = true;
-      });
+      c.on('error', this.onError);
     });
     this.ready.catch(() => undefined);
   }
@@ -168,6 +171,7 @@ class PgSession implements EngineSession {
     const c = this.client;
     this.client = null;
     if (!c) return;
+    c.off('error', this.onError);
     const pid = (c as unknown as { processID?: number }).processID;
     if (this.running && typeof pid === 'number') this.engine.cancelBackend(pid);
     // Never reused: the pool destroys a connection released with an error.
@@ -177,7 +181,9 @@ class PgSession implements EngineSession {
   release(): void {
     const c = this.client;
     this.client = null;
-    c?.release(this.dead);
+    if (!c) return;
+    c.off('error', this.onError);
+    c.release(this.dead);
   }
 
   hold(): void {
