@@ -198,13 +198,12 @@ export interface TrainStep {
  */
 export function withCardSection(card: string, title: string, text: string): string {
   const section = `## ${title}\n\n\`\`\`\n${text.trim()}\n\`\`\`\n`;
+  const heading = `## ${title}\n`;
   const parts = card.split(/(?=^## )/m);
-  const kept = parts.filter((p) => !p.startsWith(`## ${title}\n`));
-  const at = parts.findIndex((p) => p.startsWith(`## ${title}\n`));
+  const at = parts.findIndex((p) => p.startsWith(heading));
   if (at < 0) return `${card}${card === '' || card.endsWith('\n\n') ? '' : card.endsWith('\n') ? '\n' : '\n\n'}${section}`;
-  const before = parts.slice(0, at).filter((p) => !p.startsWith(`## ${title}\n`));
-  const after = kept.slice(before.length);
-  return [...before, `${section}\n`, ...after].join('').replace(/\n+$/, '\n');
+  // the first copy becomes the new section; copies that earlier appends left further down go
+  return parts.flatMap((p, i) => (i === at ? [`${section}\n`] : p.startsWith(heading) ? [] : [p])).join('').replace(/\n+$/, '\n');
 }
 
 function card(ctx: TrainContext, title: string, text: string): void {
@@ -212,7 +211,7 @@ function card(ctx: TrainContext, title: string, text: string): void {
   try {
     writeFileSync(file, withCardSection(existsSync(file) ? readFileSync(file, 'utf8') : '', title, text));
   } catch (e) {
-    console.error(`caper train: could not add "${title}" to ${join(ctx.out, 'MODEL_CARD.md')}: ${(e as Error).message}`);
+    console.error(`caper train: could not add "${title}" to ${file}: ${(e as Error).message}`);
   }
 }
 
