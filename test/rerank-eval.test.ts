@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CONCERTS_SQL, writeSpiderSplit } from './spider-split.js';
@@ -59,6 +59,47 @@ test('vote, oracle and best single match hand-computed values; picks file', asyn
   const p = await caper(['--data', dir, '--pool', 'a,b,c,d', '--strategy', 'prm', '--model', TINY, '--facts', facts]);
   const m = /^rerank: strategy=prm ex=(\S+) /.exec(p.stdout.trim().split('\n').pop()!);
   assert.ok(m && [0, 33.3, 66.7, 100].includes(Number(m[1])));
+});
+
+test('--facts is reused only for the model and predictions it was computed from', async () => {
+  const facts = join(dir, 'facts-origin.json');
+  const first = await caper(['--data', dir, '--pool', 'a,b,c,d', '--strategy', 'vote', '--model', TINY, '--device', 'cpu', '--facts', facts]);
+  assert.doesNotMatch(first.stderr, /recomputing/);
+  const origin = JSON.parse(readFileSync(facts, 'utf8')).origin;
+  assert.equal(origin.model.name, 'tiny');
+  assert.deepEqual(Object.keys(origin.predictions), ['a', 'b', 'c', 'd']);
+
+  const again = await caper(['--data', dir, '--pool', 'a,b,c,d', '--strategy', 'vote', '--model', TINY, '--device', 'cpu', '--facts', facts]);
+  assert.doesNotMatch(again.stderr, /recomputing/);
+
+  // Another model: a copy of tiny whose train section differs is another model's scores.
+  const other = join(dir, 'other-model');
+  cpSync(TINY, other, { recursive: true });
+  const m = JSON.parse(readFileSync(join(other, 'caper.json'), 'utf8'));
+  m.name = 'tiny-other';
+  writeFileSync(join(other, 'caper.json'), JSON.stringify(m));
+  rmSync(join(other, 'steps'), { recursive: true, force: true });
+  const moved = await caper(['--data', dir, '--pool', 'a,b,c,d', '--strategy', 'vote', '--model', other, '--device', 'cpu', '--facts', facts]);
+  assert.match(moved.stderr, /was built from model tiny .*this is tiny-other.*recomputing/);
+  assert.equal(JSON.parse(readFileSync(facts, 'utf8')).origin.model.name, 'tiny-other');
+
+  // A cache written before origins were recorded is never trusted.
+  const legacy = JSON.parse(readFileSync(facts, 'utf8'));
+  delete legacy.origin;
+  writeFileSync(facts, JSON.stringify(legacy));
+  const old = await caper(['--data', dir, '--pool', 'a,b,c,d', '--strategy', 'vote', '--model', other, '--device', 'cpu', '--facts', facts]);
+  assert.match(old.stderr, /does not record the model and data it was built from; recomputing/);
+
+  // Changed predictions of one system.
+  const preds = join(dir, 'predictions', 'b.sql');
+  const text = readFileSync(preds, 'utf8');
+  writeFileSync(preds, text.replace('age >= 22', 'age >= 23'));
+  try {
+    const changed = await caper(['--data', dir, '--pool', 'a,b,c,d', '--strategy', 'vote', '--model', other, '--device', 'cpu', '--facts', facts]);
+    assert.match(changed.stderr, /other predictions of b .*recomputing/);
+  } finally {
+    writeFileSync(preds, text);
+  }
 });
 
 test('usage errors exit 2 with a message', async () => {

@@ -1,8 +1,8 @@
 // `caper eval rerank`: the command-line front of src/eval/rerank.ts (flags in, table out).
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { parseArgs, parseStrict, flagString, flagNumber } from './args.js';
 import { loadQuestions, resolvePool, loadPredictions } from '../eval/spider.js';
-import { computeFacts, summarize, picks, type Facts } from '../eval/rerank.js';
+import { loadOrComputeFacts, summarize, picks } from '../eval/rerank.js';
 import { STRATEGIES, POOL_STRATEGIES, HYBRID_LAMBDA, type PoolStrategy } from '../verdict/rank.js';
 import { CANDIDATE_SCORE_MODES, type CandidateScoreMode } from '../scoring/candidate-score.js';
 
@@ -48,16 +48,7 @@ export async function run(argv: string[]): Promise<number> {
   const factsPath = flagString(a, 'facts');
   const limit = flagNumber(a, 'limit', 0);
 
-  let facts: Facts | null = null;
-  if (factsPath && existsSync(factsPath)) {
-    const f = JSON.parse(readFileSync(factsPath, 'utf8')) as Facts;
-    if (f.systems.join(',') === systems.join(',') && (limit === 0 || f.questions.length === limit)) facts = f;
-    else console.error(`eval rerank: ${factsPath} was computed for another pool; recomputing`);
-  }
-  if (!facts) {
-    facts = await computeFacts(data, systems, modelDir, device, limit, flagNumber(a, 'timeout-ms', 5000));
-    if (factsPath) writeFileSync(factsPath, JSON.stringify(facts));
-  }
+  const facts = await loadOrComputeFacts(factsPath, data, systems, modelDir, device, limit, flagNumber(a, 'timeout-ms', 5000));
 
   const opts = { ...(lambda !== undefined ? { lambda } : {}), ...(score ? { score } : {}) };
   const s = summarize(facts, opts);

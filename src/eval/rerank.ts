@@ -9,8 +9,10 @@
 //
 // Computing facts (executions + PRM scores) is the slow part; `caper eval rerank --facts FILE`
 // (src/commands/eval-rerank.ts) caches them so that comparing strategies or --lambda values does
-// not recompute anything.
+// not recompute anything; the cache records what it was computed from (facts-origin.ts).
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { runPool } from './pool-run.js';
+import { factsOrigin, originProblem, type FactsOrigin } from './facts-origin.js';
 import { rerank, POOL_STRATEGIES, type PoolStrategy as Strategy } from '../verdict/rank.js';
 import { candidateScore, type CandidateScoreMode } from '../scoring/candidate-score.js';
 
@@ -31,6 +33,8 @@ export interface Facts {
   systems: string[];
   model: string;
   questions: QuestionFacts[];
+  /** What they were computed from; absent in caches written before it was recorded. */
+  origin?: FactsOrigin;
 }
 
 export interface EvalSummary {
@@ -81,6 +85,26 @@ export async function computeFacts(dataDir: string, systems: string[], modelDir:
       ...(scored.some((c) => c.terminal !== undefined) ? { terminalScores: scored.map((c) => c.terminal ?? null) } : {}),
     };
   });
-  return { data: dataDir, systems, model: run.model, questions: out };
+  return { data: dataDir, systems, model: run.model, questions: out, origin: factsOrigin(dataDir, systems, modelDir) };
+}
+
+/**
+ * Cached facts when they were built from this model and data for exactly this pool (or with
+ * `limit`, that many questions), else computed now and cached, saying why the cache was not used.
+ */
+export async function loadOrComputeFacts(path: string | undefined, dataDir: string, systems: string[], modelDir: string,
+  device: 'auto' | 'cuda' | 'cpu', limit: number, timeoutMs: number): Promise<Facts> {
+  if (path && existsSync(path)) {
+    const f = JSON.parse(readFileSync(path, 'utf8')) as Facts;
+    const problem = f.systems.join(',') !== systems.join(',')
+      ? `was computed for the pool ${f.systems.join(',')}`
+      : originProblem(f.origin, f.systems, factsOrigin(dataDir, systems, modelDir), systems)
+        ?? (limit !== 0 && f.questions.length !== limit ? `holds ${f.questions.length} questions, --limit asks for ${limit}` : null);
+    if (problem === null) return f;
+    console.error(`eval rerank: ${path} ${problem}; recomputing`);
+  }
+  const f = await computeFacts(dataDir, systems, modelDir, device, limit, timeoutMs);
+  if (path) writeFileSync(path, JSON.stringify(f));
+  return f;
 }
 

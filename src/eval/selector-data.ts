@@ -6,13 +6,12 @@
 // file (runs/ is gitignored); features are derived from these facts by src/scoring/selector.ts,
 // so changing a feature never needs a recomputation. Results are kept as execShape() summaries
 // (hashed keys and a row sketch), as the service keeps them.
-import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname } from 'node:path';
 import { dbPath } from './spider.js';
 import { runPool } from './pool-run.js';
 import { execShape, type SelectorCandidate } from '../scoring/selector.js';
-import { modelIdentity, readManifestFile } from '../scoring/manifest.js';
+import { factsOrigin, originProblem, type FactsOrigin } from './facts-origin.js';
 import type { ExecResult } from '../execution/executor.js';
 
 export interface SelectorQuestion {
@@ -34,44 +33,13 @@ export interface SelectorFacts {
   origin?: FactsOrigin;
 }
 
-/**
- * What a facts file was computed from. A cache is reused only for the same model (by content,
- * modelIdentity), the same split and unchanged questions and predictions: facts of another model
- * or other data would fit the selector to scores the shipped model never gives.
- */
-export interface FactsOrigin {
-  model: { dir: string; name: string; identity: string };
-  data: { dir: string; questions: string };
-  /** Per system: a hash of its predictions file. */
-  predictions: Record<string, string>;
-}
-
-const digest = (path: string) => (existsSync(path) ? `sha256:${createHash('sha256').update(readFileSync(path)).digest('hex')}` : 'missing');
-
-/** The origin facts of `systems` computed now would record. */
-export function factsOrigin(dataDir: string, systems: string[], modelDir: string): FactsOrigin {
-  const questions = ['train.json', 'dev.json'].map((f) => join(dataDir, f)).find((f) => existsSync(f));
-  return {
-    model: { dir: resolve(modelDir), name: String(readManifestFile(modelDir).name), identity: modelIdentity(modelDir) },
-    data: { dir: resolve(dataDir), questions: questions ? digest(questions) : 'missing' },
-    predictions: Object.fromEntries(systems.map((s) => [s, digest(join(dataDir, 'predictions', `${s}.sql`))])),
-  };
-}
-
-const describeModel = (m: FactsOrigin['model']) => `${m.name} (${m.dir}, ${m.identity.slice(0, 19)})`;
+export { factsOrigin, type FactsOrigin };
 
 /** Why cached facts cannot stand for the facts of `want` (null: they can). */
 export function staleFacts(f: SelectorFacts, want: FactsOrigin, systems: string[], limit?: number): string | null {
   if (f.version !== FACTS_VERSION) return `holds facts of format ${f.version}, this is ${FACTS_VERSION}`;
-  const had = f.origin;
-  if (!had) return 'does not record the model and data it was built from';
-  if (had.model.identity !== want.model.identity) return `was built from model ${describeModel(had.model)}, this is ${describeModel(want.model)}`;
-  if (had.data.dir !== want.data.dir) return `was built from data ${had.data.dir}, this is ${want.data.dir}`;
-  if (had.data.questions !== want.data.questions) return `was built from other questions of ${want.data.dir} (its questions file changed since)`;
-  const lacking = systems.filter((s) => !f.systems.includes(s));
-  if (lacking.length) return `lacks system(s) ${lacking.join(', ')} of this pool (it has ${f.systems.join(', ')})`;
-  const changed = systems.filter((s) => had.predictions[s] !== want.predictions[s]);
-  if (changed.length) return `was built from other predictions of ${changed.join(', ')} (changed since)`;
+  const problem = originProblem(f.origin, f.systems, want, systems);
+  if (problem) return problem;
   if (limit && f.questions.length !== limit) return `holds ${f.questions.length} questions, --limit asks for ${limit}`;
   return null;
 }
