@@ -220,3 +220,23 @@ def test_cut_embedding_refuses_a_second_use_of_the_vocabulary():
     with pytest.raises(vocab.VocabError, match="vocabulary's size"):
         vocab.cut_embedding(helper.make_model(g), [0, 1])
 
+
+def test_manifest_ids_are_renumbered_and_checked_against_the_cut_tokenizer(tmp_path):
+    from caper_train import ship, vocab
+
+    spec, raw = qwen_layout()
+    n = len(spec["model"]["vocab"])
+    keep = vocab.choose(spec, 10, vocab.used_ids(raw, CORPUS))
+    new, remap = vocab.prune(spec, keep)
+    (tmp_path / "tokenizer.json").write_text(json.dumps(new, ensure_ascii=False), encoding="utf-8")
+    train = {"marker": "<|im_end|>", "marker_id": n - 1, "special_ids": {"<|im_start|>": n - 2, "<|im_end|>": n - 1},
+             "pad_id": n - 3, "vocab_size": n, "parameters": 100_000}
+    cut = {"kept": len(keep), "rows_before": n}
+    ship.renumber_manifest(train, remap, cut, tmp_path / "tokenizer.json", 32)
+    k = len(keep)
+    assert train == {"marker": "<|im_end|>", "marker_id": k - 1, "special_ids": {"<|im_start|>": k - 2, "<|im_end|>": k - 1},
+                     "pad_id": k - 3, "vocab_size": k, "parameters": 100_000 - (n - k) * 32}
+    # an id map that disagrees with the written tokenizer is refused
+    bad = {**remap, n - 1: 5}
+    with pytest.raises(ValueError, match="<|im_end|>"):
+        ship.renumber_manifest({"marker": "<|im_end|>", "marker_id": n - 1}, bad, cut, tmp_path / "tokenizer.json", 32)
