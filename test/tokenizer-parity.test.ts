@@ -73,12 +73,13 @@ export function parityStrings(n: number, seed = 7): string[] {
   return out;
 }
 
-function pythonEncode(dir: string, tokenizer: string, texts: string[], trainVocab?: number): number[][] {
+function pythonEncode(dir: string, tokenizer: string, texts: string[], trainVocab?: number, cutVocab?: number): number[][] {
   const inp = join(dir, 'strings.json');
   const out = join(dir, 'ids.json');
   writeFileSync(inp, JSON.stringify(texts));
   const args = ['-m', 'caper_train.encode', '--tokenizer', tokenizer, '--in', inp, '--out', out];
   if (trainVocab) args.push('--train-vocab', String(trainVocab));
+  if (cutVocab !== undefined) args.push('--cut-vocab', String(cutVocab));
   const r = spawnSync(PY, args, { env: { ...process.env, PYTHONPATH: join(ROOT, 'training') }, encoding: 'utf8' });
   assert.equal(r.status, 0, `python encode failed: ${r.stderr}`);
   return JSON.parse(readFileSync(out, 'utf8')) as number[][];
@@ -104,6 +105,27 @@ test('1,000 strings: TS ids == Python ids (tokenizer trained on them, 2k vocab)'
     compare(tok, texts, expected);
     // merges were actually learned, so the test exercises BPE and not just the byte alphabet
     assert.ok(expected.reduce((a, x) => a + x.length, 0) < texts.reduce((a, t) => a + Buffer.byteLength(t), 0) / 2);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// caper_train.ship --vocab serves a tokenizer cut to the training prompts' tokens: the merges it
+// lacks must leave the TS side splitting text exactly where the Python side does.
+test('1,000 strings: TS ids == Python ids with a cut vocabulary (caper_train.vocab)', { skip: SKIP }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'caper-tokparity-'));
+  try {
+    const texts = parityStrings(1000, 11);
+    const tokPath = join(dir, 'tokenizer.json');
+    const whole = pythonEncode(dir, tokPath, texts, 2000);
+    // cut to the first 50 merges and the tokens of the first 500 strings
+    const expected = pythonEncode(dir, tokPath, texts, undefined, 50);
+    const spec = JSON.parse(readFileSync(tokPath, 'utf8')) as { model: { vocab: Record<string, number> } };
+    const size = Object.keys(spec.model.vocab).length;
+    assert.ok(size > 256 && size < 2000, `cut vocabulary of ${size}`);
+    assert.deepEqual(expected.slice(0, 500).map((x) => x.length), whole.slice(0, 500).map((x) => x.length));
+    assert.ok(expected.slice(500).some((x, i) => x.length > whole[500 + i]!.length), 'the cut splits some later string further');
+    compare(await CaperTokenizer.load(tokPath), texts, expected);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -2,6 +2,8 @@
 
     python -m caper_train.encode --tokenizer tokenizer.json --in strings.json --out ids.json
         [--train-vocab N]   # first train a tokenizer of N ids on the input strings, save it at --tokenizer
+        [--cut-vocab K]     # then cut it (caper_train.vocab) to its first K merges and the tokens of the
+                            # first half of the input strings, save it at --tokenizer
     python -m caper_train.encode --tokenizer tokenizer.json --prompts --in prompts.json --out built.json
         # prompts.json: [{schema, question, units, max_length, terminal}], built: [{ids, markers, terminal} | {error}]
     python -m caper_train.encode --tokenizer tokenizer.json --chat --in prompts.json --out built.json
@@ -15,12 +17,27 @@ import json
 from .tok import CaperTokenizer, train_tokenizer
 
 
+def cut_tokenizer(path: str, merges_kept: int, corpus: list[str]) -> None:
+    """The tokenizer at `path` rewritten with a cut vocabulary (the way caper_train.ship --vocab cuts it)."""
+    from pathlib import Path
+
+    from . import vocab
+
+    raw = Path(path).read_text(encoding="utf-8")
+    spec = json.loads(raw)
+    new, remap = vocab.prune(spec, vocab.choose(spec, merges_kept, vocab.used_ids(raw, corpus)))
+    new_json = json.dumps(new, ensure_ascii=False)
+    vocab.check(raw, new_json, remap, corpus)
+    Path(path).write_text(new_json, encoding="utf-8")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--in", dest="inp", required=True, help="JSON array of strings")
     ap.add_argument("--out", required=True)
     ap.add_argument("--train-vocab", type=int)
+    ap.add_argument("--cut-vocab", type=int, metavar="K")
     ap.add_argument("--prompts", action="store_true", help="--in holds prompt inputs; build them with prompt.py")
     ap.add_argument("--chat", action="store_true", help="--in holds prompt inputs; build them with chat_prompt.py")
     a = ap.parse_args(argv)
@@ -28,6 +45,8 @@ def main(argv=None) -> int:
         texts = json.load(f)
     if a.train_vocab:
         CaperTokenizer(train_tokenizer(texts, vocab_size=a.train_vocab)).save(a.tokenizer)
+    if a.cut_vocab is not None:
+        cut_tokenizer(a.tokenizer, a.cut_vocab, [t for t in texts[:len(texts) // 2] if isinstance(t, str)])
     tok = CaperTokenizer.load(a.tokenizer)
     if a.chat or a.prompts:
         from . import chat_prompt

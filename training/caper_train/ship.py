@@ -5,9 +5,14 @@ base's decoder layers and its whole embedding matrix, which is most of the bytes
 the graph and stores the weights in 4 bits on caper_train.grid's layouts: the decoder's matrix
 products as MatMulNBits, the embedding as a lookup of its rows' codes dequantized after the
 lookup (standard operators), so the activations stay fp32 and only the rows a request uses are
-expanded. The vocabulary is kept whole, so schema text in any form tokenizes exactly as the base
-was trained on. A model trained on a base moved onto the same grid is stored exactly (every
+expanded. A model trained on a base moved onto the same grid is stored exactly (every
 `largest_move` 0); any other model is re-rounded, and parity says what that costs.
+
+The vocabulary is kept whole unless --vocab K cuts it (caper_train.vocab): the embedding keeps the
+rows of the byte alphabet, the control tokens, the first K merges' results and every token of the
+--vocab-records prompts, and the served tokenizer.json is renumbered to those rows. The training
+prompts tokenize exactly as before; other text may split into more, smaller tokens, which parity
+measures by tokenizing each side with its own tokenizer.
 
 Parity is measured, not assumed: every candidate of the --records questions is scored by both
 graphs (the fp32 export matches torch to its recorded fp32_max_abs_diff), and the shipped
@@ -15,7 +20,8 @@ caper.json records the largest clause-score difference and the share of a questi
 pairs that keep their order under the candidate score the service ranks by.
 
     python -m caper_train.ship --model runs/models/NAME --out models/default \
-        --records runs/prm-base/pool16-heldout.jsonl [--bits 4] [--block B] [--embed-block B] [--max-questions 0]
+        --records runs/prm-base/pool16-heldout.jsonl [--bits 4] [--block B] [--embed-block B] [--max-questions 0] \
+        [--vocab K --vocab-records TRAINING_RECORDS...]
 """
 from __future__ import annotations
 
@@ -29,15 +35,22 @@ import numpy as np
 
 
 def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int, embed_bits: int | None = None,
-             max_file_bytes: int = 0) -> dict:
+             max_file_bytes: int = 0, keep: list[int] | None = None) -> dict:
     """Weight-only quantization: every MatMul with a constant weight (MatMulNBits) and the
     embedding table (quantize_embedding). In 4 bits both use caper_train.grid's layouts, so a
-    model trained on that grid is stored exactly (`largest_move` 0)."""
+    model trained on that grid is stored exactly (`largest_move` 0). `keep`: the embedding rows a
+    cut vocabulary keeps (caper_train.vocab), gathered before the table is quantized; the grid's
+    blocks lie within a row, so a gathered row keeps its codes."""
     import onnx
 
     from .export import matmul_nbits
 
     g = onnx.load(str(src), load_external_data=True)
+    cut = {}
+    if keep is not None:
+        from .vocab import cut_embedding
+
+        cut = cut_embedding(g, keep)
     moved = {}
     if bits == 4:
         moved = grid_matmuls(g, block)
@@ -54,7 +67,7 @@ def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int, embe
                       + (f", embedding int{embed_bits} looked up and dequantized (blocks of {embed_block}, fp16 scale and offset)"
                          if embed_bits else ", embedding fp32"),
             "matmul_nbits": ops.get("MatMulNBits", 0), "unquantized_matmul": ops.get("MatMul", 0),
-            "matrices": moved, "embedding": embedded, "data_files": data}
+            "matrices": moved, "embedding": embedded, "data_files": data, **({"embedding_cut": cut} if cut else {})}
 
 
 def save_split(model, dst: Path, max_bytes: int) -> list[str]:
@@ -200,19 +213,26 @@ def quantize_embedding(model, bits: int, block: int) -> dict:
             "largest_move": moved}
 
 
-def question_prompts(records: list[str], tok_path: Path, max_length: int, max_questions: int):
-    """Per question with at least two candidates, their caper-chat-v1 prompts."""
+def question_prompts(records: list[str], tok_paths: list[Path], max_length: int, max_questions: int):
+    """Per question, its caper-chat-v1 prompts under each tokenizer (a list per tokenizer, the same
+    candidates in the same order): the candidates that fit max_length under every tokenizer, kept
+    when there are at least two."""
     from . import chat_prompt
     from .features import candidate_prompts, question_groups
     from .tok import CaperTokenizer
 
-    tok = CaperTokenizer.load(tok_path)
-    specials = {t: tok.special_id(t) for t in chat_prompt.CONTROL}
+    toks = [CaperTokenizer.load(p) for p in tok_paths]
+    specials = [{t: tok.special_id(t) for t in chat_prompt.CONTROL} for tok in toks]
     out = []
     for (_db, question), g in sorted(question_groups(records, None, set()).items()):
-        ps, _ = candidate_prompts(tok, specials, g["schema"], question, list(g["cands"].values()), max_length)
-        if len(ps) >= 2:
-            out.append(ps)
+        cands = list(g["cands"].values())
+        built = []
+        for tok, sp in zip(toks, specials):
+            ps, kept = candidate_prompts(tok, sp, g["schema"], question, cands, max_length)
+            built.append({id(c): p for c, p in zip(kept, ps)})
+        common = [id(c) for c in cands if all(id(c) in b for b in built)]
+        if len(common) >= 2:
+            out.append([[b[k] for k in common] for b in built])
         if max_questions and len(out) >= max_questions:
             break
     return out
@@ -226,9 +246,12 @@ def scores(session, prompts) -> list[np.ndarray]:
     return [r[[*p.markers, p.terminal]] for r, p in zip(rewards, prompts)]
 
 
-def parity(ref_model: Path, new_model: Path, groups, threads: int) -> dict:
+def parity(ref_model: Path, new_model: Path, groups, threads: int, remap: dict[int, int] | None = None) -> dict:
     """Largest clause-score difference and candidate-pair order agreement (candidate score = the
-    lowest of its clause and terminal scores, as the service ranks a chat model's candidates)."""
+    lowest of its clause and terminal scores, as the service ranks a chat model's candidates).
+    `groups`: per question, the reference graph's prompts and the new graph's (question_prompts
+    with two tokenizers; with one, both graphs read the same prompts). `remap` (a cut vocabulary's old -> new ids) adds the share of prompts
+    whose tokens changed, not just their numbers."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -236,20 +259,27 @@ def parity(ref_model: Path, new_model: Path, groups, threads: int) -> dict:
     opts.log_severity_level = 3
     a = ort.InferenceSession(str(ref_model), opts, providers=["CPUExecutionProvider"])
     b = ort.InferenceSession(str(new_model), opts, providers=["CPUExecutionProvider"])
-    worst, same, pairs, cands = 0.0, 0, 0, 0
-    for ps in groups:
-        sa, sb = scores(a, ps), scores(b, ps)
+    worst, same, pairs, cands, changed = 0.0, 0, 0, 0, 0
+    for g in groups:
+        pa, pb = g[0], g[-1]
+        sa, sb = scores(a, pa), scores(b, pb)
+        if remap is not None:
+            changed += sum([remap.get(i, -1) for i in x.ids] != y.ids for x, y in zip(pa, pb))
+        # the same candidate's clauses on both sides, read wherever each tokenizer puts their ends
         worst = max(worst, max(float(np.abs(x - y).max()) for x, y in zip(sa, sb)))
         ca, cb = [float(x.min()) for x in sa], [float(x.min()) for x in sb]
-        cands += len(ps)
-        for i in range(len(ps)):
-            for j in range(i + 1, len(ps)):
+        cands += len(pa)
+        for i in range(len(pa)):
+            for j in range(i + 1, len(pa)):
                 if ca[i] == ca[j]:
                     continue
                 pairs += 1
                 same += (ca[i] - ca[j]) * (cb[i] - cb[j]) > 0
-    return {"questions": len(groups), "candidates": cands, "pairs": pairs,
-            "pair_order_agreement": same / pairs if pairs else 1.0, "max_abs_diff": worst}
+    out = {"questions": len(groups), "candidates": cands, "pairs": pairs,
+           "pair_order_agreement": same / pairs if pairs else 1.0, "max_abs_diff": worst}
+    if remap is not None:
+        out["tokenization_changed"] = changed / cands if cands else 0.0
+    return out
 
 
 def main(argv=None) -> int:
@@ -268,7 +298,18 @@ def main(argv=None) -> int:
     ap.add_argument("--max-questions", type=int, default=0)
     ap.add_argument("--min-agreement", type=float, default=0.99)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--vocab", type=int, default=0, metavar="K",
+                    help="cut the vocabulary to the byte alphabet, the added tokens, the results of the first K BPE merges "
+                    "and every token of the --vocab-records prompts, with the merges that build them (0: keep it whole)")
+    ap.add_argument("--vocab-records", nargs="+", default=[],
+                    help="with --vocab: the records the model was trained on, and only those. A held-out database's "
+                    "words kept in the vocabulary would tokenize as the base does and flatter the held-out figures; "
+                    "records of the export's training.exclude_dbs are skipped in any case")
     a = ap.parse_args(argv)
+    if a.vocab < 0:
+        ap.error("--vocab must be >= 0")
+    if a.vocab and not a.vocab_records:
+        ap.error("--vocab needs --vocab-records (the training records)")
     src, out = Path(a.model), Path(a.out)
     manifest = json.loads((src / "caper.json").read_text())
     if manifest.get("template") != "caper-chat-v1":
@@ -279,12 +320,23 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for f in [*out.glob("model*.onnx*"), *out.glob("model.data-*")]:
         f.unlink()
+    src_tok = src / manifest["files"]["tokenizer"]
+    keep, remap, cut = None, None, None
+    if a.vocab:
+        keep, remap, cut = cut_vocab(src_tok, out / "tokenizer.json", a.vocab, a.vocab_records,
+                                     set((manifest.get("training") or {}).get("exclude_dbs") or []))
+    else:
+        shutil.copyfile(src_tok, out / "tokenizer.json")
     q = quantize(src / manifest["files"]["model"], out / "model.onnx", a.bits, a.block, a.embed_block, a.embed_bits,
-                 int(a.max_file_mb * 1e6))
-    shutil.copyfile(src / manifest["files"]["tokenizer"], out / "tokenizer.json")
-    groups = question_prompts(a.records, out / "tokenizer.json", manifest["max_length"], a.max_questions)
-    p = parity(src / manifest["files"]["model"], out / "model.onnx", groups, a.threads)
-    q["parity"] = {**p, "reference": "fp32 export", "records": [Path(r).name for r in a.records]}
+                 int(a.max_file_mb * 1e6), keep)
+    groups = question_prompts(a.records, [src_tok, out / "tokenizer.json"] if cut else [out / "tokenizer.json"],
+                              manifest["max_length"], a.max_questions)
+    p = parity(src / manifest["files"]["model"], out / "model.onnx", groups, a.threads, remap)
+    q["parity"] = {**p, "reference": "fp32 export" + (" with the whole vocabulary" if cut else ""),
+                   "records": [Path(r).name for r in a.records]}
+    if cut:
+        rows = q.pop("embedding_cut")
+        q["vocab"] = {**cut, "rows_before": rows["rows"]}
     q["bytes"] = sum((out / f).stat().st_size for f in ["model.onnx", *q["data_files"]])
     print(json.dumps(q, indent=2), file=sys.stderr)
     if p["pair_order_agreement"] < a.min_agreement:
@@ -300,9 +352,59 @@ def main(argv=None) -> int:
     train["files"] = {"model": "model.onnx", "tokenizer": "tokenizer.json",
                       **({"model_data": q["data_files"]} if q["data_files"] else {})}
     train["export"] = {**(train.get("export") or {}), "weights": f"int{a.bits}" if a.bits else "fp32", "shipped": q}
+    if cut:
+        renumber_manifest(train, remap, q["vocab"], out / "tokenizer.json", rows["width"])
     write_step(out, "train", train)
     (out / "MODEL_CARD.md").write_text(card(read_manifest(out)))
     return 0
+
+
+def cut_vocab(src_tok: Path, dst_tok: Path, merges_kept: int, records: list[str], exclude_dbs: set[str]):
+    """Writes the cut tokenizer (caper_train.vocab) and returns the kept old ids, the old -> new id
+    map and the record of the cut. Refuses a cut under which a training prompt tokenizes otherwise,
+    or under which hostile text has unknown pieces or does not decode back to itself."""
+    from . import vocab
+
+    old_json = src_tok.read_text(encoding="utf-8")
+    spec = json.loads(old_json)
+    texts = vocab.prompt_texts(records, exclude_dbs)
+    keep = vocab.choose(spec, merges_kept, vocab.used_ids(old_json, texts))
+    new_spec, remap = vocab.prune(spec, keep)
+    new_json = json.dumps(new_spec, ensure_ascii=False)
+    checked = vocab.check(old_json, new_json, remap, texts)
+    dst_tok.write_text(new_json, encoding="utf-8")
+    of = len(set(spec["model"]["vocab"].values()) | {t["id"] for t in spec.get("added_tokens") or []})
+    return keep, remap, {"kept": len(keep), "of": of, "merges_kept": merges_kept,
+                         "merges": len(new_spec["model"]["merges"]), "of_merges": len(spec["model"]["merges"]),
+                         "records": [Path(r).name for r in records], "excluded_dbs": sorted(exclude_dbs),
+                         "prompt_texts": checked["texts"]}
+
+
+def renumber_manifest(train: dict, remap: dict[int, int], cut: dict, tok_path: Path, width: int) -> None:
+    """The train step's token ids and sizes under a cut vocabulary, each id checked against the cut
+    tokenizer (the service refuses a marker_id its tokenizer does not give)."""
+    from .tok import CaperTokenizer
+
+    tok = CaperTokenizer.load(tok_path)
+    named = {**({train["marker"]: train["marker_id"]} if "marker_id" in train else {}), **(train.get("special_ids") or {})}
+    for t, i in named.items():
+        if tok.special_id(t) != remap[i]:
+            raise ValueError(f"{t}: the cut tokenizer gives {tok.special_id(t)}, the id map {remap[i]}")
+    if "marker_id" in train:
+        train["marker_id"] = remap[train["marker_id"]]
+    if "special_ids" in train:
+        train["special_ids"] = {t: remap[i] for t, i in train["special_ids"].items()}
+    if "pad_id" in train:
+        train["pad_id"] = remap[train["pad_id"]]
+    if tok.vocab_size != cut["kept"]:
+        raise ValueError(f"the cut tokenizer has {tok.vocab_size} ids, the embedding {cut['kept']} rows")
+    train["vocab_size"] = tok.vocab_size
+    if "parameters" in train:
+        train["parameters"] = int(train["parameters"]) - (cut["rows_before"] - cut["kept"]) * int(width)
+
+
+def _share(x) -> str:
+    return f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "?"
 
 
 def card(m: dict) -> str:
@@ -316,12 +418,21 @@ def card(m: dict) -> str:
     held = ", ".join(tr.get("exclude_dbs") or []) or "none"
     trained = (f"the top {tr.get('top_k')} of them trained with a scalar head" if tr.get("family") == "topk"
                else "frozen, with a linear probe head")
+    voc = sh.get("vocab")
+    vocab_text = (f"""
+Vocabulary: {voc['kept']:,} of the base's {voc['of']:,} ids, chosen from the training data only: the byte alphabet,
+the control tokens, the results of the base's first {voc['merges_kept']:,} BPE merges and every token of the training
+prompts ({', '.join(voc['records'])}), with the merges that build them. The training prompts tokenize
+exactly as the base tokenizes them; text outside the kept vocabulary is split into smaller pieces of the same
+bytes, so any input still tokenizes and decodes back to itself. Parity below tokenizes each side with its own
+tokenizer: {_share(par.get('tokenization_changed'))} of its prompts tokenize differently from the base.
+""" if voc else "")
     return f"""# CAPER Clause-PRM: {m['name']}
 
 Clause-level process reward model for Text-to-SQL candidates: the first {tr.get('layers')} decoder layers
 of the pretrained base `{Path(str(tr.get('base', '?'))).name}` (Qwen2.5-Coder-0.5B-Instruct, Apache-2.0), {trained}.
 {m.get('parameters', 0):,} parameters, vocabulary {m.get('vocab_size')}.
-
+{vocab_text}
 ## Input and output
 Prompt template `{m['template']}`: the base's chat turn, the schema and question as the user's message,
 the SQL as the assistant's answer in a sql fence. The output at each clause's last token judges the clause

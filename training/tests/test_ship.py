@@ -1,7 +1,8 @@
 """caper_train.ship on an exported tiny chat Clause-PRM: the decoder's matrix products and the
 embedding become 4-bit blocks, the graph still serves the same inputs, parity is measured on the
-given records and recorded in the train step, and a ship whose order agreement falls below the
-floor writes no manifest."""
+given records and recorded in the train step, a ship whose order agreement falls below the
+floor writes no manifest, and --vocab cuts the embedding and tokenizer to the training prompts'
+tokens without changing their scores."""
 import json
 
 import onnx
@@ -43,6 +44,13 @@ def test_ship_quantizes_matmuls_and_embedding_and_records_parity(exported, tmp_p
     m = read_manifest(out)
     assert m["files"] == {"model": "model.onnx", "tokenizer": "tokenizer.json"}
     assert m["export"]["weights"] == "int4"
+    # without --vocab the vocabulary is whole: the export's tokenizer and ids, no cut recorded
+    assert (out / "tokenizer.json").read_bytes() == (model / "tokenizer.json").read_bytes()
+    src = read_manifest(model)
+    assert {k: m[k] for k in ("vocab_size", "marker_id", "special_ids", "pad_id", "parameters")} == \
+        {k: src[k] for k in ("vocab_size", "marker_id", "special_ids", "pad_id", "parameters")}
+    assert "vocab" not in m["export"]["shipped"] and "tokenization_changed" not in m["export"]["shipped"]["parity"]
+    assert m["export"]["shipped"]["embedding"]["rows"] == 800
     p = m["export"]["shipped"]["parity"]
     assert p["questions"] == 12 and p["candidates"] == 48 and p["pairs"] > 0
     assert 0.0 <= p["pair_order_agreement"] <= 1.0 and p["max_abs_diff"] >= 0.0
@@ -53,6 +61,68 @@ def test_ship_quantizes_matmuls_and_embedding_and_records_parity(exported, tmp_p
     assert "- `model.onnx`" in card and "- `tokenizer.json`" in card
     assert f"pair order agreement\n{p['pair_order_agreement']}" in card or f"{p['pair_order_agreement']}, largest" in card
     assert "first 3 decoder layers" in card
+
+
+def test_ship_cuts_the_vocabulary_to_the_training_prompts(exported, tmp_path):
+    import numpy as np
+    import onnxruntime as ort
+
+    from caper_train import ship
+    from caper_train.manifest import read_manifest
+    from caper_train.tok import CaperTokenizer
+
+    model, rec = exported
+    # the vocabulary's records: db0's candidates under other words, so the parity records'
+    # questions lie partly outside the kept vocabulary
+    train_rec = tmp_path / "train.jsonl"
+    train_rec.write_text("".join(line.replace("How many singers are from country", "Count rows for") + "\n"
+                                 for line in rec.read_text().splitlines() if '"db0"' in line))
+    common = ["--model", str(model), "--records", str(rec), "--min-agreement", "0", "--block", "32",
+              "--embed-block", "32", "--threads", "1"]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert ship.main([*common, "--out", str(whole)]) == 0
+    assert ship.main([*common, "--out", str(cut), "--vocab", "20", "--vocab-records", str(train_rec)]) == 0
+    m, w = read_manifest(cut), read_manifest(whole)
+    v = m["export"]["shipped"]["vocab"]
+    k = v["kept"]
+    assert 256 + 3 + 20 < k < 800 and v["of"] == 800 and v["merges_kept"] == 20 and v["records"] == ["train.jsonl"]
+    assert v["rows_before"] == 800
+    tok = CaperTokenizer.load(cut / "tokenizer.json")
+    assert m["vocab_size"] == tok.vocab_size == k == m["export"]["shipped"]["embedding"]["rows"]
+    assert m["marker_id"] == tok.special_id(m["marker"])
+    assert m["special_ids"] == {t: tok.special_id(t) for t in m["special_ids"]}
+    assert m["pad_id"] == tok.special_id("<|endoftext|>")
+    assert m["parameters"] == w["parameters"] - (800 - k) * 32
+    g = onnx.load(str(cut / "model.onnx"))
+    codes = [t for t in g.graph.initializer if t.name.endswith(".q4.codes")]
+    assert list(codes[0].dims) == [k, 16]
+    # the tiny base is off the grid: the kept rows move as they did in the whole table (test_vocab: on the grid, 0)
+    assert m["export"]["shipped"]["embedding"]["largest_move"] <= w["export"]["shipped"]["embedding"]["largest_move"]
+    p = m["export"]["shipped"]["parity"]
+    # every parity question holds the words the vocabulary's records lack
+    assert p["tokenization_changed"] == 1.0 and p["reference"] == "fp32 export with the whole vocabulary"
+    assert p["questions"] == 12 and p["candidates"] == 48
+    card = (cut / "MODEL_CARD.md").read_text()
+    assert f"Vocabulary: {k:,} of the base's 800 ids" in card and "first 20 BPE merges" in card and "train.jsonl" in card
+
+    # on the training prompts the cut model is the whole one: the same tokens, renumbered, and
+    # the same scores
+    groups = ship.question_prompts([str(train_rec)], [whole / "tokenizer.json", cut / "tokenizer.json"], 256, 0)
+    assert len(groups) == 4
+    a = ort.InferenceSession(str(whole / "model.onnx"), providers=["CPUExecutionProvider"])
+    b = ort.InferenceSession(str(cut / "model.onnx"), providers=["CPUExecutionProvider"])
+    for pw, pc in groups:
+        assert all(x.markers == y.markers and len(x.ids) == len(y.ids) for x, y in zip(pw, pc))
+        for x, y in zip(ship.scores(a, pw), ship.scores(b, pc)):
+            assert np.array_equal(x, y)
+
+
+def test_ship_vocab_needs_training_records(exported, tmp_path):
+    from caper_train import ship
+
+    model, rec = exported
+    with pytest.raises(SystemExit):
+        ship.main(["--model", str(model), "--out", str(tmp_path / "o"), "--records", str(rec), "--vocab", "20"])
 
 
 def test_ship_refuses_below_the_agreement_floor(exported, tmp_path):
