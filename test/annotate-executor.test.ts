@@ -34,6 +34,11 @@ test('checkReadOnlySelect accepts selects and refuses everything else', () => {
     "SELECT replace(name, 'a', 'b') FROM singer",
     'SELECT CASE WHEN age > 3 THEN 1 ELSE 0 END FROM singer',
     'SELECT 1 /* ; ATTACH */ ;;',
+    // A query may open with parentheses (PostgreSQL runs these; SQLite answers a syntax error).
+    '(SELECT name FROM singer) EXCEPT (SELECT name FROM singer WHERE age > 40)',
+    '((SELECT 1)) UNION SELECT 2;',
+    ' /* c */ ( SELECT 1 )',
+    '(WITH a AS (SELECT 1 AS x) SELECT x FROM a)',
   ];
   for (const s of ok) assert.deepEqual(checkReadOnlySelect(s), { ok: true }, s);
   const bad = [
@@ -44,6 +49,10 @@ test('checkReadOnlySelect accepts selects and refuses everything else', () => {
     "SELECT load_extension('/tmp/evil.so')", "SELECT \"load_extension\"('x')",
     'WITH a AS (SELECT 1) DELETE FROM singer', 'WITH a AS (SELECT 1) INSERT INTO singer SELECT * FROM a',
     "SELECT 'unterminated", 'SELECT (1', 'BEGIN', 'EXPLAIN SELECT 1', 'VALUES (1)',
+    '(DELETE FROM singer)', '((DROP TABLE singer))', '(INSERT INTO singer VALUES (9))', '(UPDATE singer SET age = 1)',
+    '(WITH a AS (SELECT 1) DELETE FROM singer)', '(WITH a AS (SELECT 1) VALUES (1))', '(SELECT 1); (SELECT 2)',
+    '(SELECT 1) ; DROP TABLE singer', '(VALUES (1))', '(EXPLAIN SELECT 1)', '(TRUNCATE singer)', '(PRAGMA query_only)',
+    '(', '()', '((SELECT 1)', '(SELECT 1))', '(;) SELECT 1',
   ];
   for (const s of bad) assert.equal(checkReadOnlySelect(s).ok, false, s);
   assert.equal(checkReadOnlySelect(42 as unknown as string).ok, false);
@@ -67,6 +76,14 @@ test('executor runs selects, caps rows, refuses writes and leaves the file byte-
       const rr = await ex.run(db, w);
       assert.equal(rr.ok, false, w);
       if (!rr.ok) assert.equal(rr.code, 'refused', w);
+    }
+    // Past the gate, SQLite itself cannot read a compound whose first arm is in parentheses: an
+    // ordinary execution error, like any SQL it rejects.
+    const paren = await ex.run(db, '(SELECT name FROM singer) EXCEPT (SELECT name FROM singer WHERE age > 40)');
+    assert.equal(paren.ok, false);
+    if (!paren.ok) {
+      assert.equal(paren.code, 'sql_error');
+      assert.match(paren.error, /syntax error/);
     }
     const err = await ex.run(db, 'SELECT nope FROM singer');
     assert.equal(err.ok, false);

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { cloneTree, makeNode, renderSql, splitSql, topUnits, walk } from '../src/clauses/index.js';
 import type { ClauseUnit, SplitResult, TreeNode } from '../src/clauses/types.js';
+import { DIALECTS, parser } from '../src/clauses/parser.js';
 
 // ---------- helpers ----------
 
@@ -488,6 +489,55 @@ test('pathological input is refused quickly, with exact units and no throw', () 
   assert.equal(r2.ok, false);
   assert.deepEqual(kinds(r2.units), ['SELECT', 'FROM', 'WHERE']);
   // How quickly: bench/responsiveness.ts (a test must not depend on the machine's load).
+});
+
+/** Calls to node-sql-parser's astify (one per grammar tried on one arm) while `f` runs. */
+function parserCalls<T>(f: () => T): { result: T; calls: number } {
+  const p = parser();
+  const astify = p.astify;
+  let calls = 0;
+  p.astify = function (this: unknown, ...args: Parameters<typeof astify>) {
+    calls++;
+    return astify.apply(this, args);
+  };
+  try {
+    return { result: f(), calls };
+  } finally {
+    p.astify = astify;
+  }
+}
+
+test('subqueries cut off deep inside: every grammar fails, yet each arm is read at most once per grammar', () => {
+  // The innermost `(SELECT` parses under no grammar, so every arm above it fails under every
+  // grammar; a subquery is still built once, not again for each grammar its parent tries
+  // (which made the work exponential in depth and hung the service's event loop).
+  for (const d of [0, 1, 2, 6, 40]) {
+    const sql = 'SELECT a FROM t WHERE a = (SELECT a FROM t WHERE a = ' + '(SELECT a FROM t WHERE a = '.repeat(d) + '(SELECT';
+    const { result: r, calls } = parserCalls(() => split(sql));
+    assert.equal(r.ok, false);
+    assert.match(r.error!, /^parse error: /);
+    assert.equal(r.tree, undefined);
+    // Units still come from the lexer: SELECT, FROM, WHERE at every complete level, then SELECT.
+    assert.equal(r.units.length, 3 * (d + 2) + 1);
+    assert.equal(Math.max(...r.units.map((u) => u.depth)), d + 2);
+    assert.ok(calls <= DIALECTS.length * (d + 3), `${calls} parser calls for ${d + 3} arms`);
+  }
+  // Here each subquery builds, and then the arm around it fails under every grammar (a `@v` it
+  // cannot model): the built subquery serves the next grammar's attempt too.
+  for (const d of [1, 6, 30]) {
+    const sql = 'SELECT ('.repeat(d) + 'SELECT b FROM u' + ') FROM t WHERE a = @v'.repeat(d);
+    const { result: r, calls } = parserCalls(() => split(sql));
+    assert.equal(r.ok, false);
+    assert.match(r.error!, /^parse error: /);
+    assert.equal(r.units.length, 3 * d + 2);
+    assert.ok(calls <= DIALECTS.length * (d + 1), `${calls} parser calls for ${d + 1} arms`);
+  }
+  // The same bound where the subqueries parse: one grammar each.
+  const whole = 'SELECT a FROM t WHERE a = ' + '(SELECT a FROM t WHERE a = '.repeat(40) + '1' + ')'.repeat(40);
+  const { result: ok, calls } = parserCalls(() => split(whole));
+  assert.ok(ok.ok, ok.error);
+  assert.equal(calls, 41);
+  assert.equal(walk(ok.tree!).filter((n) => n.kind === 'subquery').length, 40);
 });
 
 test('ESCAPE, NULLS FIRST/LAST and FILTER/OVER suffixes survive rendering', () => {

@@ -159,6 +159,30 @@ test('422 invalid_value names the field: unknown db_id, strategy without a datab
   isJsonError(await srv.post('/reward', { question: Q, samples: [GOOD], db_id: 'shop', gold: 'DROP TABLE singer' }), 422, 'invalid_value', 'gold');
 });
 
+test('a query opening with parentheses passes the gate; SQLite\'s syntax error for it is an execution error, never a 500', async () => {
+  // SQLite cannot read a parenthesized first arm (PostgreSQL can: postgres.test.ts).
+  const PAREN = "(SELECT name FROM singer WHERE country = 'France') EXCEPT (SELECT name FROM singer WHERE age > 40)";
+  const r = await srv.post('/rerank', { question: Q, db_id: 'shop', strategy: 'hybrid', candidates: [PAREN, GOOD] });
+  assert.equal(r.status, 200, JSON.stringify(r.body).slice(0, 300));
+  const x = r.body.results.find((c: any) => c.index === 0);
+  assert.equal(x.parsed, true);
+  assert.equal(x.execution.ok, false);
+  assert.match(x.execution.error, /^sql_error: .*syntax error/);
+  const l = await srv.post('/localize', { question: Q, db_id: 'shop', sql: PAREN, gold: GOOD });
+  assert.equal(l.status, 200, JSON.stringify(l.body).slice(0, 300));
+  assert.equal(l.body.parsed, true);
+  assert.match(l.body.execution.error, /^sql_error: .*syntax error/);
+  assert.equal(l.body.gold_match, false);
+  const g = await srv.post('/reward', { question: Q, db_id: 'shop', samples: [GOOD], gold: PAREN });
+  isJsonError(g, 422, 'invalid_value', 'gold');
+  assert.match(g.body.message, /gold does not run: sql_error: .*syntax error/);
+  // Parentheses open no way around the gate.
+  const hostile = ['(DELETE FROM singer)', '(WITH x AS (SELECT 1) DELETE FROM singer)', '(SELECT 1); (DROP TABLE singer)', "((INSERT INTO singer VALUES (9, 'x', 'y', 1)))"];
+  const h = await srv.post('/rerank', { question: Q, db_id: 'shop', strategy: 'hybrid', candidates: hostile });
+  assert.equal(h.status, 200, JSON.stringify(h.body).slice(0, 300));
+  for (const c of h.body.results) assert.match(c.execution.error, /^refused: /, hostile[c.index]);
+});
+
 test('auth: bearer token on everything but the probes (/healthz, /readyz, /health) and the docs, constant-time digest comparison, 401 JSON + WWW-Authenticate', async () => {
   assert.equal(apiKeyProblem(''), 'the API key must not be empty');
   assert.ok(apiKeyProblem('has space'));

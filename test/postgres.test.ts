@@ -102,6 +102,10 @@ test('hostile SQL on PostgreSQL: refused or bounded, database unchanged, every s
     'SELECT 1; DELETE FROM singer', 'SELECT count(*) FROM singer; SELECT 2', 'BEGIN', 'COMMIT', 'ROLLBACK', 'SELECT 1; COMMIT',
     'WITH d AS (DELETE FROM singer RETURNING *) SELECT * FROM d', "SELECT query_to_xml('DELETE FROM singer', true, true, '')",
     'SELECT * FROM singer FOR UPDATE', "SELECT nextval('s')", 'LOCK TABLE singer', "SET statement_timeout = 0",
+    // Parentheses around the statement change nothing.
+    '(DELETE FROM singer)', '((TRUNCATE singer))', '(WITH d AS (DELETE FROM singer RETURNING *) SELECT * FROM d)',
+    '(SELECT 1); DELETE FROM singer', '(SELECT * FROM singer FOR UPDATE)', '(SELECT pg_advisory_lock(42))',
+    "(SELECT query_to_xml('DELETE FROM singer', true, true, ''))",
   ];
   try {
     await pgx.pg.discover();
@@ -150,6 +154,27 @@ test('hostile SQL on PostgreSQL: refused or bounded, database unchanged, every s
   }
   assert.equal(await fingerprint(db), before, 'the database is unchanged');
   assert.equal(existsSync(pwned), false);
+});
+
+test('a query opening with parentheses runs on PostgreSQL, with the rows it has without them', { skip }, async () => {
+  const pgx = new PgExecutor(cluster!.url('postgres', READER), { workers: 1, timeoutMs: 5000 });
+  const cases = [
+    ['(SELECT name FROM singer) EXCEPT (SELECT name FROM singer WHERE age > 40)', 'SELECT name FROM singer EXCEPT SELECT name FROM singer WHERE age > 40'],
+    ['((SELECT count(*) FROM singer))', 'SELECT count(*) FROM singer'],
+    ['(WITH o AS (SELECT name, age FROM singer) SELECT name FROM o WHERE age > 30) ORDER BY name', 'SELECT name FROM singer WHERE age > 30 ORDER BY name'],
+  ];
+  try {
+    await pgx.pg.discover();
+    for (const [paren, plain] of cases) {
+      const a = await pgx.run('concert_singer', paren!);
+      const b = await pgx.run('concert_singer', plain!);
+      assert.ok(a.ok, `${paren}: ${!a.ok && a.code} ${!a.ok && a.error}`);
+      assert.ok(b.ok && b.rows.length > 0, plain);
+      assert.ok(sameResult(b, a, plain!), paren);
+    }
+  } finally {
+    await pgx.close();
+  }
 });
 
 test('behind the gate: a READ ONLY transaction refuses locking reads, and what a statement sets in its session is gone before the connection is reused', { skip }, async () => {

@@ -74,3 +74,14 @@ test('/reward: clause rewards and the execution reward against gold', async () =
     assert.equal(s.parsed, true);
   }
 });
+
+test('gold is read as candidates are: /reward and /localize run gold spaced with Unicode whitespace', async () => {
+  for (const gold of [NBSP, MIXED]) {
+    const r = await srv.post('/reward', { question: Q, db_id: 'shop', gold, samples: [PLAIN, NBSP] });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.body.samples.map((s: any) => s.execution_reward), [1, 1], JSON.stringify(gold));
+    const l = await srv.post('/localize', { question: Q, db_id: 'shop', sql: PLAIN, gold });
+    assert.equal(l.status, 200, JSON.stringify(l.body));
+    assert.equal(l.body.gold_match, true, JSON.stringify(gold));
+  }
+});

@@ -4,7 +4,7 @@
 import type { ClauseKind, TreeNode } from './types.js';
 import { identName } from './lexer.js';
 import type { QueryInfo } from './segment.js';
-import { TreeBuildError, mk, setParent, type BuildEnv } from './node.js';
+import { TreeBuildError, cloneNode, mk, setParent, type BuildEnv } from './node.js';
 import { assignSpans } from './spans.js';
 import { armText, tokenAt, type ArmSide } from './armtext.js';
 import { parseArm, type Ast } from './parser.js';
@@ -188,6 +188,12 @@ export function buildQuery(q: QueryInfo, env: BuildEnv): TreeNode {
   if (q.arms.length !== q.setops.length + 1) throw new TreeBuildError('compound query with an empty arm');
   checkWrappers(q, env);
   const arms = q.arms.map((arm) => {
+    // A subquery's tree depends only on its own text, never on the grammar that read this arm,
+    // so it is built (or fails) once per arm and reused when the arm is retried under another
+    // grammar. Rebuilding it on every retry multiplied the work by the number of grammars at each
+    // level of nesting: exponential in depth for SQL whose innermost subquery does not parse.
+    const built = new Map<number, { node: TreeNode; fresh: boolean } | { error: unknown }>();
+    // The subquery nodes of the current attempt.
     const subCache = new Map<number, TreeNode>();
     const subs = [...arm.subqueries].sort((a, b) => a.open - b.open);
     const side: ArmSide = { strings: [], windows: [], nulls: [] };
@@ -211,10 +217,22 @@ export function buildQuery(q: QueryInfo, env: BuildEnv): TreeNode {
           const s = subs[k];
           if (!s) throw new TreeBuildError('placeholder without subquery');
           let n = subCache.get(k);
-          if (!n) {
-            n = buildQuery(s.query, env);
-            subCache.set(k, n);
+          if (n) return n;
+          let b = built.get(k);
+          if (!b) {
+            try {
+              b = { node: buildQuery(s.query, env), fresh: true };
+            } catch (error) {
+              b = { error };
+            }
+            built.set(k, b);
           }
+          if ('error' in b) throw b.error;
+          // An attempt that failed may have wired the node into its discarded tree; later
+          // attempts get a copy.
+          n = b.fresh ? b.node : cloneNode(b.node);
+          b.fresh = false;
+          subCache.set(k, n);
           return n;
         },
         subSpan: (k) => {

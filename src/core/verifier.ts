@@ -149,7 +149,7 @@ export class Verifier extends VerifierBase {
     const t0 = performance.now();
     const scorer = this.requireScorer();
     const ctx = await this.resolve(req);
-    const gold = req.gold;
+    const gold = goldSql(req.gold);
     const found = extractSql(req.sql);
     const sql = found.sql;
     const cands = req.candidates;
@@ -230,7 +230,7 @@ export class Verifier extends VerifierBase {
     const t0 = performance.now();
     const scorer = this.requireScorer();
     const ctx = await this.resolve(req);
-    const gold = req.gold;
+    const gold = goldSql(req.gold);
     const found = req.samples.map(extractSql);
     const sqls = found.map((f) => f.sql);
     const dl = this.deadline();
@@ -291,6 +291,15 @@ export class Verifier extends VerifierBase {
 
 }
 
+
+/**
+ * Gold is read exactly as a candidate is (extractSql): Unicode whitespace between words becomes a
+ * space and a fence or prose around it is cut off, so gold an LLM pipeline passed through the
+ * same channel as its candidates still runs and still matches them.
+ */
+function goldSql(gold: string | undefined): string | undefined {
+  return gold === undefined ? undefined : extractSql(gold).sql;
+}
 
 function contextWarnings(req: Context): string[] {
   return req.schema === undefined && req.db_id === undefined ? [NO_SCHEMA_WARNING] : [];

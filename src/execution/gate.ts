@@ -1,8 +1,8 @@
 // The read-only gate every engine shares: a lexer-based check that lets through exactly one SELECT
-// or WITH ... SELECT statement. It trusts no parser (a parser that fails open would be a hole);
-// the engines add their own locks behind it (SQLite: read-only handles and query_only;
-// PostgreSQL: a READ ONLY transaction rolled back after every statement) and may refuse more
-// through calledFunctions().
+// or WITH ... SELECT statement, possibly opening with parentheses. It trusts no parser (a parser
+// that fails open would be a hole); the engines add their own locks behind it (SQLite: read-only
+// handles and query_only; PostgreSQL: a READ ONLY transaction rolled back after every statement)
+// and may refuse more through calledFunctions().
 import { scanSql } from '../clauses/lexer.js';
 
 const FORBIDDEN_WORDS = new Set([
@@ -11,7 +11,8 @@ const FORBIDDEN_WORDS = new Set([
 ]);
 
 /**
- * Accepts exactly one SELECT or WITH ... SELECT (trailing semicolons and comments allowed).
+ * Accepts exactly one SELECT or WITH ... SELECT, possibly opening with parentheses (trailing
+ * semicolons and comments allowed).
  * Conservative by design: any unquoted statement keyword anywhere (e.g. a column literally named
  * `update` must be written "update") or a call to load_extension() refuses the whole string.
  * REPLACE is allowed only as the replace(x, y, z) function.
@@ -45,12 +46,17 @@ export function checkReadOnlySelect(sql: string): { ok: true } | { ok: false; re
       return { ok: false, reason: 'load_extension() is not allowed' };
     }
   }
-  const first = toks[0]!;
-  if (first.kind !== 'word') return { ok: false, reason: 'statement must start with SELECT or WITH' };
+  // A query may open with parentheses, `(SELECT ...) EXCEPT (SELECT ...)` or `((SELECT ...))`:
+  // what follows them must be a SELECT or WITH ... SELECT like any statement's start. Write
+  // keywords were refused anywhere above, so `(DELETE ...` never gets this far.
+  let open = 0;
+  while (toks[open]?.kind === 'punct' && toks[open]!.value === '(') open++;
+  const first = toks[open];
+  if (first?.kind !== 'word') return { ok: false, reason: 'statement must start with SELECT or WITH' };
   if (first.value === 'SELECT') return { ok: true };
   if (first.value !== 'WITH') return { ok: false, reason: `${first.value} statements are not allowed` };
   // WITH [RECURSIVE] name [(cols)] AS [NOT] [MATERIALIZED] ( ... ) [, ...] SELECT
-  let k = 1;
+  let k = open + 1;
   if (toks[k]?.kind === 'word' && toks[k]!.value === 'RECURSIVE') k++;
   for (;;) {
     const name = toks[k];
