@@ -85,3 +85,14 @@ test('gold is read as candidates are: /reward and /localize run gold spaced with
     assert.equal(l.body.gold_match, true, JSON.stringify(gold));
   }
 });
+
+test('/localize candidates are read as the query is: spaced with Unicode whitespace they give the consensus of the plain ones', async () => {
+  const wrong = 'SELECT name FROM singer ORDER BY name';
+  const ask = (candidates: string[]) => srv.post('/localize', { question: Q, db_id: 'shop', sql: wrong, candidates });
+  const plain = await ask([PLAIN, PLAIN, PLAIN]);
+  const spaced = await ask([NBSP, MIXED, NBSP]);
+  assert.equal(plain.status, 200, JSON.stringify(plain.body));
+  assert.equal(spaced.status, 200, JSON.stringify(spaced.body));
+  assert.equal(plain.body.consensus_root_cause?.clause, 'WHERE', JSON.stringify(plain.body));
+  for (const k of ['consensus_root_cause', 'blame', 'blame_source', 'verdict']) assert.deepEqual(spaced.body[k], plain.body[k], k);
+});

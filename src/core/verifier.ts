@@ -152,7 +152,8 @@ export class Verifier extends VerifierBase {
     const gold = goldSql(req.gold);
     const found = extractSql(req.sql);
     const sql = found.sql;
-    const cands = req.candidates;
+    // The other candidates are read as the query is: they run for the consensus root cause.
+    const cands = req.candidates?.map((c) => extractSql(c).sql);
     if (cands !== undefined) {
       if (!ctx.dbPath || !ctx.ex) throw new VerifierError('invalid_value', 'candidates are executed for a consensus root cause and need a db_id', { field: 'candidates' });
       if (cands.length > MAX_CONSENSUS_CANDIDATES) throw new VerifierError('invalid_value', `at most ${MAX_CONSENSUS_CANDIDATES} candidates`, { field: 'candidates' });
