@@ -407,6 +407,10 @@ def _share(x) -> str:
     return f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "?"
 
 
+def _num(x, spec: str) -> str:
+    return format(x, spec) if isinstance(x, (int, float)) else '?'
+
+
 def card(m: dict) -> str:
     """The served model's card, written whole at every ship: `caper train` steps that run later on
     this directory add their evaluation sections under it."""
@@ -449,7 +453,8 @@ Weights: {sh.get('method', '?')}. The layers were trained on this grid (`caper_t
 trained ones (largest move: matrices {(sh.get('matrices') or {}).get('largest_move', '?')}, embedding
 {(sh.get('embedding') or {}).get('largest_move', '?')}). Parity against the fp32 export on {par.get('questions', '?')} questions
 ({par.get('candidates', '?')} candidates, {par.get('pairs', '?')} candidate pairs of a question): pair order agreement
-{par.get('pair_order_agreement', '?')}, largest score difference {par.get('max_abs_diff', '?')}.
+{_num(par.get('pair_order_agreement'), '.4f')}, largest score difference {_num(par.get('max_abs_diff'), '.3g')}{
+' (with the whole tokenizer on the fp32 side, so both include what the cut vocabulary changes)' if voc else ''}.
 
 ## Training
 - Family `{tr.get('family')}`, compute dtype {tr.get('dtype')}, {tr.get('epochs')} epochs, at most {tr.get('per_question')} candidates a

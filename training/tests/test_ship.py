@@ -59,7 +59,7 @@ def test_ship_quantizes_matmuls_and_embedding_and_records_parity(exported, tmp_p
     card = (out / "MODEL_CARD.md").read_text()
     assert card.startswith(f"# CAPER Clause-PRM: {m['name']}")
     assert "- `model.onnx`" in card and "- `tokenizer.json`" in card
-    assert f"pair order agreement\n{p['pair_order_agreement']}" in card or f"{p['pair_order_agreement']}, largest" in card
+    assert f"pair order agreement\n{p['pair_order_agreement']:.4f}, largest score difference {p['max_abs_diff']:.3g}" in card
     assert "first 3 decoder layers" in card
 
 
