@@ -23,12 +23,7 @@ def cut_tokenizer(path: str, merges_kept: int, corpus: list[str]) -> None:
 
     from . import vocab
 
-    raw = Path(path).read_text(encoding="utf-8")
-    spec = json.loads(raw)
-    new, remap = vocab.prune(spec, vocab.choose(spec, merges_kept, vocab.used_ids(raw, corpus)))
-    new_json = json.dumps(new, ensure_ascii=False)
-    vocab.check(raw, new_json, remap, corpus)
-    Path(path).write_text(new_json, encoding="utf-8")
+    Path(path).write_text(vocab.cut(Path(path).read_text(encoding="utf-8"), merges_kept, corpus).new_json, encoding="utf-8")
 
 
 def main(argv=None) -> int:

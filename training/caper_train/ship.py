@@ -365,19 +365,14 @@ def cut_vocab(src_tok: Path, dst_tok: Path, merges_kept: int, records: list[str]
     or under which hostile text has unknown pieces or does not decode back to itself."""
     from . import vocab
 
-    old_json = src_tok.read_text(encoding="utf-8")
-    spec = json.loads(old_json)
     texts = vocab.prompt_texts(records, exclude_dbs)
-    keep = vocab.choose(spec, merges_kept, vocab.used_ids(old_json, texts))
-    new_spec, remap = vocab.prune(spec, keep)
-    new_json = json.dumps(new_spec, ensure_ascii=False)
-    checked = vocab.check(old_json, new_json, remap, texts)
-    dst_tok.write_text(new_json, encoding="utf-8")
-    of = len(set(spec["model"]["vocab"].values()) | {t["id"] for t in spec.get("added_tokens") or []})
-    return keep, remap, {"kept": len(keep), "of": of, "merges_kept": merges_kept,
-                         "merges": len(new_spec["model"]["merges"]), "of_merges": len(spec["model"]["merges"]),
-                         "records": [Path(r).name for r in records], "excluded_dbs": sorted(exclude_dbs),
-                         "prompt_texts": checked["texts"]}
+    c = vocab.cut(src_tok.read_text(encoding="utf-8"), merges_kept, texts)
+    dst_tok.write_text(c.new_json, encoding="utf-8")
+    of = len(set(c.spec["model"]["vocab"].values()) | {t["id"] for t in c.spec.get("added_tokens") or []})
+    return c.keep, c.remap, {"kept": len(c.keep), "of": of, "merges_kept": merges_kept,
+                             "merges": len(c.new_spec["model"]["merges"]), "of_merges": len(c.spec["model"]["merges"]),
+                             "records": [Path(r).name for r in records], "excluded_dbs": sorted(exclude_dbs),
+                             "prompt_texts": c.checked["texts"]}
 
 
 def renumber_manifest(train: dict, remap: dict[int, int], cut: dict, tok_path: Path, width: int) -> None:
@@ -403,10 +398,6 @@ def renumber_manifest(train: dict, remap: dict[int, int], cut: dict, tok_path: P
         train["parameters"] = int(train["parameters"]) - (cut["rows_before"] - cut["kept"]) * int(width)
 
 
-def _share(x) -> str:
-    return f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "?"
-
-
 def _num(x, spec: str) -> str:
     return format(x, spec) if isinstance(x, (int, float)) else '?'
 
@@ -429,7 +420,7 @@ the control tokens, the results of the base's first {voc['merges_kept']:,} BPE m
 prompts ({', '.join(voc['records'])}), with the merges that build them. The training prompts tokenize
 exactly as the base tokenizes them; text outside the kept vocabulary is split into smaller pieces of the same
 bytes, so any input still tokenizes and decodes back to itself. Parity below tokenizes each side with its own
-tokenizer: {_share(par.get('tokenization_changed'))} of its prompts tokenize differently from the base.
+tokenizer: {_num(par.get('tokenization_changed'), '.1%')} of its prompts tokenize differently from the base.
 """ if voc else "")
     return f"""# CAPER Clause-PRM: {m['name']}
 

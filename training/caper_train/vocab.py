@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 # Text a served request can carry that the training prompts never held: every one must still
 # tokenize into known pieces and decode back to itself under the cut tokenizer.
@@ -201,6 +201,25 @@ def check(old_json: str, new_json: str, remap: dict[int, int], texts: Sequence[s
             raise VocabError(f"the cut tokenizer does not decode {t[:40]!r} back to itself")
         split += len(ids) - len(old.encode(t, add_special_tokens=False).ids)
     return {"texts": len(texts), "hostile": len(hostile), "hostile_extra_tokens": split}
+
+
+class Cut(NamedTuple):
+    spec: dict          # the whole tokenizer.json
+    new_spec: dict      # the cut one
+    new_json: str
+    keep: list[int]     # kept old ids, ascending (the embedding rows to keep)
+    remap: dict[int, int]
+    checked: dict       # what check() measured
+
+
+def cut(old_json: str, merges_kept: int, texts: Sequence[str]) -> Cut:
+    """A tokenizer.json text cut to the first `merges_kept` merges and the tokens of `texts`, checked:
+    raises VocabError unless `texts` keep their tokens and hostile text round-trips (check)."""
+    spec = json.loads(old_json)
+    keep = choose(spec, merges_kept, used_ids(old_json, texts))
+    new_spec, remap = prune(spec, keep)
+    new_json = json.dumps(new_spec, ensure_ascii=False)
+    return Cut(spec, new_spec, new_json, keep, remap, check(old_json, new_json, remap, texts))
 
 
 def cut_embedding(model, keep: Sequence[int]) -> dict:
