@@ -2,10 +2,9 @@
 // computed from. The selector's facts and `caper eval rerank --facts` both cache them in a file;
 // one check decides whether a cache still stands for what a run would compute now, so a cache of
 // another model, split or set of predictions is never read as this one's.
-import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { modelIdentity, readManifestFile } from '../scoring/manifest.js';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileDigest, modelIdentity, readManifestFile } from '../scoring/manifest.js';
 
 /**
  * A cache is reused only for the same model (by content, modelIdentity), the same split and
@@ -19,7 +18,7 @@ export interface FactsOrigin {
   predictions: Record<string, string>;
 }
 
-const digest = (path: string) => (existsSync(path) ? `sha256:${createHash('sha256').update(readFileSync(path)).digest('hex')}` : 'missing');
+const digest = (path: string) => (existsSync(path) ? `sha256:${fileDigest(path)}` : 'missing');
 
 /** The origin facts of `systems` computed now would record. */
 export function factsOrigin(dataDir: string, systems: string[], modelDir: string): FactsOrigin {
@@ -47,4 +46,23 @@ export function originProblem(had: FactsOrigin | undefined, have: string[], want
   const changed = systems.filter((s) => had.predictions[s] !== want.predictions[s]);
   if (changed.length) return `was built from other predictions of ${changed.join(', ')} (changed since)`;
   return null;
+}
+
+/**
+ * The facts cached at `path` when `problem` finds nothing that keeps them from standing for this
+ * run's, else computed now and cached there, saying (under `label`) why the cache was not used.
+ */
+export async function cachedFacts<F>(path: string | undefined, label: string, problem: (cached: F) => string | null, compute: () => Promise<F>): Promise<F> {
+  if (path && existsSync(path)) {
+    const cached = JSON.parse(readFileSync(path, 'utf8')) as F;
+    const why = problem(cached);
+    if (why === null) return cached;
+    console.error(`${label}: ${path} ${why}; recomputing`);
+  }
+  const f = await compute();
+  if (path) {
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, JSON.stringify(f));
+  }
+  return f;
 }

@@ -10,9 +10,8 @@
 // Computing facts (executions + PRM scores) is the slow part; `caper eval rerank --facts FILE`
 // (src/commands/eval-rerank.ts) caches them so that comparing strategies or --lambda values does
 // not recompute anything; the cache records what it was computed from (facts-origin.ts).
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { runPool } from './pool-run.js';
-import { factsOrigin, originProblem, type FactsOrigin } from './facts-origin.js';
+import { cachedFacts, factsOrigin, originProblem, type FactsOrigin } from './facts-origin.js';
 import { rerank, POOL_STRATEGIES, type PoolStrategy as Strategy } from '../verdict/rank.js';
 import { candidateScore, type CandidateScoreMode } from '../scoring/candidate-score.js';
 
@@ -85,7 +84,7 @@ export async function computeFacts(dataDir: string, systems: string[], modelDir:
       ...(scored.some((c) => c.terminal !== undefined) ? { terminalScores: scored.map((c) => c.terminal ?? null) } : {}),
     };
   });
-  return { data: dataDir, systems, model: run.model, questions: out, origin: factsOrigin(dataDir, systems, modelDir) };
+  return { data: dataDir, systems, model: run.model, questions: out };
 }
 
 /**
@@ -94,17 +93,11 @@ export async function computeFacts(dataDir: string, systems: string[], modelDir:
  */
 export async function loadOrComputeFacts(path: string | undefined, dataDir: string, systems: string[], modelDir: string,
   device: 'auto' | 'cuda' | 'cpu', limit: number, timeoutMs: number): Promise<Facts> {
-  if (path && existsSync(path)) {
-    const f = JSON.parse(readFileSync(path, 'utf8')) as Facts;
-    const problem = f.systems.join(',') !== systems.join(',')
+  const want = factsOrigin(dataDir, systems, modelDir);
+  return cachedFacts(path, 'eval rerank',
+    (f: Facts) => (f.systems.join(',') !== systems.join(',')
       ? `was computed for the pool ${f.systems.join(',')}`
-      : originProblem(f.origin, f.systems, factsOrigin(dataDir, systems, modelDir), systems)
-        ?? (limit !== 0 && f.questions.length !== limit ? `holds ${f.questions.length} questions, --limit asks for ${limit}` : null);
-    if (problem === null) return f;
-    console.error(`eval rerank: ${path} ${problem}; recomputing`);
-  }
-  const f = await computeFacts(dataDir, systems, modelDir, device, limit, timeoutMs);
-  if (path) writeFileSync(path, JSON.stringify(f));
-  return f;
+      : originProblem(f.origin, f.systems, want, systems)
+        ?? (limit !== 0 && f.questions.length !== limit ? `holds ${f.questions.length} questions, --limit asks for ${limit}` : null)),
+    async () => ({ ...(await computeFacts(dataDir, systems, modelDir, device, limit, timeoutMs)), origin: want }));
 }
-

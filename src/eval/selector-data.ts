@@ -6,12 +6,10 @@
 // file (runs/ is gitignored); features are derived from these facts by src/scoring/selector.ts,
 // so changing a feature never needs a recomputation. Results are kept as execShape() summaries
 // (hashed keys and a row sketch), as the service keeps them.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { dbPath } from './spider.js';
 import { runPool } from './pool-run.js';
 import { execShape, type SelectorCandidate } from '../scoring/selector.js';
-import { factsOrigin, originProblem, type FactsOrigin } from './facts-origin.js';
+import { cachedFacts, factsOrigin, originProblem, type FactsOrigin } from './facts-origin.js';
 import type { ExecResult } from '../execution/executor.js';
 
 export interface SelectorQuestion {
@@ -125,18 +123,9 @@ async function computeFacts(dataDir: string, systems: string[], modelDir: string
  */
 export async function loadOrComputeFacts(path: string | undefined, dataDir: string, systems: string[], modelDir: string, opts: FactsOptions = {}): Promise<SelectorFacts> {
   const want = factsOrigin(dataDir, systems, modelDir);
-  if (path && existsSync(path)) {
-    const f = JSON.parse(readFileSync(path, 'utf8')) as SelectorFacts;
-    const stale = staleFacts(f, want, systems, opts.limit);
-    if (stale === null) return subsetFacts(f, systems);
-    console.error(`selector facts: ${path} ${stale}; recomputing`);
-  }
-  const f = await computeFacts(dataDir, systems, modelDir, opts, want);
-  if (path) {
-    mkdirSync(dirname(path), { recursive: true });
-    writeFileSync(path, JSON.stringify(f));
-  }
-  return f;
+  const f = await cachedFacts(path, 'selector facts', (cached: SelectorFacts) => staleFacts(cached, want, systems, opts.limit),
+    () => computeFacts(dataDir, systems, modelDir, opts, want));
+  return subsetFacts(f, systems);
 }
 
 /** The same facts restricted (and ordered) to `systems`. */

@@ -225,7 +225,8 @@ function canonicalJson(v: unknown): string {
   return JSON.stringify(v);
 }
 
-function fileDigest(path: string): string {
+/** sha256 of a file's contents in hex, read in chunks ('missing' when there is no file). */
+export function fileDigest(path: string): string {
   if (!existsSync(path)) return 'missing';
   const h = createHash('sha256');
   const buf = Buffer.alloc(1 << 20);
