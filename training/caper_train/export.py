@@ -86,6 +86,15 @@ def torch_rewards(model: RewardModel, seqs: list[list[int]]) -> list[np.ndarray]
     return [out[i, : len(s)] for i, s in enumerate(seqs)]
 
 
+@torch.no_grad()
+def torch_tree_rewards(model: RewardModel, seqs: list[list[int]]) -> list[np.ndarray]:
+    """torch_rewards through the module export traces (PackedRewardModel) on the feeds
+    onnxruntime gets (tree_feeds), so the graph's mask is compared too."""
+    feeds = tree_feeds(seqs)
+    out = PackedRewardModel(model).eval()(*(torch.from_numpy(feeds[n]) for n in INPUT_NAMES)).cpu().numpy()
+    return [out[i, : len(s)] for i, s in enumerate(seqs)]
+
+
 def ort_rewards(session, seqs: list[list[int]]) -> list[np.ndarray]:
     """Per-sequence rewards from either interface (packed-capable or legacy attention_mask)."""
     names = {i.name for i in session.get_inputs()}
@@ -339,12 +348,9 @@ def update_manifest(out: Path, info: dict) -> None:
 
 def load_from_onnx(model_dir: str | Path) -> RewardModel:
     """Rebuilds the torch RewardModel of a preset model directory from its exported fp32 graph, so
-    models whose checkpoint is gone can be re-exported with the packed interface. Named
-    initializers (embeddings, norms, biases) map by name; the exporter stores each Linear weight
-    transposed under a generated name, in forward order (q, k, v, o, gate, up, down per layer, then
-    the head). The result is checked against the original graph by the caller (main)."""
+    models whose checkpoint is gone can be re-exported with the packed interface (place_weights).
+    The result is checked against the original graph by the caller (main)."""
     import onnx
-    from onnx import numpy_helper
     from .model import build_from_preset
     from .manifest import read_manifest
     d = Path(model_dir)
@@ -353,31 +359,65 @@ def load_from_onnx(model_dir: str | Path) -> RewardModel:
     if not preset:
         raise ValueError(f"{d}/caper.json names no preset: only preset models can be rebuilt from ONNX")
     g = onnx.load(str(d / man["files"]["model"])).graph
-    # A packed (prefix-tree) export wraps the model, so its named initializers carry a 'model.' prefix.
-    inits = {(t.name[len('model.'):] if t.name.startswith('model.') else t.name): numpy_helper.to_array(t) for t in g.initializer}
-    model = build_from_preset(preset, int(man["vocab_size"]), seed=0)
+    return place_weights(build_from_preset(preset, int(man["vocab_size"]), seed=0), g, d)
+
+
+LINEAR_ORDER = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
+
+
+def graph_weights(g) -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
+    """The weights a graph computes with: every initializer by name, a shipped embedding lookup's
+    table dequantized under the table's name (caper_train.ship), and the constant right operands
+    of its matrix products (MatMul, or MatMulNBits dequantized) as [K, N] in node order."""
+    from onnx import numpy_helper
+
+    from .ship import embedding_values, nbits_weight
+
+    arrays = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    named = dict(arrays)
+    for name in [n[: -len(".q4.codes")] for n in arrays if n.endswith(".q4.codes")]:
+        named[name] = embedding_values(arrays, name)
+    mats = [(n.input[1], arrays[n.input[1]] if n.op_type == "MatMul" else nbits_weight(n, arrays)) for n in g.node
+            if n.op_type in ("MatMul", "MatMulNBits") and n.input[1] in arrays]
+    return named, mats
+
+
+def place_weights(model: RewardModel, g, where) -> RewardModel:
+    """Fills `model` with the weights of its exported graph `g` (fp32 or shipped). Named
+    initializers (embeddings, norms, biases; under a 'model.' prefix in prefix-tree exports) map
+    by name; the exporter stores each Linear weight transposed under a generated name, in forward
+    order (q, k, v, o, gate, up, down per layer, then the head). A count or shape that does not fit
+    raises. The exporter also shares one initializer among parameters of equal values (Qwen2's
+    initial zero biases and unit norms), which then have none of their own: those raise too."""
+    named, mats = graph_weights(g)
+    strip = lambda n: n[len("model."):] if n.startswith("model.") else n  # noqa: E731
     sd = model.state_dict()
     loaded = set()
-    for name, arr in inits.items():
-        if name in sd:
-            sd[name] = torch.from_numpy(arr.copy())
-            loaded.add(name)
-    order = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-             "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
-    targets = [f"backbone.layers.{i}.{o}.weight" for i in range(model.backbone.config.num_hidden_layers) for o in order]
-    targets.append("head.weight")
-    mats = [n.input[1] for n in g.node if n.op_type == "MatMul" and n.input[1] in inits and n.input[1] not in sd]
+    for name, arr in named.items():
+        k = strip(name)
+        if k not in sd:
+            continue
+        if tuple(arr.shape) != tuple(sd[k].shape):
+            raise ValueError(f"{where}: {name} has shape {tuple(arr.shape)}, {k} needs {tuple(sd[k].shape)}")
+        sd[k] = torch.from_numpy(arr.copy()).to(sd[k].dtype)
+        loaded.add(k)
+    layers = model.backbone.config.num_hidden_layers
+    targets = [f"backbone.layers.{i}.{o}.weight" for i in range(layers) for o in LINEAR_ORDER] + ["head.weight"]
+    mats = [(n, w) for n, w in mats if strip(n) not in sd]
     if len(mats) != len(targets):
-        raise ValueError(f"{d}: {len(mats)} weight MatMuls in the graph, the preset has {len(targets)} linear layers")
-    for t, name in zip(targets, mats):
-        w = torch.from_numpy(inits[name].T.copy())
-        if tuple(w.shape) != tuple(sd[t].shape):
-            raise ValueError(f"{d}: {name} has shape {tuple(w.shape)}, {t} needs {tuple(sd[t].shape)}")
-        sd[t] = w
+        raise ValueError(f"{where}: {len(mats)} weight matrix products in the graph, the model has {len(targets)} "
+                         "linear layers")
+    for t, (name, w) in zip(targets, mats):
+        if tuple(w.shape[::-1]) != tuple(sd[t].shape):
+            raise ValueError(f"{where}: {name} has shape {tuple(w.shape[::-1])} as a Linear weight, "
+                             f"{t} needs {tuple(sd[t].shape)}")
+        sd[t] = torch.from_numpy(w.T.copy()).to(sd[t].dtype)
         loaded.add(t)
     missing = [k for k in sd if k not in loaded and not k.endswith("rotary_emb.inv_freq")]
     if missing:
-        raise ValueError(f"{d}: no weights in the graph for {missing[:5]}")
+        raise ValueError(f"{where}: no weights in the graph for {missing[:5]} (parameters of equal values share "
+                         "one initializer, named after one of them)")
     model.load_state_dict(sd)
     return model.eval()
 

@@ -104,6 +104,52 @@ def _pairs(codes: np.ndarray) -> np.ndarray:
     return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
 
 
+def unpair(packed: np.ndarray, n: int) -> np.ndarray:
+    """_pairs undone: the first `n` 4-bit codes along the last axis."""
+    return np.stack([packed & 15, packed >> 4], -1).reshape(packed.shape[:-1] + (-1,))[..., :n]
+
+
+def nbits_weight(node, arrays: dict[str, np.ndarray]) -> np.ndarray:
+    """The [K, N] matrix a MatMulNBits node multiplies by, as the MatMul it replaced held it: its
+    codes, scales and zero points (onnxruntime's contrib layout, 4 or 8 bits, the last block of a
+    row padded) dequantized with caper_train.grid's matrix formula, the one the kernel computes."""
+    import torch
+    from onnx import helper
+
+    from .grid import matrix_values
+
+    at = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    k, n, bits, block = at["K"], at["N"], at.get("bits", 4), at["block_size"]
+    if bits not in (4, 8):
+        raise ValueError(f"{node.name}: MatMulNBits of {bits} bits")
+    blocks = -(-k // block)
+    raw = arrays[node.input[1]].reshape(n, blocks, -1)
+    q = unpair(raw, block) if bits == 4 else raw
+    s = arrays[node.input[2]].astype(np.float32).reshape(n, blocks)
+    if len(node.input) > 3 and node.input[3]:
+        z = arrays[node.input[3]]
+        if z.dtype != np.uint8:
+            raise ValueError(f"{node.name}: zero points of type {z.dtype}, not packed codes")
+        z = z.reshape(n, -1)
+        zp = unpair(z, blocks) if bits == 4 else z
+    else:
+        zp = np.full((n, blocks), 1 << (bits - 1), np.uint8)
+    w = matrix_values(torch.from_numpy(q.reshape(n, blocks * block).copy()), torch.from_numpy(s),
+                      torch.from_numpy(zp.copy()))
+    return w[:, :k].numpy().T
+
+
+def embedding_values(arrays: dict[str, np.ndarray], table: str) -> np.ndarray:
+    """The float table quantize_embedding stored as `table`.q4.* (caper_train.grid's table values)."""
+    import torch
+
+    from .grid import table_values
+
+    codes = arrays[f"{table}.q4.codes"]
+    scale, offset = (torch.from_numpy(arrays[f"{table}.q4.{x}"].copy()) for x in ("scale", "offset"))
+    return table_values(torch.from_numpy(unpair(codes, codes.shape[1] * 2).copy()), scale, offset).numpy()
+
+
 def grid_matmuls(model, block: int) -> dict:
     """Every MatMul whose weight is a constant [K, N] matrix (K a multiple of `block`, N >= 16) as a
     MatMulNBits on caper_train.grid's matrix layout. Returns the count and the largest change
@@ -242,44 +288,61 @@ def scores(session, prompts) -> list[np.ndarray]:
     """Clause scores then the terminal's, per candidate (logits at the scored positions)."""
     from .export import ort_rewards
 
-    rewards = ort_rewards(session, [p.ids for p in prompts])
+    return scored(ort_rewards(session, [p.ids for p in prompts]), prompts)
+
+
+def scored(rewards: list[np.ndarray], prompts) -> list[np.ndarray]:
     return [r[[*p.markers, p.terminal]] for r, p in zip(rewards, prompts)]
 
 
+def agreement(questions) -> dict:
+    """Per question (a reference's scores and a new one's, per candidate: clause scores then the
+    terminal's), the largest differences and the share of the question's candidate pairs that
+    keep their order under the candidate score (the lowest of its clause and terminal scores, as
+    the service ranks a chat model's candidates). Pairs the reference ties are not counted."""
+    clause = terminal = cand = 0.0
+    n_q = n_c = pairs = same = 0
+    for sa, sb in questions:
+        n_q += 1
+        n_c += len(sa)
+        for x, y in zip(sa, sb):
+            d = np.abs(x - y)
+            clause, terminal = max(clause, float(d[:-1].max(initial=0.0))), max(terminal, float(d[-1]))
+        ca, cb = [float(x.min()) for x in sa], [float(x.min()) for x in sb]
+        cand = max([cand, *(abs(x - y) for x, y in zip(ca, cb))])
+        for i in range(len(ca)):
+            for j in range(i + 1, len(ca)):
+                if ca[i] == ca[j]:
+                    continue
+                pairs += 1
+                same += (ca[i] - ca[j]) * (cb[i] - cb[j]) > 0
+    return {"questions": n_q, "candidates": n_c, "pairs": pairs, "pair_order_agreement": same / pairs if pairs else 1.0,
+            "max_abs_diff": max(clause, terminal), "max_clause_diff": clause, "max_terminal_diff": terminal,
+            "max_candidate_diff": cand}
+
+
 def parity(ref_model: Path, new_model: Path, groups, threads: int, remap: dict[int, int] | None = None) -> dict:
-    """Largest clause-score difference and candidate-pair order agreement (candidate score = the
-    lowest of its clause and terminal scores, as the service ranks a chat model's candidates).
-    `groups`: per question, the reference graph's prompts and the new graph's (question_prompts
-    with two tokenizers; with one, both graphs read the same prompts). `remap` (a cut vocabulary's old -> new ids) adds the share of prompts
-    whose tokens changed, not just their numbers."""
+    """agreement of the new graph with the reference graph. `groups`: per question, the reference
+    graph's prompts and the new graph's (question_prompts with two tokenizers, each side its own;
+    with one, both graphs read the same ids), the same candidate's clauses read wherever each
+    tokenizer puts their ends. `remap` (a cut vocabulary's old -> new ids) adds the share of
+    prompts whose tokens changed, not just their numbers."""
+    a, b = session(ref_model, threads), session(new_model, threads)
+    out = agreement((scores(a, g[0]), scores(b, g[-1])) for g in groups)
+    if remap is not None:
+        cands = [(x, y) for g in groups for x, y in zip(g[0], g[-1])]
+        changed = sum([remap.get(i, -1) for i in x.ids] != y.ids for x, y in cands)
+        out["tokenization_changed"] = changed / len(cands) if cands else 0.0
+    return out
+
+
+def session(model: Path, threads: int):
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.log_severity_level = 3
-    a = ort.InferenceSession(str(ref_model), opts, providers=["CPUExecutionProvider"])
-    b = ort.InferenceSession(str(new_model), opts, providers=["CPUExecutionProvider"])
-    worst, same, pairs, cands, changed = 0.0, 0, 0, 0, 0
-    for g in groups:
-        pa, pb = g[0], g[-1]
-        sa, sb = scores(a, pa), scores(b, pb)
-        if remap is not None:
-            changed += sum([remap.get(i, -1) for i in x.ids] != y.ids for x, y in zip(pa, pb))
-        # the same candidate's clauses on both sides, read wherever each tokenizer puts their ends
-        worst = max(worst, max(float(np.abs(x - y).max()) for x, y in zip(sa, sb)))
-        ca, cb = [float(x.min()) for x in sa], [float(x.min()) for x in sb]
-        cands += len(pa)
-        for i in range(len(pa)):
-            for j in range(i + 1, len(pa)):
-                if ca[i] == ca[j]:
-                    continue
-                pairs += 1
-                same += (ca[i] - ca[j]) * (cb[i] - cb[j]) > 0
-    out = {"questions": len(groups), "candidates": cands, "pairs": pairs,
-           "pair_order_agreement": same / pairs if pairs else 1.0, "max_abs_diff": worst}
-    if remap is not None:
-        out["tokenization_changed"] = changed / cands if cands else 0.0
-    return out
+    return ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
 
 
 def main(argv=None) -> int:
