@@ -17,7 +17,8 @@ measures by tokenizing each side with its own tokenizer.
 Parity is measured, not assumed: every candidate of the --records questions is scored by both
 graphs (the fp32 export matches torch to its recorded fp32_max_abs_diff), and the shipped
 caper.json records the largest clause-score difference and the share of a question's candidate
-pairs that keep their order under the candidate score the service ranks by.
+pairs that keep their order under the candidate score the service ranks by. caper_train.parity
+compares the shipped graph with the PyTorch model its weights rebuild, on identical token ids.
 
     python -m caper_train.ship --model runs/models/NAME --out models/default \
         --records runs/prm-base/pool16-heldout.jsonl [--bits 4] [--block B] [--embed-block B] [--max-questions 0] \
@@ -396,6 +397,7 @@ def main(argv=None) -> int:
                               manifest["max_length"], a.max_questions)
     p = parity(src / manifest["files"]["model"], out / "model.onnx", groups, a.threads, remap)
     q["parity"] = {**p, "reference": "fp32 export" + (" with the whole vocabulary" if cut else ""),
+                   "tokens": "each graph's own tokenizer" if cut else "identical ids",
                    "records": [Path(r).name for r in a.records]}
     if cut:
         rows = q.pop("embedding_cut")
@@ -485,6 +487,10 @@ exactly as the base tokenizes them; text outside the kept vocabulary is split in
 bytes, so any input still tokenizes and decodes back to itself. Parity below tokenizes each side with its own
 tokenizer: {_num(par.get('tokenization_changed'), '.1%')} of its prompts tokenize differently from the base.
 """ if voc else "")
+    tokens = (" (each graph reading the ids of its own tokenizer, the whole tokenizer on the fp32 side, so both\n"
+              "include what the cut vocabulary changes; `python -m caper_train.parity` compares the shipped graph\n"
+              "alone with the PyTorch model its weights rebuild, on identical token ids)" if voc
+              else " (both graphs reading identical token ids)")
     return f"""# CAPER Clause-PRM: {m['name']}
 
 Clause-level process reward model for Text-to-SQL candidates: the first {tr.get('layers')} decoder layers
@@ -507,8 +513,7 @@ Weights: {sh.get('method', '?')}. The layers were trained on this grid (`caper_t
 trained ones (largest move: matrices {(sh.get('matrices') or {}).get('largest_move', '?')}, embedding
 {(sh.get('embedding') or {}).get('largest_move', '?')}). Parity against the fp32 export on {par.get('questions', '?')} questions
 ({par.get('candidates', '?')} candidates, {par.get('pairs', '?')} candidate pairs of a question): pair order agreement
-{_num(par.get('pair_order_agreement'), '.4f')}, largest score difference {_num(par.get('max_abs_diff'), '.3g')}{
-' (with the whole tokenizer on the fp32 side, so both include what the cut vocabulary changes)' if voc else ''}.
+{_num(par.get('pair_order_agreement'), '.4f')}, largest score difference {_num(par.get('max_abs_diff'), '.3g')}{tokens}.
 
 ## Training
 - Family `{tr.get('family')}`, compute dtype {tr.get('dtype')}, {tr.get('epochs')} epochs, at most {tr.get('per_question')} candidates a

@@ -54,12 +54,14 @@ def test_ship_quantizes_matmuls_and_embedding_and_records_parity(exported, tmp_p
     p = m["export"]["shipped"]["parity"]
     assert p["questions"] == 12 and p["candidates"] == 48 and p["pairs"] > 0
     assert 0.0 <= p["pair_order_agreement"] <= 1.0 and p["max_abs_diff"] >= 0.0
+    assert p["max_abs_diff"] == max(p["max_clause_diff"], p["max_terminal_diff"]) and p["tokens"] == "identical ids"
     assert json.loads((out / "steps" / "train.json").read_text())["files"]["model"] == "model.onnx"
     # the card describes the shipped directory: its files and the parity it measured
     card = (out / "MODEL_CARD.md").read_text()
     assert card.startswith(f"# CAPER Clause-PRM: {m['name']}")
     assert "- `model.onnx`" in card and "- `tokenizer.json`" in card
-    assert f"pair order agreement\n{p['pair_order_agreement']:.4f}, largest score difference {p['max_abs_diff']:.3g}" in card
+    assert f"pair order agreement\n{p['pair_order_agreement']:.4f}, largest score difference {p['max_abs_diff']:.3g}" \
+        " (both graphs reading identical token ids)" in card
     assert "first 3 decoder layers" in card
 
 
@@ -101,9 +103,11 @@ def test_ship_cuts_the_vocabulary_to_the_training_prompts(exported, tmp_path):
     p = m["export"]["shipped"]["parity"]
     # every parity question holds the words the vocabulary's records lack
     assert p["tokenization_changed"] == 1.0 and p["reference"] == "fp32 export with the whole vocabulary"
+    assert p["tokens"] == "each graph's own tokenizer"
     assert p["questions"] == 12 and p["candidates"] == 48
     card = (cut / "MODEL_CARD.md").read_text()
     assert f"Vocabulary: {k:,} of the base's 800 ids" in card and "first 20 BPE merges" in card and "train.jsonl" in card
+    assert "each graph reading the ids of its own tokenizer" in card and "`python -m caper_train.parity`" in card
 
     # on the training prompts the cut model is the whole one: the same tokens, renumbered, and
     # the same scores
