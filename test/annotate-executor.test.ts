@@ -39,6 +39,9 @@ test('checkReadOnlySelect accepts selects and refuses everything else', () => {
     '((SELECT 1)) UNION SELECT 2;',
     ' /* c */ ( SELECT 1 )',
     '(WITH a AS (SELECT 1 AS x) SELECT x FROM a)',
+    // ... and so may the main query after WITH's CTEs.
+    'WITH a AS (SELECT 1 AS x) (SELECT x FROM a) UNION SELECT 2',
+    'WITH a AS (SELECT 1 AS x) ((SELECT x FROM a)) UNION (SELECT 2)',
   ];
   for (const s of ok) assert.deepEqual(checkReadOnlySelect(s), { ok: true }, s);
   const bad = [
@@ -53,6 +56,7 @@ test('checkReadOnlySelect accepts selects and refuses everything else', () => {
     '(WITH a AS (SELECT 1) DELETE FROM singer)', '(WITH a AS (SELECT 1) VALUES (1))', '(SELECT 1); (SELECT 2)',
     '(SELECT 1) ; DROP TABLE singer', '(VALUES (1))', '(EXPLAIN SELECT 1)', '(TRUNCATE singer)', '(PRAGMA query_only)',
     '(', '()', '((SELECT 1)', '(SELECT 1))', '(;) SELECT 1',
+    'WITH a AS (SELECT 1) (DELETE FROM singer)', 'WITH a AS (SELECT 1) (VALUES (1))', 'WITH a AS (SELECT 1) ()',
   ];
   for (const s of bad) assert.equal(checkReadOnlySelect(s).ok, false, s);
   assert.equal(checkReadOnlySelect(42 as unknown as string).ok, false);

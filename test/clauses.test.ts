@@ -174,6 +174,59 @@ test('parentheses around set-operation arms: the arms, units and tree of the unp
   }
 });
 
+test('a compound of parenthesized arms inside IN (...), and a parenthesized first arm after WITH: split and rendered as their unparenthesized forms, which run on SQLite', () => {
+  const shape = (r: SplitResult) => r.units.map((u) => [u.kind, u.depth, u.parent, u.arm]);
+  const { db, dir } = makeDb();
+  try {
+    const cases: [string, string][] = [
+      ['SELECT name FROM singer WHERE singer_id IN ((SELECT singer_id FROM concert WHERE year = 2014) UNION (SELECT singer_id FROM singer WHERE age > 50))',
+        'SELECT name FROM singer WHERE singer_id IN (SELECT singer_id FROM concert WHERE year = 2014 UNION SELECT singer_id FROM singer WHERE age > 50)'],
+      ['WITH c AS (SELECT singer_id FROM concert WHERE year = 2015) (SELECT singer_id FROM c) UNION SELECT singer_id FROM singer WHERE age > 50',
+        'WITH c AS (SELECT singer_id FROM concert WHERE year = 2015) SELECT singer_id FROM c UNION SELECT singer_id FROM singer WHERE age > 50'],
+      ['WITH c AS (SELECT singer_id FROM concert WHERE year = 2015) (SELECT singer_id FROM c) UNION (SELECT singer_id FROM singer WHERE age > 50)',
+        'WITH c AS (SELECT singer_id FROM concert WHERE year = 2015) SELECT singer_id FROM c UNION SELECT singer_id FROM singer WHERE age > 50'],
+    ];
+    for (const [sql, bare] of cases) {
+      // SQLite's grammar has no parenthesized arms (PostgreSQL's has): the tree reads them as
+      // PostgreSQL does, and its rendering is the form SQLite runs.
+      assert.throws(() => db.prepare(sql), /syntax error/, sql);
+      const r = split(sql);
+      const plain = split(bare);
+      assert.equal(r.ok, true, `${sql}: ${r.error}`);
+      assert.deepEqual(shape(r), shape(plain), sql);
+      const out = renderSql(r.tree!);
+      assert.equal(out, renderSql(plain.tree!), sql);
+      assert.ok(rowsOf(db, out).length >= 2, out);
+      assert.deepEqual(rowsOf(db, out), rowsOf(db, bare), `${sql}\n  rendered: ${out}`);
+    }
+    const texts = (r: SplitResult) => r.units.map((u) => [u.kind, u.text, u.depth]);
+    assert.deepEqual(texts(split(cases[0]![0])).slice(3), [
+      ['SELECT', '(SELECT singer_id', 1], ['FROM', 'FROM concert', 1], ['WHERE', 'WHERE year = 2014)', 1], ['SETOP', 'UNION', 1],
+      ['SELECT', '(SELECT singer_id', 1], ['FROM', 'FROM singer', 1], ['WHERE', 'WHERE age > 50)', 1],
+    ]);
+    assert.deepEqual(texts(split(cases[1]![0])), [
+      ['WITH', 'WITH c AS (SELECT singer_id FROM concert WHERE year = 2015)', 0],
+      ['SELECT', 'SELECT singer_id', 1], ['FROM', 'FROM concert', 1], ['WHERE', 'WHERE year = 2015', 1],
+      ['SELECT', '(SELECT singer_id', 0], ['FROM', 'FROM c)', 0], ['SETOP', 'UNION', 0], ['SELECT', 'SELECT singer_id', 0],
+      ['FROM', 'FROM singer', 0], ['WHERE', 'WHERE age > 50', 0],
+    ]);
+    // A parenthesized subquery not followed by a set operator is an operand: the inner parenthesis
+    // stays the subquery, and the SQL (which SQLite runs as written) keeps its rows.
+    for (const sql of [
+      'SELECT name FROM singer WHERE age IN ((SELECT max(age) FROM singer), 30)',
+      'SELECT name FROM singer WHERE age = ((SELECT max(age) FROM singer) + 0) OR age IN (((SELECT min(age) FROM singer)))',
+    ]) {
+      const r = split(sql);
+      assert.equal(r.ok, true, `${sql}: ${r.error}`);
+      assert.ok(r.units.filter((u) => u.depth === 1 && u.kind === 'SELECT').every((u) => u.text.startsWith('SELECT')), sql);
+      assert.deepEqual(rowsOf(db, renderSql(r.tree!)), rowsOf(db, sql), sql);
+    }
+  } finally {
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('nested subqueries get their own units at depth >= 1 inside the parent unit', () => {
   const sql = 'SELECT name, (SELECT max(year) FROM concert) FROM (SELECT * FROM singer) AS s ' +
     'WHERE singer_id IN (SELECT singer_id FROM concert WHERE year IN (SELECT year FROM concert WHERE venue = \'Hall\')) ' +

@@ -7,8 +7,9 @@
 // question depends on its database, so contiguous slices can differ several-fold in run time; every
 // N-th question spreads each database over all shards.
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createReadStream, createWriteStream, existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileDigest } from '../scoring/manifest.js';
 
 export const PART_FORMAT = 'caper-annotate-part-v1';
 
@@ -67,26 +68,19 @@ export const metaPath = (part: string): string => `${part}.shard.json`;
 export function questionsFileSha256(dir: string): string {
   for (const name of ['train.json', 'dev.json']) {
     const p = join(dir, name);
-    if (existsSync(p)) return createHash('sha256').update(readFileSync(p)).digest('hex');
+    if (existsSync(p)) return fileDigest(p);
   }
   throw new Error(`no train.json or dev.json in ${dir}`);
 }
 
-async function fileDigest(path: string): Promise<{ sha256: string; bytes: number; lines: number }> {
-  const h = createHash('sha256');
-  let bytes = 0;
-  let lines = 0;
-  for await (const chunk of createReadStream(path)) {
-    const b = chunk as Buffer;
-    h.update(b);
-    bytes += b.length;
-    for (let i = b.indexOf(10); i >= 0; i = b.indexOf(10, i + 1)) lines++;
-  }
-  return { sha256: h.digest('hex'), bytes, lines };
-}
-
-export async function writePartMeta<S extends object>(part: string, shard: Shard, run: RunKey, summary: S, counts: number[]): Promise<PartMeta<S>> {
-  const meta: PartMeta<S> = { format: PART_FORMAT, shard: shard.index, shards: shard.count, run, ...(await fileDigest(part)), summary, counts };
+/**
+ * Writes the sidecar of a finished part. Its line count is the number of records the shard reported
+ * (one line each); the merge reads exactly that many lines per question and checks the bytes and the
+ * digest, so a part whose file disagrees with its counts is refused there.
+ */
+export function writePartMeta<S extends object>(part: string, shard: Shard, run: RunKey, summary: S, counts: number[]): PartMeta<S> {
+  const lines = counts.reduce((a, b) => a + b, 0);
+  const meta: PartMeta<S> = { format: PART_FORMAT, shard: shard.index, shards: shard.count, run, lines, bytes: statSync(part).size, sha256: fileDigest(part), summary, counts };
   writeFileSync(metaPath(part), JSON.stringify(meta, null, 2) + '\n');
   return meta;
 }

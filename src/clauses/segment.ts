@@ -19,13 +19,19 @@
 //   parenthesis belongs to the unit it touches (a '(' to the first unit of its arm, a ')' to the
 //   last unit inside it), so between depth-0 units there is still only whitespace. They are
 //   recorded (QueryInfo.wrappers, ArmInfo.parens) for the tree builder.
+//   The main query after WITH's common table expressions is such an arm too: in
+//   `WITH c AS (...) (SELECT ...) UNION ...` the parenthesis is the first arm's, not the WITH's.
 // - PostgreSQL: OFFSET and FETCH open a LIMIT unit too, unless one is already open in the arm,
 //   so `LIMIT 5 OFFSET 10`, `OFFSET 10 LIMIT 5` and `OFFSET 10 ROWS FETCH FIRST 5 ROWS ONLY` are
 //   each one LIMIT unit (both words are reserved there, so they never name a column).
-// - A subquery is a parenthesis whose first significant token is SELECT or WITH. Its units have
-//   depth + 1 and `parent` = index of the unit whose span holds the parenthesis. Units are
-//   stored in order of start offset (a parent directly before its children), so the array is
-//   both sorted and pre-order.
+// - A subquery is a parenthesis whose first significant token is SELECT or WITH, or one that holds
+//   a compound whose first arm is parenthesized: in `x IN ((SELECT a ...) UNION (SELECT b ...))`
+//   the outer parenthesis is the subquery and the inner ones are its arms'. Without a set
+//   operator after the inner one (`((SELECT max(a) ...) + 1)`, `IN ((SELECT ...), 5)`) the inner
+//   parenthesis is the subquery, inside an expression. A subquery's units have depth + 1 and
+//   `parent` = index of the unit whose span holds the parenthesis. Units are stored in order of
+//   start offset (a parent directly before its children), so the array is both sorted and
+//   pre-order.
 import type { ClauseKind, ClauseUnit, SqlDialect } from './types.js';
 import { significant, type Token } from './lexer.js';
 
@@ -117,6 +123,31 @@ function closingParens(toks: Token[], t0: number, t1: number): Map<number, numbe
   return out;
 }
 
+/**
+ * Of the run of '(' starting at `k`: the one that opens a subquery (-1 when the run leads to no
+ * SELECT or WITH), and the last of the run, as none of the others opens one either. Of
+ * `((SELECT a) UNION (SELECT b))` it is the outer one, as a set operator follows the inner one; of
+ * `((SELECT a) + 1)` the inner one. `closes` gives each '(' of the unit its ')', computed once per
+ * unit, so that a long run costs linear time.
+ */
+function subqueryOpen(toks: Token[], k: number, limit: number, closes: () => Map<number, number>): { open: number; last: number } {
+  const run: number[] = [];
+  let f = k;
+  while (f >= 0 && toks[f]!.type === 'punct' && toks[f]!.text === '(') {
+    run.push(f);
+    f = nextSig(toks, f + 1, limit);
+  }
+  const last = run[run.length - 1]!;
+  const w = f >= 0 && toks[f]!.type === 'word' ? toks[f]!.upper : '';
+  if (w !== 'SELECT' && w !== 'WITH') return { open: -1, last };
+  for (let i = 0; i + 1 < run.length; i++) {
+    const c = closes().get(run[i + 1]!) ?? -1;
+    const after = c >= 0 ? nextSig(toks, c + 1, limit) : -1;
+    if (after >= 0 && toks[after]!.type === 'word' && SETOPS.has(toks[after]!.upper)) return { open: run[i]!, last };
+  }
+  return { open: last, last };
+}
+
 function findBoundaries(toks: Token[], t0: number, t1: number, dialect: SqlDialect): { bounds: Boundary[]; wrappers: [number, number][] } {
   const out: Boundary[] = [];
   const wrappers: [number, number][] = [];
@@ -131,7 +162,11 @@ function findBoundaries(toks: Token[], t0: number, t1: number, dialect: SqlDiale
   for (let k = t0; k < t1; k++) {
     const t = toks[k]!;
     if (t.type === 'punct') {
-      if (level === 0 && t.text === '(' && armFresh) {
+      // Just after a common table expression's body (`WITH c AS (...) (SELECT ...)`): the main
+      // query, which may be parenthesized like any arm.
+      const afterCte = level === 0 && t.text === '(' && out[out.length - 1]?.kind === 'WITH' &&
+        toks[prevSig(toks, k - 1, t0)]?.text === ')';
+      if (level === 0 && t.text === '(' && (armFresh || afterCte)) {
         let f = k;
         const run: number[] = [];
         while (f >= 0 && toks[f]!.type === 'punct' && toks[f]!.text === '(') {
@@ -262,6 +297,7 @@ export function segmentQuery(
     arm.end = end;
     arm.units.push(idx);
     // Subqueries inside this unit.
+    let closes: Map<number, number> | undefined;
     for (let k = startTok; k <= endTok; k++) {
       const t = toks[k]!;
       if (wrapperTok.has(k)) {
@@ -269,8 +305,12 @@ export function segmentQuery(
         continue;
       }
       if (t.type !== 'punct' || t.text !== '(') continue;
-      const nx = nextSig(toks, k + 1, endTok + 1);
-      if (nx < 0 || toks[nx]!.type !== 'word' || (toks[nx]!.upper !== 'SELECT' && toks[nx]!.upper !== 'WITH')) continue;
+      const { open, last } = subqueryOpen(toks, k, endTok + 1, () => (closes ??= closingParens(toks, startTok, endTok + 1)));
+      if (open < 0) {
+        k = last;
+        continue;
+      }
+      k = open;
       const close = matchParen(toks, k, endTok + 1);
       const innerEnd = close < 0 ? endTok + 1 : close;
       if (depth + 1 > MAX_DEPTH) {
@@ -283,7 +323,7 @@ export function segmentQuery(
       if (sub?.truncated) q.truncated = true;
       if (sub) {
         arm.subqueries.push({
-          open: t.start, close: close < 0 ? toks[endTok]!.end : toks[close]!.start, unit: idx, query: sub,
+          open: toks[k]!.start, close: close < 0 ? toks[endTok]!.end : toks[close]!.start, unit: idx, query: sub,
         });
       }
       if (close < 0) break;

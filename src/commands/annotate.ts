@@ -190,7 +190,7 @@ export async function run(argv: string[]): Promise<number> {
       return 1;
     }
     if (opts.limit !== undefined) total = Math.min(total, Math.max(0, opts.limit));
-    await writePartMeta(out, shard, {
+    writePartMeta(out, shard, {
       questionsSha256: questionsFileSha256(data), questions: total, seed: opts.seed, mutantsPerQuery: opts.mutantsPerQuery,
       alpha: opts.alpha, sigma: opts.sigma, timeoutMs: opts.timeoutMs, limit: opts.limit ?? null,
       failures: failures ? readdirSync(failures).filter((f) => f.endsWith('.sql')).sort() : [],

@@ -11,8 +11,8 @@ const FORBIDDEN_WORDS = new Set([
 ]);
 
 /**
- * Accepts exactly one SELECT or WITH ... SELECT, possibly opening with parentheses (trailing
- * semicolons and comments allowed).
+ * Accepts exactly one SELECT or WITH ... SELECT, possibly opening with parentheses, as may the
+ * SELECT after WITH's CTEs (trailing semicolons and comments allowed).
  * Conservative by design: any unquoted statement keyword anywhere (e.g. a column literally named
  * `update` must be written "update") or a call to load_extension() refuses the whole string.
  * REPLACE is allowed only as the replace(x, y, z) function.
@@ -75,6 +75,8 @@ export function checkReadOnlySelect(sql: string): { ok: true } | { ok: false; re
     }
     break;
   }
+  // The main query may open with parentheses like any query: `WITH c AS (...) (SELECT ...) UNION ...`.
+  while (toks[k]?.kind === 'punct' && toks[k]!.value === '(') k++;
   const main = toks[k];
   if (main?.kind === 'word' && main.value === 'SELECT') return { ok: true };
   return { ok: false, reason: 'WITH must be followed by SELECT' };

@@ -16,13 +16,12 @@ from transformers import AutoConfig, AutoModel, Qwen2Config, Qwen2Model
 from . import PAD_ID
 
 PRESETS: dict[str, dict] = {
-    # CI / end-to-end tests: a tiny model that trains in seconds.
+    # CI and end-to-end tests: small enough that a whole training run fits in a test.
     "tiny": dict(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, max_length=512, batch_size=16, lr=3e-3),
-    # The shipped CPU model: hidden 192, 4 layers. Sized from measured throughput on Spider
-    # annotation (bench/results/train-throughput.md): on CPU this model size is bound by per-step
-    # overhead, so hidden 192 costs about what hidden 128 does per record, while hidden 256 is
-    # markedly slower; batch 128 records for the same reason (more records per CPU-second than 16).
+    # The recipe of models/small, a model trained from scratch on CPU. A step of a model this small
+    # costs mostly fixed per-step overhead, not arithmetic: it is as wide as it can be before a
+    # record costs noticeably more, and a step takes many records to spread that overhead over them.
     "default": dict(vocab_size=6000, hidden_size=192, intermediate_size=512, num_hidden_layers=4,
                     num_attention_heads=4, num_key_value_heads=2, max_length=512, batch_size=128, lr=2e-3),
 }

@@ -79,10 +79,16 @@ def load_init(path: str, attn: str = "sdpa") -> RewardModel:
     return model
 
 
-def add_lora(model: RewardModel, lora: LoraSpec) -> None:
+def with_lora(backbone: torch.nn.Module, lora: LoraSpec) -> torch.nn.Module:
+    """`backbone` with `lora`'s adapters: the one place a LoraSpec becomes peft's configuration, so
+    what throughput.py times is what `--lora` trains."""
     from peft import LoraConfig, get_peft_model
-    model.backbone = get_peft_model(model.backbone, LoraConfig(
+    return get_peft_model(backbone, LoraConfig(
         r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules)))
+
+
+def add_lora(model: RewardModel, lora: LoraSpec) -> None:
+    model.backbone = with_lora(model.backbone, lora)
 
 
 def merge_lora(model: RewardModel) -> None:

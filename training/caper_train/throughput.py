@@ -9,7 +9,7 @@ writes the table the training configuration is chosen from: per layer count N an
 tokens/s, s/step and peak RSS, on one packed row of --tokens tokens:
   probe     forward only, no gradients (the cost of caching features: once per record);
   top-k     the first N-k layers without gradients, the top k trained (fwd + bwd);
-  lora      LoRA adapters on every linear layer of all N layers (fwd + bwd through all of them).
+  lora      the adapters `--lora` trains (model_spec.LoraSpec) on all N layers (fwd + bwd through all of them).
 """
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
+
+from .model_spec import LoraSpec, with_lora
 
 
 def _peak_rss_mb() -> float:
@@ -95,9 +97,7 @@ def main(argv=None) -> int:
                 ids = torch.randint(0, model.config.vocab_size, (1, a.tokens))
                 model.embed_tokens.weight.requires_grad_(False)
                 if fam == "lora":
-                    from peft import LoraConfig, get_peft_model
-                    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-                    model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=targets)).base_model.model
+                    model = with_lora(model, LoraSpec()).base_model.model
                 s = _time(lambda: family_step(fam, model, ids, dt), a.reps)
                 rows.append((n, fam, dname, a.tokens / s, s, _peak_rss_mb()))
                 print(f"N={n:2d} {fam:6s} {dname:8s} {a.tokens / s:7.0f} tok/s {s:7.2f} s/step "

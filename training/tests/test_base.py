@@ -77,3 +77,26 @@ def test_lora_without_base_is_an_error(tmp_path, fixture_path, capsys):
                      "--steps", "1", "--lora"])
     assert rc == 2
     assert "--lora applies to --base" in capsys.readouterr().err
+
+
+def test_throughput_times_the_adapters_lora_trains(base, monkeypatch):
+    """The throughput table the training configuration is chosen from times the adapters `--lora`
+    trains (model_spec.LoraSpec), not a configuration of its own."""
+    import peft
+
+    from caper_train import throughput
+    from caper_train.model_spec import LoraSpec
+
+    configs = []
+    real = peft.get_peft_model
+
+    def spy(model, config, *args, **kwargs):
+        configs.append(config)
+        return real(model, config, *args, **kwargs)
+
+    monkeypatch.setattr(peft, "get_peft_model", spy)
+    assert throughput.main(["--base", str(base), "--layers", "1", "--families", "lora", "--dtypes", "float32",
+                            "--tokens", "8", "--threads", "1"]) == 0
+    spec = LoraSpec()
+    assert [(c.r, c.lora_alpha, c.lora_dropout, sorted(c.target_modules)) for c in configs] == \
+        [(spec.r, spec.alpha, spec.dropout, sorted(spec.target_modules))]
