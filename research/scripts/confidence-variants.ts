@@ -1,7 +1,9 @@
 // Confidence model variants on dev-open (an experiment, not the product): pooled and per-fold
 // AUROC / ECE / EX at coverage of the pick's confidence, cross-validated by database.
 // usage: node dist/research/scripts/confidence-variants.js POOL MODE [rows=all|pick] [cal=isotonic|platt] [l2=1] [selL2=N] [thin=1,2,4] [set=agreement|rich] [only=f1,f2]
-import { join } from 'node:path';
+//        [model=models/small] [data=../shared/data/spider/dev-open] [facts=FILE] [factsPool=pool16]
+// (factsPool: the systems the facts cover; a cache written for fewer systems is recomputed.)
+import { basename, join } from 'node:path';
 import { loadOrComputeFacts, subsetFacts } from '../../src/eval/selector-data.js';
 import { resolvePool } from '../../src/eval/spider.js';
 import { crossValidateConfidence, type RowSet } from '../../src/eval/confidence.js';
@@ -24,8 +26,11 @@ const SETS: Record<string, Record<SelectorMode, readonly string[]>> = {
 
 const [pool = 'pool8', mode = 'exec', ...rest] = process.argv.slice(2);
 const kv = Object.fromEntries(rest.map((a) => a.split('=') as [string, string]));
-const data = '../shared/data/spider/dev-open';
-const all = await loadOrComputeFacts(join('runs', 'selector', 'dev-open.small.facts.json'), data, resolvePool(data, 'pool16'), 'models/small');
+const data = kv.data ?? '../shared/data/spider/dev-open';
+const model = kv.model ?? 'models/small';
+// The facts depend on the model and the data; the cache is checked against both (cachedFacts).
+const all = await loadOrComputeFacts(kv.facts ?? join('runs', 'selector', `${basename(data)}.${basename(model)}.facts.json`), data,
+  resolvePool(data, kv.factsPool ?? 'pool16'), model);
 const facts = subsetFacts(all, resolvePool(data, pool));
 const t0 = Date.now();
 const cv = crossValidateConfidence(facts, mode as SelectorMode, {
