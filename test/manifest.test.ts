@@ -86,36 +86,31 @@ test('a step writes only the sections it owns; caper.json is reassembled from th
   }
 });
 
-test('nothing but the manifest modules writes a caper.json', () => {
-  const offenders: string[] = [];
+/** `file:line: text` of every line of the files under `dirs` that `keepFile` admits and `bad` matches. */
+function offendingLines(dirs: string[], keepFile: (rel: string) => boolean, bad: (line: string) => boolean): string[] {
+  const out: string[] = [];
   const scan = (dir: string) => {
     for (const e of readdirSync(join(REPO, dir), { withFileTypes: true })) {
       const rel = `${dir}/${e.name}`;
       if (e.isDirectory()) scan(rel);
-      else if (/\.(ts|py|mjs)$/.test(e.name) && !/\/manifest\.(ts|py)$/.test(rel)) {
+      else if (keepFile(rel)) {
         readFileSync(join(REPO, rel), 'utf8').split('\n').forEach((line, i) => {
-          if (/caper\.json/.test(line) && /(writeFileSync|write_text|json\.dump\(|open\([^)]*["']w)/.test(line)) offenders.push(`${rel}:${i + 1}: ${line.trim()}`);
+          if (bad(line)) out.push(`${rel}:${i + 1}: ${line.trim()}`);
         });
       }
     }
   };
-  for (const d of ['src', 'scripts', 'training/caper_train']) scan(d);
-  assert.deepEqual(offenders, []);
+  for (const d of dirs) scan(d);
+  return out;
+}
+
+test('nothing but the manifest modules writes a caper.json', () => {
+  assert.deepEqual(offendingLines(['src', 'scripts', 'training/caper_train'],
+    (rel) => /\.(ts|py|mjs)$/.test(rel) && !/\/manifest\.(ts|py)$/.test(rel),
+    (line) => /caper\.json/.test(line) && /(writeFileSync|write_text|json\.dump\(|open\([^)]*["']w)/.test(line)), []);
 });
 
 test('a file is hashed by manifest.ts\'s fileDigest only, so every recorded digest means the same thing', () => {
-  const offenders: string[] = [];
-  const scan = (dir: string) => {
-    for (const e of readdirSync(join(REPO, dir), { withFileTypes: true })) {
-      const rel = `${dir}/${e.name}`;
-      if (e.isDirectory()) scan(rel);
-      else if (e.name.endsWith('.ts') && rel !== 'src/scoring/manifest.ts') {
-        readFileSync(join(REPO, rel), 'utf8').split('\n').forEach((line, i) => {
-          if (/createHash\(\s*['"]sha256['"]\s*\)\s*\.update\(\s*(readFileSync|await readFile)\(|function fileDigest\b/.test(line)) offenders.push(`${rel}:${i + 1}: ${line.trim()}`);
-        });
-      }
-    }
-  };
-  scan('src');
-  assert.deepEqual(offenders, []);
+  assert.deepEqual(offendingLines(['src'], (rel) => rel.endsWith('.ts') && rel !== 'src/scoring/manifest.ts',
+    (line) => /createHash\(\s*['"]sha256['"]\s*\)\s*\.update\(\s*(readFileSync|await readFile)\(|function fileDigest\b/.test(line)), []);
 });
