@@ -35,6 +35,7 @@ export const TRAIN_FLAGS: readonly TrainFlag[] = [
   { name: 'top-k', value: true, to: ['base_prm'], help: 'with --family topk: layers trained' },
   { name: 'per-question', value: true, to: ['base_prm'], help: 'with --family: at most this many candidates a question' },
   { name: 'blame-weight', value: true, to: ['base_prm'], help: 'with --family topk: weight of the listwise blame term' },
+  { name: 'cand-weight', value: true, to: ['base_prm'], help: 'with --family topk: weight of the candidate-score (soft-min) term' },
   { name: 'l2', value: true, to: ['base_prm'], help: 'with --family: L2 weight of the probe head' },
   { name: 'resume', value: false, to: ['base_prm'], help: 'with --family: continue the run in runs/NAME where it stopped' },
 ];

@@ -79,6 +79,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-minutes", type=float, help="wall-time cap of the top-k training")
     ap.add_argument("--blame-weight", type=float, default=0.0,
                     help="--family topk: weight of the listwise blame term (caper_train.topk --blame)")
+    ap.add_argument("--cand-weight", type=float, default=0.0,
+                    help="--family topk: weight of the candidate-score term (caper_train.topk --cand)")
     ap.add_argument("--max-length", type=int, default=768)
     ap.add_argument("--threads", type=int, default=max(1, torch.get_num_threads()))
     ap.add_argument("--resume", action="store_true")
@@ -139,7 +141,8 @@ def main(argv=None) -> int:
     if a.family == "topk":
         targs = ["--cache", str(feats), *a.extra_cache, "--base", a.base, "--layers", str(n), "--init-head", str(head),
                  "--run", str(run / "topk"), "--epochs", str(a.epochs), "--lr", str(a.lr),
-                 "--threads", str(a.threads), "--seed", str(a.seed), "--dtype", dtype, "--blame", str(a.blame_weight)]
+                 "--threads", str(a.threads), "--seed", str(a.seed), "--dtype", dtype, "--blame", str(a.blame_weight),
+                 "--cand", str(a.cand_weight)]
         if a.max_minutes:
             targs += ["--max-minutes", str(a.max_minutes)]
         if a.resume:
@@ -150,6 +153,7 @@ def main(argv=None) -> int:
     origin = {"family": a.family, "base": str(a.base), "layers": n, "top_k": a.top_k if a.family == "topk" else 0,
               "dtype": dtype, "per_question": a.per_question, "l2": a.l2, "epochs": a.epochs if a.family == "topk" else 0,
               "blame_weight": a.blame_weight if a.family == "topk" else 0,
+              "cand_weight": a.cand_weight if a.family == "topk" else 0,
               "exclude_dbs": [x for x in a.exclude_dbs.split(",") if x], "seed": a.seed, "grid": read_grid(a.base),
               "data_hash": data_hash(a.records),
               "command": "python -m caper_train.base_prm " + " ".join(sys.argv[1:] if argv is None else argv)}

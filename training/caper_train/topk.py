@@ -106,8 +106,31 @@ def blame_loss(out: torch.Tensor, row: dict, cands: list[dict]) -> torch.Tensor 
     return torch.stack(terms).mean() if terms else None
 
 
+def candidate_loss(out: torch.Tensor, row: dict, cands: list[dict], tau: float = 1.0,
+                   delta: float = 1.0) -> torch.Tensor | None:
+    """The candidate score as the service computes it: the lowest of a candidate's unit and
+    terminal outputs ("min", src/scoring/candidate-score.ts), trained directly. The other terms
+    supervise each position alone, while ranking and the confidence of a pick read only that
+    minimum; here a soft minimum (-tau * logsumexp(-x / tau), which tends to min as tau falls)
+    gets the margin-weighted preference between the question's right and wrong candidates and a
+    right/wrong BCE, so the number the service ranks by is the one that is separated."""
+    mins, ys = [], []
+    for ci, at in row["cands"]:
+        mins.append(-tau * torch.logsumexp(-out[torch.tensor(at)] / tau, 0))
+        ys.append(1.0 if cands[ci]["correct"] else 0.0)
+    if not mins:
+        return None
+    m, y = torch.stack(mins), torch.tensor(ys)
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(m, y)
+    r, w = m[y > 0.5], m[y < 0.5]
+    if len(r) and len(w):
+        loss = loss + (1 + delta) * torch.nn.functional.softplus(-(r[:, None] - w[None, :])).mean()
+    return loss
+
+
 def row_loss(model: Top, row: dict, cands: list[dict], pref_weight: float, delta: float = 1.0,
-             dtype: torch.dtype = torch.float32, blame_weight: float = 0.0):
+             dtype: torch.dtype = torch.float32, blame_weight: float = 0.0, cand_weight: float = 0.0,
+             cand_tau: float = 1.0):
     h = row["h"].float()[None]
     pos = torch.tensor([row["pos"]])
     # bf16 autocast where the machine has bf16 instructions (the run's measured dtype); the
@@ -135,6 +158,10 @@ def row_loss(model: Top, row: dict, cands: list[dict], pref_weight: float, delta
         b = blame_loss(out, row, cands)
         if b is not None:
             loss = loss + blame_weight * b
+    if cand_weight > 0:
+        c = candidate_loss(out, row, cands, cand_tau, delta)
+        if c is not None:
+            loss = loss + cand_weight * c
     return loss, len(row["ids"])
 
 
@@ -153,6 +180,9 @@ def main(argv=None) -> int:
     ap.add_argument("--pref", type=float, default=1.0)
     ap.add_argument("--blame", type=float, default=0.0,
                     help="weight of the listwise blame term (root cause lowest among a wrong candidate's units)")
+    ap.add_argument("--cand", type=float, default=0.0,
+                    help="weight of the candidate-score term (preference and BCE at the soft minimum of a candidate's outputs)")
+    ap.add_argument("--cand-tau", type=float, default=1.0, help="temperature of that soft minimum")
     ap.add_argument("--rows-per-step", type=int, default=4)
     ap.add_argument("--max-minutes", type=float)
     ap.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps of this process")
@@ -221,7 +251,8 @@ def main(argv=None) -> int:
         opt.zero_grad(set_to_none=True)
         loss_sum = 0.0
         for r in batch:
-            loss, n = row_loss(model, r, cands, a.pref, dtype=getattr(torch, a.dtype), blame_weight=a.blame)
+            loss, n = row_loss(model, r, cands, a.pref, dtype=getattr(torch, a.dtype), blame_weight=a.blame,
+                               cand_weight=a.cand, cand_tau=a.cand_tau)
             (loss / len(batch)).backward()
             loss_sum += loss.item() / len(batch)
             tok += n

@@ -101,7 +101,7 @@ def test_resume_is_resumable_and_export_serves_chat(tiny_base, tmp_path):
     rec = tmp_path / "r.jsonl"
     write_records(rec)
     common = ["--records", str(rec), "--base", str(tiny_base), "--family", "topk", "--layers", "3", "--top-k", "1",
-              "--threads", "1", "--epochs", "2", "--max-length", "256"]
+              "--threads", "1", "--epochs", "2", "--max-length", "256", "--cand-weight", "0.5"]
     # one run straight through, one stopped after its first step and resumed
     assert base_prm.main([*common, "--out", str(tmp_path / "m1"), "--run", str(tmp_path / "r1")]) == 0
     run2 = tmp_path / "r2"
@@ -112,7 +112,7 @@ def test_resume_is_resumable_and_export_serves_chat(tiny_base, tmp_path):
     # the dtype the run measured (base_prm passes it on; the stopped part must train in it too)
     dtype = json.loads((run2 / "dtype.json").read_text())["dtype"]
     targs = ["--cache", str(run2 / "feats"), "--base", str(tiny_base), "--layers", "3", "--init-head", str(run2 / "head.pt"),
-             "--run", str(run2 / "topk"), "--epochs", "2", "--threads", "1", "--dtype", dtype]
+             "--run", str(run2 / "topk"), "--epochs", "2", "--threads", "1", "--dtype", dtype, "--cand", "0.5"]
     topk.main([*targs, "--stop-after", "2"])  # stopped mid-run, checkpoint written
     assert torch.load(run2 / "topk" / "checkpoint.pt", weights_only=False)["step"] == 2
     assert base_prm.main([*common, "--out", str(tmp_path / "m2"), "--run", str(run2), "--resume"]) == 0
@@ -124,6 +124,7 @@ def test_resume_is_resumable_and_export_serves_chat(tiny_base, tmp_path):
     m = read_manifest(tmp_path / "m1")
     assert m["template"] == "caper-chat-v1" and m["marker"] == "<|im_end|>"
     assert m["training"]["family"] == "topk" and m["training"]["layers"] == 3
+    assert m["training"]["cand_weight"] == 0.5
     assert m["export"]["fp32_max_abs_diff"] < 1e-4
     # the exported layers are the trained ones, not the base's
     base_sd = torch.load(tmp_path / "r1" / "topk-head.pt", weights_only=False)["top_layers"]
@@ -161,3 +162,27 @@ def test_blame_term_ranks_the_root_cause_lowest_among_a_wrong_candidates_units()
     # nothing to rank: only right candidates, or a wrong one with a single unit
     assert blame_loss(out, {"cands": [(1, [4, 5, 6])]}, cands) is None
     assert blame_loss(out, {"cands": [(0, [0, 1])]}, [{"rewards": [-1.0], "correct": False}]) is None
+
+
+def test_candidate_term_separates_the_candidates_lowest_outputs():
+    from caper_train.topk import candidate_loss
+
+    # candidate 0 wrong (positions 0-2), candidate 1 right (positions 3-5); the last of each is the terminal
+    cands = [{"rewards": [0.0, -1.0], "correct": False}, {"rewards": [0.0, 0.0], "correct": True}]
+    row = {"cands": [(0, [0, 1, 2]), (1, [3, 4, 5])]}
+    ordered = torch.tensor([3.0, -3.0, 3.0, 3.0, 3.0, 3.0])
+    reversed_ = torch.tensor([3.0, 3.0, 3.0, 3.0, -3.0, 3.0])
+    assert candidate_loss(ordered, row, cands) < 0.2 < candidate_loss(reversed_, row, cands)
+    out = torch.tensor([3.0, -1.0, 3.0, 3.0, 0.5, 3.0], requires_grad=True)
+    candidate_loss(out, row, cands, tau=0.5).backward()
+    g = out.grad
+    # the gradient goes to each candidate's lowest output: the wrong one's is pushed down, the
+    # right one's up, and outputs far above a candidate's minimum are nearly untouched
+    assert g[1] > 0 and g[4] < 0
+    assert abs(g[0]) < 0.05 * abs(g[1]) and abs(g[3]) < 0.05 * abs(g[4])
+    # the soft minimum tends to the minimum: a sharper temperature ranks by the lowest output alone
+    one = {"cands": [(1, [3, 4, 5])]}
+    lo = torch.tensor([0.0, 0.0, 0.0, 2.0, -1.0, 2.0])
+    assert abs(candidate_loss(lo, one, cands, tau=0.01).item()
+               - torch.nn.functional.binary_cross_entropy_with_logits(torch.tensor(-1.0), torch.tensor(1.0)).item()) < 1e-3
+    assert candidate_loss(out, {"cands": []}, cands) is None
