@@ -40,7 +40,15 @@ async function main(): Promise<void> {
   const outBase = resolve(flagString(a, 'out', join(REPO, 'bench', 'results', 'rerank'))!);
   const cacheDir = join(tmpdir(), 'caper-rerank-facts');
   mkdirSync(cacheDir, { recursive: true });
-  const modelName = JSON.parse(readFileSync(join(modelDir, 'caper.json'), 'utf8')).name as string;
+  const card = JSON.parse(readFileSync(join(modelDir, 'caper.json'), 'utf8')) as { name: string; training?: { exclude_dbs?: string[] } };
+  const modelName = card.name;
+  // A model that held databases out trained on the others' candidates: its PRM column is in-sample there.
+  const heldOut = card.training?.exclude_dbs ?? [];
+  const caveat = heldOut.length
+    ? `\n**In-sample caveat:** this model trained on the real candidates of the dev-open databases other than
+${heldOut.join(', ')}, so the PRM and hybrid columns are in-sample on those; its figures on databases it
+never saw are in bench/results/prm-base.md.\n`
+    : '';
 
   const pools = ['pool8', 'pool16'];
   const summaries: Record<string, EvalSummary> = {};
@@ -84,7 +92,7 @@ rule (src/execution/equivalence.ts, Spider test-suite semantics: a multiset of r
 order only when gold has ORDER BY; 5 s limit per query): majority vote, best single and oracle reproduce the
 data README's reference table. Produced by \`node dist/bench/rerank.js${process.argv.slice(2).length ? ' ' + process.argv.slice(2).join(' ') : ''}\`
 (the same code as \`caper eval rerank\`).
-
+${caveat}
 | pool | questions | PRM | Majority vote | Hybrid | Best single | Oracle |
 |---|---|---|---|---|---|---|
 ${rows.join('\n')}
