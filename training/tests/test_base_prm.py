@@ -186,3 +186,54 @@ def test_candidate_term_separates_the_candidates_lowest_outputs():
     assert abs(candidate_loss(lo, one, cands, tau=0.01).item()
                - torch.nn.functional.binary_cross_entropy_with_logits(torch.tensor(-1.0), torch.tensor(1.0)).item()) < 1e-3
     assert candidate_loss(out, {"cands": []}, cands) is None
+
+
+def test_rows_laid_end_to_end_give_each_rows_own_outputs_and_loss(tiny_base):
+    from caper_train.features import pack, packed_mask
+    from caper_train.topk import Top, batch_loss, chunks, joined_mask
+
+    torch.manual_seed(1)
+    model = Top(tiny_base, 3, 1, None)
+    ps = chat_prompts(3)
+    rows, cands = [], []
+    for k, group in enumerate([ps[:2], ps[1:], ps]):
+        ids, pos, bid, where = pack(group)
+        cs = []
+        for j, p in enumerate(group):
+            n = len(p.markers)
+            # alternate right and wrong candidates; wrong ones blamed at their last clause
+            correct = (k + j) % 2 == 0
+            cands.append({"kinds": ["SELECT"] * n, "correct": correct,
+                          "rewards": [0.0] * n if correct else [0.0] * (n - 1) + [-1.0]})
+            cs.append((len(cands) - 1, [where[j][m] for m in [*p.markers, p.terminal]]))
+        rows.append({"ids": ids, "pos": pos, "bid": bid, "h": torch.randn(len(ids), 32), "cands": cs})
+    # the joined pass computes every row exactly as its own pass does
+    model.eval()
+    with torch.no_grad():
+        joined = model(torch.cat([r["h"] for r in rows])[None], torch.tensor([[p for r in rows for p in r["pos"]]]),
+                       joined_mask(rows))[0]
+        at = 0
+        for r in rows:
+            alone = model(r["h"][None], torch.tensor([r["pos"]]), packed_mask(r["bid"]))[0]
+            assert torch.allclose(joined[at:at + len(r["bid"])], alone, atol=1e-5)
+            at += len(r["bid"])
+    # one pass over all rows, or a pass per row: the same mean loss and the same gradient
+    terms = {"blame_weight": 0.3, "cand_weight": 1.0}
+
+    def grads(parts):
+        model.zero_grad()
+        total = 0.0
+        for part in parts:
+            loss, _ = batch_loss(model, part, cands, 1.0, **terms)
+            (loss * len(part) / len(rows)).backward()
+            total += loss.item() * len(part) / len(rows)
+        return total, [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    l1, g1 = grads([rows])
+    l2, g2 = grads([[r] for r in rows])
+    assert abs(l1 - l2) < 1e-5
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g1, g2))
+    # passes are bounded in tokens, a longer row alone
+    sizes = [len(r["bid"]) for r in rows]
+    assert [len(c) for c in chunks(rows, sizes[0] + sizes[1])] == [2, 1]
+    assert [len(c) for c in chunks(rows, 1)] == [1, 1, 1]
