@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from . import probe
-from .features import load_truncated
+from .features import load_truncated, packed_mask
 from .grid import GridLinear, on_matrix_grid, read_grid
 from .throughput import autocast
 
@@ -128,9 +128,16 @@ def candidate_loss(out: torch.Tensor, row: dict, cands: list[dict], tau: float =
     return loss
 
 
-def terms_loss(out: torch.Tensor, row: dict, cands: list[dict], pref_weight: float, delta: float = 1.0,
-               blame_weight: float = 0.0, cand_weight: float = 0.0, cand_tau: float = 1.0) -> torch.Tensor:
-    """One row's loss from its outputs (indexed by the row's own positions)."""
+def row_loss(model: Top, row: dict, cands: list[dict], pref_weight: float, delta: float = 1.0,
+             dtype: torch.dtype = torch.float32, blame_weight: float = 0.0, cand_weight: float = 0.0,
+             cand_tau: float = 1.0):
+    h = row["h"].float()[None]
+    pos = torch.tensor([row["pos"]])
+    # bf16 autocast where the machine has bf16 instructions (the run's measured dtype); the
+    # weights, the optimizer and the loss stay fp32.
+    with autocast(dtype):
+        out = model(h, pos, packed_mask(row["bid"]))[0]
+    out = out.float()
     ys, ws, at_all = [], [], []
     right, wrong = [], []
     for ci, at in row["cands"]:
@@ -155,58 +162,7 @@ def terms_loss(out: torch.Tensor, row: dict, cands: list[dict], pref_weight: flo
         c = candidate_loss(out, row, cands, cand_tau, delta)
         if c is not None:
             loss = loss + cand_weight * c
-    return loss
-
-
-def joined_mask(rows: list[dict]) -> torch.Tensor:
-    """The packed prefix-tree mask of several rows laid end to end: within a row as packed_mask
-    (its head, then each branch over the head and itself), never across rows."""
-    bid = torch.tensor([b for r in rows for b in r["bid"]])
-    seg = torch.tensor([k for k, r in enumerate(rows) for _ in r["bid"]])
-    n = len(bid)
-    allow = (torch.tril(torch.ones((n, n), dtype=torch.bool)) & (seg[None, :] == seg[:, None])
-             & ((bid[None, :] == -1) | (bid[None, :] == bid[:, None])))
-    mask = torch.zeros((1, 1, n, n), dtype=torch.float32)
-    mask.masked_fill_(~allow[None, None], torch.finfo(torch.float32).min)
-    return mask
-
-
-def batch_loss(model: Top, rows: list[dict], cands: list[dict], pref_weight: float, delta: float = 1.0,
-               dtype: torch.dtype = torch.float32, **terms) -> tuple[torch.Tensor, int]:
-    """The mean of the rows' losses from one forward pass over the rows laid end to end. A row is
-    one question (a few hundred tokens): passing the step's rows together pays the trained layers'
-    per-pass costs (the grid weights cast under autocast, their gradients accumulated) once a step
-    instead of once a row, with the same outputs as row by row."""
-    h = torch.cat([r["h"].float() for r in rows])[None]
-    pos = torch.tensor([[p for r in rows for p in r["pos"]]])
-    # bf16 autocast where the machine has bf16 instructions (the run's measured dtype); the
-    # weights, the optimizer and the loss stay fp32.
-    with autocast(dtype):
-        out = model(h, pos, joined_mask(rows))[0]
-    out = out.float()
-    losses, at = [], 0
-    for r in rows:
-        n = len(r["bid"])
-        losses.append(terms_loss(out[at:at + n], r, cands, pref_weight, delta, **terms))
-        at += n
-    return torch.stack(losses).mean(), at
-
-
-def chunks(rows: list[dict], max_tokens: int) -> list[list[dict]]:
-    """Consecutive rows grouped into passes of at most max_tokens (a longer row is a pass of its
-    own): rows laid end to end attend only to themselves, but the attention is still computed over
-    the whole pass, so an unbounded pass would pay a quadratic cost for nothing."""
-    out: list[list[dict]] = []
-    used = 0
-    for r in rows:
-        n = len(r["bid"])
-        if out and used + n <= max_tokens:
-            out[-1].append(r)
-            used += n
-        else:
-            out.append([r])
-            used = n
-    return out
+    return loss, len(row["ids"])
 
 
 def main(argv=None) -> int:
@@ -228,8 +184,6 @@ def main(argv=None) -> int:
                     help="weight of the candidate-score term (preference and BCE at the soft minimum of a candidate's outputs)")
     ap.add_argument("--cand-tau", type=float, default=1.0, help="temperature of that soft minimum")
     ap.add_argument("--rows-per-step", type=int, default=4)
-    ap.add_argument("--pass-tokens", type=int, default=2048,
-                    help="rows of a step laid end to end in one forward pass up to this many tokens (1: a pass a row)")
     ap.add_argument("--max-minutes", type=float)
     ap.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps of this process")
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
@@ -254,10 +208,8 @@ def main(argv=None) -> int:
     grid = read_grid(a.base)
     on_grid = GridLinear(model.layers, grid["block"]) if grid else None
     body = [p for p in model.layers.parameters()]
-    # fused: one kernel over each parameter instead of a chain of elementwise passes, which on two
-    # cores is a visible part of a step that updates six layers
     opt = torch.optim.AdamW([{"params": body, "lr": a.lr}, {"params": model.head.parameters(), "lr": a.head_lr}],
-                            weight_decay=0.0, fused=True)
+                            weight_decay=0.0)
     order = list(range(len(rows)))
     random.Random(a.seed).shuffle(order)
     steps_per_epoch = math.ceil(len(order) / a.rows_per_step)
@@ -298,12 +250,11 @@ def main(argv=None) -> int:
             g["lr"] = l0 * f
         opt.zero_grad(set_to_none=True)
         loss_sum = 0.0
-        for part in chunks(batch, a.pass_tokens):
-            loss, n = batch_loss(model, part, cands, a.pref, dtype=getattr(torch, a.dtype), blame_weight=a.blame,
-                                 cand_weight=a.cand, cand_tau=a.cand_tau)
-            # the step's loss is the mean over its rows, whatever passes they were computed in
-            (loss * len(part) / len(batch)).backward()
-            loss_sum += loss.item() * len(part) / len(batch)
+        for r in batch:
+            loss, n = row_loss(model, r, cands, a.pref, dtype=getattr(torch, a.dtype), blame_weight=a.blame,
+                               cand_weight=a.cand, cand_tau=a.cand_tau)
+            (loss / len(batch)).backward()
+            loss_sum += loss.item() / len(batch)
             tok += n
         torch.nn.utils.clip_grad_norm_(body, 1.0)
         opt.step()
