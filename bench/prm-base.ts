@@ -17,7 +17,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs, flagString } from '../src/commands/args.js';
-import { computeFacts, picks } from '../src/eval/rerank.js';
+import { computeFacts, picks, type QuestionFacts } from '../src/eval/rerank.js';
 import { LABEL_SOURCES, loadLabels, rankingsFor, scoreRankings, type LabelSource } from '../src/eval/localize-labels.js';
 import { resolvePool } from '../src/eval/spider.js';
 import { candidateScore } from '../src/scoring/candidate-score.js';
@@ -38,12 +38,36 @@ export function auroc(right: number[], wrong: number[]): number {
   return (rankSum - (right.length * (right.length + 1)) / 2) / (right.length * wrong.length);
 }
 
+/** The execution side of a question's facts: it does not depend on the model. */
+export type Verdicts = Pick<QuestionFacts, 'keys' | 'correct'>[];
+
+/**
+ * Puts `shared` verdicts in place of the ones this model's run executed, so every column of the
+ * table is measured against the same right/wrong labels and the same vote: a candidate that ran
+ * into the timeout in one model's run and not in another's would otherwise move the figures of
+ * one column for a reason that is not the model. Returns how many candidates' verdicts differed.
+ */
+export function shareVerdicts(questions: QuestionFacts[], shared: Verdicts): number {
+  if (shared.length !== questions.length) throw new Error(`shared verdicts cover ${shared.length} questions, this run ${questions.length}`);
+  let changed = 0;
+  questions.forEach((q, qi) => {
+    const v = shared[qi]!;
+    if (v.correct.length !== q.correct.length) throw new Error(`question ${qi}: shared verdicts of ${v.correct.length} candidates, this run ${q.correct.length}`);
+    q.correct.forEach((c, i) => { if (c !== v.correct[i] || q.keys[i] !== v.keys[i]) changed++; });
+    q.keys = [...v.keys];
+    q.correct = [...v.correct];
+  });
+  return changed;
+}
+
 interface ModelFigures {
   model: string;
   dir: string;
   blame: Partial<Record<LabelSource, { top1: number; mrr: number; n: number }>>;
   rerank: { n: number; prm: number; vote: number; oracle: number };
   auroc: { value: number; right: number; wrong: number };
+  /** Candidates whose own execution verdict differed from the shared one (the first model's run). */
+  verdicts_changed: number;
   removed?: { pairs: number; pct_complete_higher: number };
   injected?: { pairs: number; questions: number; pct_gold_higher: number };
   seconds: number;
@@ -97,12 +121,15 @@ async function injectedPairs(dir: string, records: Trajectory[]): Promise<NonNul
 }
 
 async function measure(dir: string, data: string, sources: LabelSource[], removed: boolean, runs: string,
-  injected: Trajectory[] | null): Promise<ModelFigures> {
+  injected: Trajectory[] | null, verdicts: { shared?: Verdicts }): Promise<ModelFigures> {
   const t0 = performance.now();
   const systems = resolvePool(data, 'pool8');
   const manifest = JSON.parse(readFileSync(join(dir, 'caper.json'), 'utf8')) as { name: string };
   const facts = await computeFacts(data, systems, dir, 'cpu', 0, 5000);
   const n = facts.questions.length;
+  let verdictsChanged = 0;
+  if (verdicts.shared) verdictsChanged = shareVerdicts(facts.questions, verdicts.shared);
+  else verdicts.shared = facts.questions.map((q) => ({ keys: [...q.keys], correct: [...q.correct] }));
   const ex = (p: number[]) => (100 * p.filter((i, qi) => facts.questions[qi]!.correct[i]).length) / Math.max(1, n);
   const rerank = { n, prm: ex(picks(facts, 'prm')), vote: ex(picks(facts, 'vote')),
     oracle: (100 * facts.questions.filter((q) => q.correct.some(Boolean)).length) / Math.max(1, n) };
@@ -136,6 +163,7 @@ async function measure(dir: string, data: string, sources: LabelSource[], remove
   }
   const inj = injected ? await injectedPairs(dir, injected) : undefined;
   return { model: manifest.name, dir, blame, rerank, auroc: { value: auroc(right, wrong), right: right.length, wrong: wrong.length },
+    verdicts_changed: verdictsChanged,
     ...(rem ? { removed: rem } : {}), ...(inj ? { injected: inj } : {}), seconds: (performance.now() - t0) / 1000 };
 }
 
@@ -150,8 +178,9 @@ async function main(): Promise<void> {
   mkdirSync(runs, { recursive: true });
   const figs: ModelFigures[] = [];
   const injected = a.flags.has('no-injected') ? null : injectedRecords(data, runs);
+  const verdicts: { shared?: Verdicts } = {};
   for (const m of models) {
-    figs.push(await measure(m, data, sources, !a.flags.has('no-removed'), runs, injected));
+    figs.push(await measure(m, data, sources, !a.flags.has('no-removed'), runs, injected, verdicts));
     console.error(`prm-base: ${m} measured in ${figs.at(-1)!.seconds.toFixed(0)} s`);
   }
   const f3 = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? '-' : v.toFixed(3));
@@ -174,7 +203,9 @@ async function main(): Promise<void> {
     `Databases: ${[...new Set((JSON.parse(readFileSync(join(data, 'dev.json'), 'utf8')) as { db_id: string }[]).map((q) => q.db_id))].sort().join(', ')} ` +
       '(the held-out split of training/README.md when the data is its `caper_train.dataview` view). ' +
       `${figs[0]?.rerank.n ?? 0} questions; blame on ${figs[0]?.blame[sources[0]!]?.n ?? 0} expert labels naming a clause; ` +
-      `AUROC over ${figs[0]?.auroc.right ?? 0} right and ${figs[0]?.auroc.wrong ?? 0} wrong distinct pool8 candidates.`,
+      `AUROC over ${figs[0]?.auroc.right ?? 0} right and ${figs[0]?.auroc.wrong ?? 0} wrong distinct pool8 candidates. ` +
+      'Every column is measured against the execution verdicts of the first model\'s run' +
+      (figs.length > 1 ? ` (the other runs' own executions differed for ${figs.slice(1).map((f) => `${f.verdicts_changed} candidates of ${f.model}`).join(', ')}).` : '.'),
     '',
     `| measure | ${figs.map((f) => `${f.model} (${rel(f.dir)})`).join(' | ')} |`,
     `|---|${figs.map(() => '---').join('|')}|`,
