@@ -17,11 +17,15 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs, flagString } from '../src/commands/args.js';
-import { computeFacts, picks, type QuestionFacts } from '../src/eval/rerank.js';
+import { computeFacts, picks } from '../src/eval/rerank.js';
+import { executePool, type PoolExecution } from '../src/eval/pool-run.js';
 import { LABEL_SOURCES, loadLabels, rankingsFor, scoreRankings, type LabelSource } from '../src/eval/localize-labels.js';
 import { resolvePool } from '../src/eval/spider.js';
 import { candidateScore } from '../src/scoring/candidate-score.js';
 import { REPO } from './lib.js';
+
+/** Per query, as in `caper eval rerank`. */
+const TIMEOUT_MS = 5000;
 
 /** Probability that a random right candidate scores above a random wrong one (ties count half). */
 export function auroc(right: number[], wrong: number[]): number {
@@ -38,36 +42,12 @@ export function auroc(right: number[], wrong: number[]): number {
   return (rankSum - (right.length * (right.length + 1)) / 2) / (right.length * wrong.length);
 }
 
-/** The execution side of a question's facts: it does not depend on the model. */
-export type Verdicts = Pick<QuestionFacts, 'keys' | 'correct'>[];
-
-/**
- * Puts `shared` verdicts in place of the ones this model's run executed, so every column of the
- * table is measured against the same right/wrong labels and the same vote: a candidate that ran
- * into the timeout in one model's run and not in another's would otherwise move the figures of
- * one column for a reason that is not the model. Returns how many candidates' verdicts differed.
- */
-export function shareVerdicts(questions: QuestionFacts[], shared: Verdicts): number {
-  if (shared.length !== questions.length) throw new Error(`shared verdicts cover ${shared.length} questions, this run ${questions.length}`);
-  let changed = 0;
-  questions.forEach((q, qi) => {
-    const v = shared[qi]!;
-    if (v.correct.length !== q.correct.length) throw new Error(`question ${qi}: shared verdicts of ${v.correct.length} candidates, this run ${q.correct.length}`);
-    q.correct.forEach((c, i) => { if (c !== v.correct[i] || q.keys[i] !== v.keys[i]) changed++; });
-    q.keys = [...v.keys];
-    q.correct = [...v.correct];
-  });
-  return changed;
-}
-
 interface ModelFigures {
   model: string;
   dir: string;
   blame: Partial<Record<LabelSource, { top1: number; mrr: number; n: number }>>;
   rerank: { n: number; prm: number; vote: number; oracle: number };
   auroc: { value: number; right: number; wrong: number };
-  /** Candidates whose own execution verdict differed from the shared one (the first model's run). */
-  verdicts_changed: number;
   removed?: { pairs: number; pct_complete_higher: number };
   injected?: { pairs: number; questions: number; pct_gold_higher: number };
   seconds: number;
@@ -121,15 +101,11 @@ async function injectedPairs(dir: string, records: Trajectory[]): Promise<NonNul
 }
 
 async function measure(dir: string, data: string, sources: LabelSource[], removed: boolean, runs: string,
-  injected: Trajectory[] | null, verdicts: { shared?: Verdicts }): Promise<ModelFigures> {
+  injected: Trajectory[] | null, systems: string[], executions: readonly PoolExecution[]): Promise<ModelFigures> {
   const t0 = performance.now();
-  const systems = resolvePool(data, 'pool8');
   const manifest = JSON.parse(readFileSync(join(dir, 'caper.json'), 'utf8')) as { name: string };
-  const facts = await computeFacts(data, systems, dir, 'cpu', 0, 5000);
+  const facts = await computeFacts(data, systems, dir, 'cpu', 0, TIMEOUT_MS, executions);
   const n = facts.questions.length;
-  let verdictsChanged = 0;
-  if (verdicts.shared) verdictsChanged = shareVerdicts(facts.questions, verdicts.shared);
-  else verdicts.shared = facts.questions.map((q) => ({ keys: [...q.keys], correct: [...q.correct] }));
   const ex = (p: number[]) => (100 * p.filter((i, qi) => facts.questions[qi]!.correct[i]).length) / Math.max(1, n);
   const rerank = { n, prm: ex(picks(facts, 'prm')), vote: ex(picks(facts, 'vote')),
     oracle: (100 * facts.questions.filter((q) => q.correct.some(Boolean)).length) / Math.max(1, n) };
@@ -163,7 +139,6 @@ async function measure(dir: string, data: string, sources: LabelSource[], remove
   }
   const inj = injected ? await injectedPairs(dir, injected) : undefined;
   return { model: manifest.name, dir, blame, rerank, auroc: { value: auroc(right, wrong), right: right.length, wrong: wrong.length },
-    verdicts_changed: verdictsChanged,
     ...(rem ? { removed: rem } : {}), ...(inj ? { injected: inj } : {}), seconds: (performance.now() - t0) / 1000 };
 }
 
@@ -178,9 +153,12 @@ async function main(): Promise<void> {
   mkdirSync(runs, { recursive: true });
   const figs: ModelFigures[] = [];
   const injected = a.flags.has('no-injected') ? null : injectedRecords(data, runs);
-  const verdicts: { shared?: Verdicts } = {};
+  // One execution of the pool for every column, so that every model is judged against the same
+  // right/wrong verdicts and the same vote (src/eval/pool-run.ts).
+  const systems = resolvePool(data, 'pool8');
+  const executions = await executePool({ dataDir: data, systems, timeoutMs: TIMEOUT_MS });
   for (const m of models) {
-    figs.push(await measure(m, data, sources, !a.flags.has('no-removed'), runs, injected, verdicts));
+    figs.push(await measure(m, data, sources, !a.flags.has('no-removed'), runs, injected, systems, executions));
     console.error(`prm-base: ${m} measured in ${figs.at(-1)!.seconds.toFixed(0)} s`);
   }
   const f3 = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? '-' : v.toFixed(3));
@@ -204,8 +182,7 @@ async function main(): Promise<void> {
       '(the held-out split of training/README.md when the data is its `caper_train.dataview` view). ' +
       `${figs[0]?.rerank.n ?? 0} questions; blame on ${figs[0]?.blame[sources[0]!]?.n ?? 0} expert labels naming a clause; ` +
       `AUROC over ${figs[0]?.auroc.right ?? 0} right and ${figs[0]?.auroc.wrong ?? 0} wrong distinct pool8 candidates. ` +
-      'Every column is measured against the execution verdicts of the first model\'s run' +
-      (figs.length > 1 ? ` (the other runs' own executions differed for ${figs.slice(1).map((f) => `${f.verdicts_changed} candidates of ${f.model}`).join(', ')}).` : '.'),
+      'The pool is executed once, and every column is measured against those verdicts.',
     '',
     `| measure | ${figs.map((f) => `${f.model} (${rel(f.dir)})`).join(' | ')} |`,
     `|---|${figs.map(() => '---').join('|')}|`,

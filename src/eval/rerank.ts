@@ -10,7 +10,7 @@
 // Computing facts (executions + PRM scores) is the slow part; `caper eval rerank --facts FILE`
 // (src/commands/eval-rerank.ts) caches them so that comparing strategies or --lambda values does
 // not recompute anything; the cache records what it was computed from (facts-origin.ts).
-import { runPool } from './pool-run.js';
+import { runPool, type PoolExecution } from './pool-run.js';
 import { cachedFacts, factsOrigin, originProblem, type FactsOrigin } from './facts-origin.js';
 import { rerank, POOL_STRATEGIES, type PoolStrategy as Strategy } from '../verdict/rank.js';
 import { candidateScore, type CandidateScoreMode } from '../scoring/candidate-score.js';
@@ -71,10 +71,12 @@ export function summarize(facts: Facts, opts: { lambda?: number; score?: Candida
   return { n, ex, perSystem, bestSingle: best, oracle };
 }
 
-export async function computeFacts(dataDir: string, systems: string[], modelDir: string, device: 'auto' | 'cuda' | 'cpu', limit: number, timeoutMs: number): Promise<Facts> {
+/** `executions`: executePool's result for this split and pool, used instead of executing again. */
+export async function computeFacts(dataDir: string, systems: string[], modelDir: string, device: 'auto' | 'cuda' | 'cpu', limit: number, timeoutMs: number,
+  executions?: readonly PoolExecution[]): Promise<Facts> {
   const { groupKey, matchesGold } = await import('../execution/equivalence.js');
   const out: QuestionFacts[] = [];
-  const run = await runPool({ dataDir, systems, modelDir, device, limit, timeoutMs, label: 'eval rerank' }, ({ qi, q, results, gold, scored }) => {
+  const run = await runPool({ dataDir, systems, modelDir, device, limit, timeoutMs, label: 'eval rerank', ...(executions ? { executions } : {}) }, ({ qi, q, results, gold, scored }) => {
     const correct = matchesGold(gold, q.query);
     out[qi] = {
       db_id: q.db_id,
