@@ -88,6 +88,9 @@ def main(argv=None) -> int:
                     help="more layers to keep in the cache beside the ones the family reads (for probes of other layers)")
     ap.add_argument("--extra-cache", nargs="*", default=[],
                     help="more feature caches of the same configuration to train on (e.g. another split's)")
+    ap.add_argument("--init-model",
+                    help="--family topk: continue a served model directory of the same base and --layers (its top "
+                         "layers and head start the run, no probe is fitted)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     from . import features, probe, throughput, topk
@@ -101,6 +104,8 @@ def main(argv=None) -> int:
     rows_layer = n - a.top_k if a.family == "topk" else 0
     if a.family == "topk" and not 0 < rows_layer < n:
         ap.error("--top-k must be between 1 and --layers - 1")
+    if a.init_model and a.family != "topk":
+        ap.error("--init-model continues the top-k family")
 
     dfile = run / "dtype.json"
     if not dfile.exists():
@@ -113,7 +118,9 @@ def main(argv=None) -> int:
     log(f"dtype {dtype} ({measured['forward_s']})")
 
     feats = run / "feats"
-    layer_list = sorted({n, *([rows_layer] if rows_layer else []),
+    # Layer N's states fit the probe that starts a fresh run; a continued one needs only the rows the
+    # trained layers read, and skipping the top of the frozen pass saves most of the extraction.
+    layer_list = sorted({*([] if a.init_model else [n]), *([rows_layer] if rows_layer else []),
                          *(int(x) for x in a.feature_layers.split(",") if x)})
     fargs = ["--records", *a.records, "--base", a.base, "--layers", ",".join(map(str, layer_list)),
              "--out", str(feats), "--per-question", str(a.per_question), "--max-length", str(a.max_length),
@@ -130,7 +137,9 @@ def main(argv=None) -> int:
     features.main(fargs)
 
     head = run / "head.pt"
-    if not head.exists() or not a.resume:
+    if a.init_model:
+        pass  # the head comes with the model the run continues
+    elif not head.exists() or not a.resume:
         cands, meta = probe.load_cache([feats, *a.extra_cache])
         slot = meta["layers"].index(n)
         h = probe.fit(probe.table(cands, slot), a.l2)
@@ -139,7 +148,8 @@ def main(argv=None) -> int:
         log(f"probe head on layer {n}: {len(cands)} candidates")
     served = head
     if a.family == "topk":
-        targs = ["--cache", str(feats), *a.extra_cache, "--base", a.base, "--layers", str(n), "--init-head", str(head),
+        start = ["--init-model", a.init_model] if a.init_model else ["--init-head", str(head)]
+        targs = ["--cache", str(feats), *a.extra_cache, "--base", a.base, "--layers", str(n), *start,
                  "--run", str(run / "topk"), "--epochs", str(a.epochs), "--lr", str(a.lr),
                  "--threads", str(a.threads), "--seed", str(a.seed), "--dtype", dtype, "--blame", str(a.blame_weight),
                  "--cand", str(a.cand_weight)]
@@ -155,6 +165,7 @@ def main(argv=None) -> int:
               "blame_weight": a.blame_weight if a.family == "topk" else 0,
               "cand_weight": a.cand_weight if a.family == "topk" else 0,
               "exclude_dbs": [x for x in a.exclude_dbs.split(",") if x], "seed": a.seed, "grid": read_grid(a.base),
+              **({"init_model": str(a.init_model)} if a.init_model else {}),
               "data_hash": data_hash(a.records),
               "command": "python -m caper_train.base_prm " + " ".join(sys.argv[1:] if argv is None else argv)}
     info = probe.export_model(a.base, served, a.out, a.name or Path(a.out).name, a.max_length, origin,

@@ -69,7 +69,7 @@ def _load_rows_of(cache: Path, exclude: set[str], rows: list[dict], cands: list[
 class Top(torch.nn.Module):
     """Layers from..N of the truncated base, its final norm and a scalar head."""
 
-    def __init__(self, base, layers: int, from_layer: int, head_file: str | None):
+    def __init__(self, base, layers: int, from_layer: int, head_file: str | None, init_model: str | None = None):
         super().__init__()
         m = load_truncated(base, layers, torch.float32)
         self.layers = torch.nn.ModuleList(m.layers[from_layer:layers])
@@ -81,6 +81,27 @@ class Top(torch.nn.Module):
             with torch.no_grad():
                 self.head.weight.copy_(h["weight"][None].float())
                 self.head.bias.fill_(float(h["bias"]))
+        if init_model:
+            self.start_from(base, layers, from_layer, init_model)
+
+    @torch.no_grad()
+    def start_from(self, base, layers: int, from_layer: int, model_dir: str) -> None:
+        """The top layers, final norm and head of a served model directory (an export or a shipped
+        4-bit one, whose weights are the trained grid values), so a run continues a model that was
+        trained before instead of starting from the base and a probe. Its bottom layers must be the
+        frozen base's, which the cached rows were computed with: parity.rebuild reads the graph into
+        the module the export traced, and only the layers this run trains are taken from it."""
+        from .manifest import read_manifest
+        from .parity import rebuild
+
+        trained = (read_manifest(model_dir).get("training") or {}).get("layers")
+        if trained != layers:
+            raise ValueError(f"{model_dir} keeps {trained} layers, this run {layers}")
+        rm = rebuild(Path(model_dir), Path(base), layers)
+        for mine, theirs in zip(self.layers, rm.backbone.layers[from_layer:layers]):
+            mine.load_state_dict(theirs.state_dict())
+        self.norm.load_state_dict(rm.backbone.norm.state_dict())
+        self.head.load_state_dict(rm.head.state_dict())
         for p in self.norm.parameters():
             p.requires_grad_(False)
 
@@ -172,6 +193,8 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, required=True, help="N: the served model keeps the first N layers")
     ap.add_argument("--from-layer", type=int, help="the cache's --rows-layer (default: read from the cache)")
     ap.add_argument("--init-head", help="probe head fitted on layer N (caper_train.probe fit)")
+    ap.add_argument("--init-model", help="a served model directory of the same base and N whose top layers and head "
+                                         "start the run (continued training); the cache must come from the same base")
     ap.add_argument("--run", required=True, help="checkpoint directory")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--epochs", type=float, default=1.0)
@@ -202,7 +225,7 @@ def main(argv=None) -> int:
     from_layer = a.from_layer or rows_layer
     if not from_layer:
         raise SystemExit("the cache does not say its rows layer: pass --from-layer")
-    model = Top(a.base, a.layers, from_layer, a.init_head)
+    model = Top(a.base, a.layers, from_layer, None if a.init_model else a.init_head, a.init_model)
     # A base on the ship grid: the trained layers train on their own grid values too, so the
     # shipped 4-bit file holds exactly the model that was trained.
     grid = read_grid(a.base)

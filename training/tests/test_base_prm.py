@@ -131,6 +131,52 @@ def test_resume_is_resumable_and_export_serves_chat(tiny_base, tmp_path):
     assert base_sd, "top-k layers recorded for export"
 
 
+def test_a_run_continues_a_served_model(tmp_path):
+    """--init-model: the top layers and head start from the model directory's graph (not the base and
+    a probe), base_prm passes it on and records it, and a model of another depth is refused."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from caper_train import base_prm
+    from caper_train.manifest import read_manifest
+    from caper_train.topk import Top
+
+    # Every parameter distinct, as in a pretrained base: the exporter shares one initializer among
+    # parameters of equal values (a fresh Qwen2's zero biases, unit norms), which a graph cannot be
+    # read back from.
+    tiny_base = tmp_path / "base"
+    torch.manual_seed(1)
+    m = Qwen2ForCausalLM(Qwen2Config(vocab_size=800, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                                     tie_word_embeddings=False))
+    with torch.no_grad():
+        for prm in m.parameters():
+            prm.add_(0.02 * torch.randn_like(prm))
+    m.save_pretrained(tiny_base)
+    shutil.copyfile(CHAT_TOK, tiny_base / "tokenizer.json")
+
+    rec = tmp_path / "r.jsonl"
+    write_records(rec)
+    common = ["--records", str(rec), "--base", str(tiny_base), "--family", "topk", "--layers", "3", "--top-k", "1",
+              "--threads", "1", "--max-length", "256"]
+    assert base_prm.main([*common, "--epochs", "2", "--out", str(tmp_path / "m1"), "--run", str(tmp_path / "r1")]) == 0
+    trained = torch.load(tmp_path / "r1" / "topk-head.pt", weights_only=False)
+    cont, fresh = Top(tiny_base, 3, 2, None, str(tmp_path / "m1")), Top(tiny_base, 3, 2, None)
+    for k, v in trained["top_layers"].items():
+        assert torch.allclose(cont.state_dict()[k], v, atol=1e-5), k
+    assert any(not torch.allclose(fresh.state_dict()[k], v, atol=1e-5) for k, v in trained["top_layers"].items())
+    assert torch.allclose(cont.head.weight[0], trained["weight"].float(), atol=1e-5)
+    assert abs(float(cont.head.bias) - trained["bias"]) < 1e-5
+    with pytest.raises(ValueError, match="keeps 3 layers"):
+        Top(tiny_base, 4, 3, None, str(tmp_path / "m1"))
+
+    assert base_prm.main([*common, "--epochs", "0.5", "--init-model", str(tmp_path / "m1"),
+                          "--out", str(tmp_path / "m2"), "--run", str(tmp_path / "r2")]) == 0
+    assert not (tmp_path / "r2" / "head.pt").exists()  # no probe: the head is m1's
+    assert read_manifest(tmp_path / "m2")["training"]["init_model"] == str(tmp_path / "m1")
+    ck = torch.load(tmp_path / "r2" / "topk" / "checkpoint.pt", weights_only=False)
+    assert ck["args"]["init_model"] == str(tmp_path / "m1")
+
+
 def test_clause_prior_counts_the_training_databases_pairs(tmp_path):
     from caper_train.base_prm import clause_prior
 
