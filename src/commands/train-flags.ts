@@ -37,6 +37,8 @@ export const TRAIN_FLAGS: readonly TrainFlag[] = [
   { name: 'blame-weight', value: true, to: ['base_prm'], help: 'with --family topk: weight of the listwise blame term' },
   { name: 'cand-weight', value: true, to: ['base_prm'], help: 'with --family topk: weight of the candidate-score (soft-min) term' },
   { name: 'l2', value: true, to: ['base_prm'], help: 'with --family: L2 weight of the probe head' },
+  { name: 'max-questions', value: true, to: ['base_prm'], help: 'with --family: a seeded sample of at most this many questions' },
+  { name: 'init-model', value: true, to: ['base_prm'], help: 'with --family topk: continue this served model (its top layers and head) of the same base and --layers' },
   { name: 'resume', value: false, to: ['base_prm'], help: 'with --family: continue the run in runs/NAME where it stopped' },
 ];
 
