@@ -165,7 +165,7 @@ def test_a_run_continues_a_served_model(tmp_path):
         assert torch.allclose(cont.state_dict()[k], v, atol=1e-5), k
     assert any(not torch.allclose(fresh.state_dict()[k], v, atol=1e-5) for k, v in trained["top_layers"].items())
     assert torch.allclose(cont.head.weight[0], trained["weight"].float(), atol=1e-5)
-    assert abs(float(cont.head.bias) - trained["bias"]) < 1e-5
+    assert abs(cont.head.bias.item() - trained["bias"]) < 1e-5
     with pytest.raises(ValueError, match="keeps 3 layers"):
         Top(tiny_base, 4, 3, None, str(tmp_path / "m1"))
 
