@@ -137,9 +137,8 @@ def main(argv=None) -> int:
     features.main(fargs)
 
     head = run / "head.pt"
-    if a.init_model:
-        pass  # the head comes with the model the run continues
-    elif not head.exists() or not a.resume:
+    # A continued run takes its head from the model it continues; a fresh one starts from a probe.
+    if not a.init_model and (not head.exists() or not a.resume):
         cands, meta = probe.load_cache([feats, *a.extra_cache])
         slot = meta["layers"].index(n)
         h = probe.fit(probe.table(cands, slot), a.l2)

@@ -91,13 +91,11 @@ class Top(torch.nn.Module):
         trained before instead of starting from the base and a probe. Its bottom layers must be the
         frozen base's, which the cached rows were computed with: parity.rebuild reads the graph into
         the module the export traced, and only the layers this run trains are taken from it."""
-        from .manifest import read_manifest
         from .parity import rebuild
 
-        trained = (read_manifest(model_dir).get("training") or {}).get("layers")
-        if trained != layers:
-            raise ValueError(f"{model_dir} keeps {trained} layers, this run {layers}")
-        rm = rebuild(Path(model_dir), Path(base), layers)
+        rm = rebuild(Path(model_dir), Path(base))  # at the depth its caper.json records
+        if len(rm.backbone.layers) != layers:
+            raise ValueError(f"{model_dir} keeps {len(rm.backbone.layers)} layers, this run {layers}")
         for mine, theirs in zip(self.layers, rm.backbone.layers[from_layer:layers]):
             mine.load_state_dict(theirs.state_dict())
         self.norm.load_state_dict(rm.backbone.norm.state_dict())
