@@ -103,6 +103,13 @@ export function compatRequest(b: V1Body, req: FastifyRequest): RerankRequest {
   };
 }
 
+/** One Cohere-shaped rerank: the verifier's answer, the documents' SQL, the top_n results shown and meta.warnings. */
+export async function compatRerank(b: V1Body, req: FastifyRequest) {
+  const request = compatRequest(b, req);
+  const r = await req.server.caper.rerank(request);
+  return { sqls: request.sqls, r, warnings: compatWarnings(r), shown: r.ranking.slice(0, b.top_n ?? r.ranking.length) };
+}
+
 /**
  * meta.confidence (per returned result, in result order: relevance_score stays the ranking's
  * score) and the selective-answering fields, for either Cohere shape.

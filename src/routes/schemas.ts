@@ -190,6 +190,14 @@ export const usageOut = {
   },
 } as const;
 
+/** The fields every scoring response ends with: which model answered, where the time went, what it computed. */
+export const servedOut = {
+  model: { type: 'string' },
+  timing: timingOut,
+  usage: usageOut,
+  span_unit: spanUnitOut,
+} as const;
+
 /** The error responses of the scoring routes, each named by what it means. */
 export const errorResponses = {
   400: { description: 'bad_request: not JSON, wrong type, missing or unknown field (field names it)', $ref: 'Error#' },

@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { timingBody, usageBody } from './shape.js';
-import { compatBody, compatRequest, compatWarnings, compatConfidence, compatConfidenceMeta, type V1Body } from './compat.js';
+import { compatBody, compatRerank, compatConfidence, compatConfidenceMeta, type V1Body } from './compat.js';
 
 export default async function v1RerankRoute(app: FastifyInstance): Promise<void> {
   app.post<{ Body: V1Body }>(
@@ -59,12 +59,8 @@ export default async function v1RerankRoute(app: FastifyInstance): Promise<void>
     },
     async (req) => {
       const b = req.body;
-      const request = compatRequest(b, req);
-      const { sqls } = request;
-      const r = await app.caper.rerank(request);
-      // This shape has no per-result field for it, so unscored documents are listed in meta.
-      const warnings = compatWarnings(r);
-      const shown = r.ranking.slice(0, b.top_n ?? r.ranking.length);
+      // This shape has no per-result field for it, so unscored documents are listed in meta.warnings.
+      const { sqls, r, warnings, shown } = await compatRerank(b, req);
       return {
         id: req.id,
         results: shown.map((o) => ({

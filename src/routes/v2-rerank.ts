@@ -8,7 +8,7 @@
 import type { FastifyInstance } from 'fastify';
 import * as S from './schemas.js';
 import { timingBody, usageBody } from './shape.js';
-import { compatBody, MODEL_DESCRIPTION, compatRequest, compatWarnings, compatConfidence, compatConfidenceMeta, type V1Body } from './compat.js';
+import { compatBody, MODEL_DESCRIPTION, compatRerank, compatConfidence, compatConfidenceMeta, type V1Body } from './compat.js';
 
 /** Cohere bills one search unit per query with up to 100 documents. */
 const DOCS_PER_SEARCH_UNIT = 100;
@@ -66,11 +66,7 @@ export default async function v2RerankRoute(app: FastifyInstance): Promise<void>
     },
     async (req) => {
       const b = req.body;
-      const request = compatRequest(b, req);
-      const { sqls } = request;
-      const r = await app.caper.rerank(request);
-      const warnings = compatWarnings(r);
-      const shown = r.ranking.slice(0, b.top_n ?? r.ranking.length);
+      const { sqls, r, warnings, shown } = await compatRerank(b, req);
       return {
         id: req.id,
         results: shown.map((o) => ({ index: o.index, relevance_score: o.score })),
