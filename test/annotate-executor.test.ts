@@ -131,6 +131,34 @@ test('a never-ending query is stopped by the timeout and the pool keeps working'
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** Holds the event loop as a synchronous model call does (onnxruntime-node's run blocks it). */
+function blockEventLoop(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    /* busy */
+  }
+}
+
+test('a query answered while the event loop is blocked past its limit is not a timeout; one that runs past the limit still is', async () => {
+  const { dir, db } = fixture();
+  const ex = new SqlExecutor({ workers: 1, timeoutMs: 300, cacheEntries: 0 });
+  try {
+    await ex.run(db, 'SELECT 1'); // the worker is up, so the next query is sent at once
+    const quick = ex.run(db, "SELECT name FROM singer WHERE country = 'France' ORDER BY name");
+    blockEventLoop(1000);
+    const r = await quick;
+    assert.deepEqual(r.ok ? r.rows : r, [['Ann'], ['Cid']]);
+    const forever = ex.run(db, 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c');
+    blockEventLoop(1000);
+    const f = await forever;
+    assert.equal(!f.ok && f.code, 'timeout');
+    assert.deepEqual((await ex.run(db, 'SELECT count(*) FROM singer')).ok, true);
+  } finally {
+    await ex.close();
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
 test('a worker that dies mid-query answers that query with an error and loses no other query', async () => {
   const { dir, db } = fixture();
   const ex = new SqlExecutor({ workers: 1, timeoutMs: 20000 });

@@ -13,9 +13,10 @@ interface Job {
   maxBytes: number;
 }
 
-type Reply =
+type Reply = (
   | { id: number; ok: true; columns: string[]; rows: unknown[][]; truncated: boolean }
-  | { id: number; ok: false; code: 'refused' | 'sql_error' | 'too_large' | 'no_db'; error: string };
+  | { id: number; ok: false; code: 'refused' | 'sql_error' | 'too_large' | 'no_db'; error: string }
+) & { execMs?: number };
 
 const MAX_OPEN = 16;
 const handles = new Map<string, Database.Database>();
@@ -106,7 +107,11 @@ function execute(job: Job): Reply {
 }
 
 process.on('message', (msg: Job) => {
+  // Timed here, where nothing else runs: the parent's clock also counts the time its own event
+  // loop was busy before it read the reply (types.ts EngineReply.execMs).
+  const t0 = performance.now();
   const reply = execute(msg);
+  reply.execMs = performance.now() - t0;
   // The parent may have given up on us (a timeout) while the query was finishing: the channel is
   // gone, and without a callback the failed send would crash with EPIPE on the shared stderr.
   process.send?.(reply, undefined, undefined, (e) => {

@@ -60,9 +60,18 @@ export interface EngineJob {
 }
 
 /** What a session answers; `crashed` says the session is gone (not cached, counts as a failure). */
-export type EngineReply =
+export type EngineReply = (
   | { ok: true; columns: string[]; rows: unknown[][]; truncated: boolean }
-  | { ok: false; code: Exclude<ExecErrorCode, 'skipped'>; error: string; crashed?: boolean };
+  | { ok: false; code: Exclude<ExecErrorCode, 'skipped'>; error: string; crashed?: boolean }
+) & {
+  /**
+   * How long the statement itself ran, measured by the engine where it ran (a SQLite child). The
+   * scheduler judges the limit on it when present: a reply that waited while the host's event loop
+   * was busy (a synchronous model call) did not run out of time, and one whose statement ran past
+   * the limit did, however late its reply was read.
+   */
+  execMs?: number;
+};
 
 /** One worker of an engine: a SQLite child process, a PostgreSQL connection. */
 export interface EngineSession {
