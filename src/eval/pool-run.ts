@@ -80,7 +80,12 @@ export async function executePool(o: SplitOptions & { timeoutMs: number }): Prom
   return out;
 }
 
-/** Runs the pass; `each` sees every question once (in completion order). */
+const timedOut = (r: ExecResult) => !r.ok && r.code === 'timeout';
+
+/**
+ * Runs the pass; `each` sees every question once (in completion order; a question whose
+ * executions timed out after the others, with its queries run again alone).
+ */
 export async function runPool(o: PoolRunOptions, each: (r: PoolQuestion) => void): Promise<{ questions: Question[]; model: string }> {
   const { loadModel } = await import('../scoring/onnx.js');
   const { Scorer } = await import('../scoring/scorer.js');
@@ -100,6 +105,7 @@ export async function runPool(o: PoolRunOptions, each: (r: PoolQuestion) => void
   const exec = given ? null : new SqlExecutor({ timeoutMs: o.timeoutMs });
   const t0 = performance.now();
   let done = 0;
+  const retry: PoolQuestion[] = [];
   try {
     // Executions run in the executor's worker processes while this thread runs the model, so
     // a window of questions is kept in flight.
@@ -112,13 +118,32 @@ export async function runPool(o: PoolRunOptions, each: (r: PoolQuestion) => void
         given ? given[qi]! : Promise.all([exec!.run(db, q.query), Promise.all(sqls.map((s) => exec!.run(db, s)))]).then(([gold, results]) => ({ gold, results })),
         scorer.score(q.question, schema, sqls),
       ]);
-      each({ qi, q, db, sqls, gold: executed.gold, results: executed.results, scored: scored.candidates });
+      const r = { qi, q, db, sqls, gold: executed.gold, results: executed.results, scored: scored.candidates };
+      if (!given && [r.gold, ...r.results].some(timedOut)) retry.push(r);
+      else each(r);
       done++;
       if (done % 50 === 0) console.error(`  ${done}/${questions.length} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
     });
   } finally {
     await exec?.close();
     await model.close();
+  }
+  // A query can run past the limit under the model's load and meet it alone (the data README's
+  // reference figures were measured on a quiet machine): a question with a timeout runs its gold
+  // and candidates again, one query at a time, before anyone sees it.
+  if (retry.length) {
+    console.error(`  ${retry.length} question(s) had a timeout; running their queries again one at a time`);
+    const solo = new SqlExecutor({ timeoutMs: o.timeoutMs, workers: 1, cacheEntries: 0 });
+    try {
+      for (const r of retry.sort((a, b) => a.qi - b.qi)) {
+        const gold = await solo.run(r.db, r.q.query);
+        const results: ExecResult[] = [];
+        for (const sql of r.sqls) results.push(await solo.run(r.db, sql));
+        each({ ...r, gold, results });
+      }
+    } finally {
+      await solo.close();
+    }
   }
   return { questions, model: model.manifest.name };
 }

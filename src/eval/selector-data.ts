@@ -6,7 +6,6 @@
 // file (runs/ is gitignored); features are derived from these facts by src/scoring/selector.ts,
 // so changing a feature never needs a recomputation. Results are kept as execShape() summaries
 // (hashed keys and a row sketch), as the service keeps them.
-import { dbPath } from './spider.js';
 import { runPool } from './pool-run.js';
 import { execShape, type SelectorCandidate } from '../scoring/selector.js';
 import { cachedFacts, factsOrigin, originProblem, type FactsOrigin } from './facts-origin.js';
@@ -58,7 +57,6 @@ async function computeFacts(dataDir: string, systems: string[], modelDir: string
   const timeoutMs = opts.timeoutMs ?? 5000;
   const out: SelectorQuestion[] = [];
   type Prm = Pick<SelectorCandidate, 'units' | 'terminal'>;
-  const retry: { qi: number; sqls: string[]; prm: Prm[]; unscored: Set<number> }[] = [];
   const build = (db_id: string, questionText: string, goldSql: string, sqls: string[], prm: Prm[], unscored: Set<number>, gold: ExecResult, results: ExecResult[]): SelectorQuestion => {
     const judge = matchesGold(gold, goldSql);
     return { db_id, question: questionText, candidates: sqls.map((sql, i) => ({ sql, ...prm[i]!, exec: execShape(results[i]!), ...(unscored.has(i) ? { unscored: true } : {}) })), correct: results.map((r) => judge(r)) };
@@ -74,27 +72,8 @@ async function computeFacts(dataDir: string, systems: string[], modelDir: string
       }));
       const unscored = new Set(scored.flatMap((c, i) => (c.error ? [i] : [])));
       out[qi] = build(q.db_id, q.question, q.query, sqls, prm, unscored, gold, results);
-      if ((gold.ok === false && gold.code === 'timeout') || results.some((r) => !r.ok && r.code === 'timeout')) retry.push({ qi, sqls, prm, unscored });
     },
   );
-  // A busy machine can push a query past the limit that it meets alone (the reference figures
-  // were measured on a quiet one): questions with a timeout run again, one query at a time.
-  if (retry.length) {
-    console.error(`  ${retry.length} question(s) had a timeout; running their queries again one at a time`);
-    const solo = new SqlExecutor({ timeoutMs, workers: 1, cacheEntries: 0 });
-    try {
-      for (const { qi, sqls, prm, unscored } of retry) {
-        const q = run.questions[qi]!;
-        const db = dbPath(dataDir, q.db_id);
-        const gold = await solo.run(db, q.query);
-        const results: ExecResult[] = [];
-        for (const sql of sqls) results.push(await solo.run(db, sql));
-        out[qi] = build(q.db_id, q.question, q.query, sqls, prm, unscored, gold, results);
-      }
-    } finally {
-      await solo.close();
-    }
-  }
   // Literal lookups for the selector's lit_missing, as the service makes them for executed
   // candidates (src/core/verifier.ts).
   const { missingLiterals } = await import('../rootcause/suspects.js');
