@@ -1,7 +1,9 @@
 // bench/rerank: EX of prm, vote and hybrid against the best single system and the oracle on
 // dev-open pool8 and pool16, as a table and an SVG bar chart, plus the lambda sweep that chose
-// HYBRID_LAMBDA. Facts (executions + PRM scores) are cached next to the results so re-running
-// after a change to the strategies costs nothing; pass --fresh after changing the model.
+// HYBRID_LAMBDA. Facts (executions + PRM scores) are cached in the temporary folder under the
+// same origin check as `caper eval rerank --facts` (src/eval/facts-origin.ts), so re-running after a
+// change to the strategies costs nothing and another model or data never reuses them; --fresh
+// recomputes anyway.
 // Usage: node dist/bench/rerank.js [--data DIR] [--model DIR] [--fresh] [--out bench/results/rerank]
 import { existsSync, readFileSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -9,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { parseArgs, flagString } from '../src/commands/args.js';
 import { resolvePool } from '../src/eval/spider.js';
-import { computeFacts, summarize, type Facts, type EvalSummary } from '../src/eval/rerank.js';
+import { loadOrComputeFacts, summarize, type Facts, type EvalSummary } from '../src/eval/rerank.js';
 import { barChartSvg, type Bar } from '../src/eval/plot.js';
 import { HYBRID_LAMBDA } from '../src/verdict/rank.js';
 import { CANDIDATE_SCORE_MODE, type CandidateScoreMode } from '../src/scoring/candidate-score.js';
@@ -57,12 +59,7 @@ never saw are in bench/results/prm-base.md.\n`
     const systems = resolvePool(data, pool);
     const cache = join(cacheDir, `${modelName}-${pool}.json`);
     if (a.flags.has('fresh')) rmSync(cache, { force: true });
-    let facts: Facts;
-    if (existsSync(cache)) facts = JSON.parse(readFileSync(cache, 'utf8')) as Facts;
-    else {
-      facts = await computeFacts(data, systems, modelDir, 'cpu', 0, 5000);
-      writeFileSync(cache, JSON.stringify(facts));
-    }
+    const facts = await loadOrComputeFacts(cache, data, systems, modelDir, 'cpu', 0, 5000);
     factsByPool[pool] = facts;
     summaries[pool] = summarize(facts);
   }
@@ -76,10 +73,21 @@ never saw are in bench/results/prm-base.md.\n`
   }));
 
   const f = (x: number) => x.toFixed(1);
-  const rows = pools.map((p) => {
-    const s = summaries[p]!;
-    return `| ${p} | ${s.n} | ${f(s.ex.prm)} | ${f(s.ex.vote)} | **${f(s.ex.hybrid)}** | ${f(s.bestSingle.ex)} (${s.bestSingle.system}) | ${f(s.oracle)} |`;
-  });
+  const row = (label: string, s: EvalSummary) =>
+    `| ${label} | ${s.n} | ${f(s.ex.prm)} | ${f(s.ex.vote)} | **${f(s.ex.hybrid)}** | ${f(s.bestSingle.ex)} (${s.bestSingle.system}) | ${f(s.oracle)} |`;
+  // The same pools restricted to the databases the model never trained on, where its columns are not
+  // in-sample; the vote, best single and oracle are restated on those questions to compare with.
+  const heldOutSummaries: Record<string, EvalSummary> = {};
+  if (heldOut.length) {
+    for (const p of pools) {
+      const fp = factsByPool[p]!;
+      heldOutSummaries[p] = summarize({ ...fp, questions: fp.questions.filter((q) => heldOut.includes(q.db_id)) });
+    }
+  }
+  const rows = [
+    ...pools.map((p) => row(p, summaries[p]!)),
+    ...Object.entries(heldOutSummaries).map(([p, s]) => row(`${p}, held-out databases only`, s)),
+  ];
   const svg = svgChart(
     pools.map((p) => ({ name: p, v: values(summaries[p]!) })),
     `Execution accuracy on dev-open, model ${modelName}`,
@@ -121,7 +129,7 @@ ${sweep.map((r) => `| ${r.mode} | ${f(r.prm)} | ${r.hybrid.map(f).join(' | ')} |
   mkdirSync(dirname(outBase), { recursive: true });
   writeFileSync(outBase + '.md', md);
   writeFileSync(join(dirname(outBase), svgName), svg);
-  writeFileSync(outBase + '.json', JSON.stringify({ model: modelName, summaries, sweep: { lambdas, rows: sweep } }, null, 2) + '\n');
+  writeFileSync(outBase + '.json', JSON.stringify({ model: modelName, summaries, ...(heldOut.length ? { held_out: { databases: heldOut, summaries: heldOutSummaries } } : {}), sweep: { lambdas, rows: sweep } }, null, 2) + '\n');
   console.log(md);
 }
 

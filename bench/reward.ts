@@ -82,12 +82,13 @@ async function main(): Promise<void> {
   const ratio = rows.length === 2 ? rows[1]!.samplesPerS / rows[0]!.samplesPerS : NaN;
   console.log(table);
   console.log(`samples/s ratio, groups of 16 vs 8 (same run): ${ratio.toFixed(2)}x`);
+  const load = loadavg();
   const md = `# POST /reward throughput
 
 Command: \`node dist/bench/reward.js --duration ${seconds} --concurrency ${concurrency}\` (${new Date().toISOString()}).
 Model ${modelDir.replace(REPO + '/', '')}; each group is one dev-open question with its gold and database and the
 predictions of the first 8 or 16 systems (pool16 order) as samples, so every request scores and executes
-every sample plus gold. ${cpus().length} CPUs shared with other jobs (load average ${loadavg().map((x) => x.toFixed(1)).join('/')}).
+every sample plus gold. ${cpus().length} CPUs; load average at the end of the run ${load.map((x) => x.toFixed(1)).join('/')} (the server's own work included).
 
 ${table}
 
@@ -95,7 +96,7 @@ Samples/s with groups of 16 vs 8, same run: ${ratio.toFixed(2)}x (larger groups 
 `;
   mkdirSync(dirname(outBase), { recursive: true });
   writeFileSync(outBase + '.md', md);
-  writeFileSync(outBase + '.json', JSON.stringify({ model: modelDir, seconds, concurrency, rows, ratio16vs8: ratio }, null, 2) + '\n');
+  writeFileSync(outBase + '.json', JSON.stringify({ model: modelDir.replace(REPO + '/', ''), seconds, concurrency, loadavg: load, rows, ratio16vs8: ratio }, null, 2) + '\n');
 }
 
 main().catch((e) => {

@@ -76,6 +76,19 @@ export const FIGURES: Record<string, () => string> = {
   ),
 
   'rerank.n': () => String(json('rerank').summaries.pool8.n),
+  // The same pools on the databases the model never trained on (bench/rerank's held_out).
+  'rerank.heldout.n': () => String(json('rerank').held_out.summaries.pool8.n),
+  ...Object.fromEntries(
+    (['prm', 'vote', 'hybrid'] as const).map((k) => [`rerank.heldout.pool8.${k}`, () => f(json('rerank').held_out.summaries.pool8.ex[k], 1)]),
+  ),
+
+  // caper eval localize on the held-out view (bench/results/localize.json): the model's blame and
+  // the baselines on the same failures.
+  'localize.n': () => int(json('localize').model.n),
+  ...Object.fromEntries(
+    (['model', 'prior', 'consensus', 'random'] as const).map((k) => [`localize.${k}.top1`, () => f(json('localize')[k].top1, 3)]),
+  ),
+  'localize.model.mrr': () => f(json('localize').model.mrr, 3),
   ...Object.fromEntries(
     (['pool8', 'pool16'] as const).flatMap((p) =>
       [
@@ -117,6 +130,7 @@ export const FIGURES: Record<string, () => string> = {
   'reward.ratio': () => f(json('reward').ratio16vs8, 2),
   'reward.g8': () => f(json('reward').rows.find((r: { group: number }) => r.group === 8).samplesPerS, 1),
   'reward.g16': () => f(json('reward').rows.find((r: { group: number }) => r.group === 16).samplesPerS, 1),
+  'reward.load': () => f(json('reward').loadavg[0], 0),
 
   'serve.token_ratio': () => f(json('serve').tokens_per_request.pool8.ratio, 2),
   'serve.tokens_shared': () => int(json('serve').tokens_per_request.pool8.shared),
