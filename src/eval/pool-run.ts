@@ -8,7 +8,7 @@
 // judged against the same right/wrong verdicts: a query that hit the timeout in one pass and not in
 // another would otherwise move one model's figures for a reason that is not the model.
 import { loadQuestions, loadPredictions, dbPath, type Question } from './spider.js';
-import type { ExecResult } from '../execution/executor.js';
+import type { ExecResult, SqlExecutor } from '../execution/executor.js';
 import type { ScoredCandidate } from '../scoring/scorer.js';
 
 /** One question's executions: the gold query's and each system's candidate's, in pool order. */
@@ -61,6 +61,15 @@ async function inWindow(n: number, window: number, one: (i: number) => Promise<v
   }));
 }
 
+/**
+ * One question's gold and candidates on `exec`. A limit is armed only when a query starts on a
+ * worker, so with one worker they run one at a time, each with the whole limit.
+ */
+async function executeQuestion(exec: SqlExecutor, db: string, gold: string, sqls: string[]): Promise<PoolExecution> {
+  const [g, results] = await Promise.all([exec.run(db, gold), Promise.all(sqls.map((s) => exec.run(db, s)))]);
+  return { gold: g, results };
+}
+
 /** Every question's gold and candidate executions, without a model. */
 export async function executePool(o: SplitOptions & { timeoutMs: number }): Promise<PoolExecution[]> {
   const { SqlExecutor } = await import('../execution/executor.js');
@@ -71,8 +80,7 @@ export async function executePool(o: SplitOptions & { timeoutMs: number }): Prom
     await inWindow(questions.length, 16, async (qi) => {
       const q = questions[qi]!;
       const db = dbPath(o.dataDir, q.db_id);
-      const [gold, results] = await Promise.all([exec.run(db, q.query), Promise.all(sqlsOf(qi).map((s) => exec.run(db, s)))]);
-      out[qi] = { gold, results };
+      out[qi] = await executeQuestion(exec, db, q.query, sqlsOf(qi));
     });
   } finally {
     await exec.close();
@@ -115,7 +123,7 @@ export async function runPool(o: PoolRunOptions, each: (r: PoolQuestion) => void
       const sqls = sqlsOf(qi);
       const schema = schemaOf(db).text;
       const [executed, scored] = await Promise.all([
-        given ? given[qi]! : Promise.all([exec!.run(db, q.query), Promise.all(sqls.map((s) => exec!.run(db, s)))]).then(([gold, results]) => ({ gold, results })),
+        given ? given[qi]! : executeQuestion(exec!, db, q.query, sqls),
         scorer.score(q.question, schema, sqls),
       ]);
       const r = { qi, q, db, sqls, gold: executed.gold, results: executed.results, scored: scored.candidates };
@@ -136,10 +144,7 @@ export async function runPool(o: PoolRunOptions, each: (r: PoolQuestion) => void
     const solo = new SqlExecutor({ timeoutMs: o.timeoutMs, workers: 1, cacheEntries: 0 });
     try {
       for (const r of retry.sort((a, b) => a.qi - b.qi)) {
-        const gold = await solo.run(r.db, r.q.query);
-        const results: ExecResult[] = [];
-        for (const sql of r.sqls) results.push(await solo.run(r.db, sql));
-        each({ ...r, gold, results });
+        each({ ...r, ...(await executeQuestion(solo, r.db, r.q.query, r.sqls)) });
       }
     } finally {
       await solo.close();
