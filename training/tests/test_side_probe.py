@@ -1,0 +1,58 @@
+"""caper_train.side_probe on the tiny shipped top-k model of test_parity: the graph it writes serves
+the average of the shipped head's logit and the probe on the base-normed layer-L states (checked
+against a PyTorch forward pass of the weights rebuilt from the graph), records itself in caper.json,
+and refuses a second probe or a layer the model does not run below its top."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from test_base_prm import tiny_base, write_records  # noqa: F401  (fixture)
+from test_parity import shipped  # noqa: F401  (fixture)
+
+
+def test_the_graph_serves_the_average_of_the_head_and_the_probe(shipped, tmp_path):
+    import onnx
+
+    from caper_train import features, parity, ship, side_probe
+    from caper_train.export import ort_rewards
+
+    model_dir, base, rec, _ = shipped
+    features.main(["--records", str(rec), "--base", str(base), "--layers", "1", "--out", str(tmp_path / "f"),
+                   "--threads", "1"])
+    out = tmp_path / "side"
+    assert side_probe.main(["--model", str(model_dir), "--base", str(base), "--cache", str(tmp_path / "f"),
+                            "--layer", "1", "--l2", "1e-3", "--out", str(out), "--threads", "1"]) == 0
+
+    man = json.loads((out / "caper.json").read_text())
+    assert man["name"] == "side" and man["export"]["side_probe"]["layer"] == 1
+    assert man["export"]["side_probe"]["mix"] == 0.5 and man["export"]["side_probe"]["candidates"] == 48
+
+    head = side_probe.fit([str(tmp_path / "f")], 1, 1e-3, set())[0]
+    norm_w, eps = side_probe.base_norm(base)
+    rebuilt = parity.rebuild(model_dir, base).eval()
+    groups = ship.question_prompts([str(rec)], [out / "tokenizer.json"], 256, 3)
+    ids = [p.ids for g in groups for p in g[0]]
+    old = ort_rewards(ship.session(model_dir / "model.onnx", 1), ids)
+    new = ort_rewards(ship.session(out / "model.onnx", 1), ids)
+    moved = 0.0
+    for x, a, b in zip(ids, old, new):
+        kept = {}
+        hook = rebuilt.backbone.layers[0].register_forward_hook(
+            lambda _m, _i, o: kept.__setitem__("h", o[0] if isinstance(o, tuple) else o))
+        with torch.no_grad():
+            rebuilt.backbone(input_ids=torch.tensor([x]))
+        hook.remove()
+        h = kept["h"][0].float()
+        normed = h / torch.sqrt((h * h).mean(-1, keepdim=True) + eps) * torch.from_numpy(norm_w)
+        probe = (normed @ head.weight + head.bias).numpy()
+        assert np.abs(b - (0.5 * a + 0.5 * probe)).max() < 1e-4
+        moved = max(moved, float(np.abs(b - a).max()))
+    assert moved > 1e-2  # the probe changes what is served
+
+    g = onnx.load(str(out / "model.onnx"), load_external_data=False)
+    with pytest.raises(ValueError, match="already carries"):
+        side_probe.attach(g, 1, head.weight.numpy(), float(head.bias), norm_w, eps)
+    with pytest.raises(ValueError, match="not below"):
+        side_probe.write(model_dir, tmp_path / "x", 3, head, (norm_w, eps), {})
