@@ -2,8 +2,9 @@
 # Rebuilds models/default from a fresh checkout, step by step, each step skipped when its output
 # exists (so a stopped run is continued by running the script again): the pretrained base and its
 # 4-bit grid, the annotated records, the base Clause-PRM training (checkpointed, resumed), the
-# 4-bit ship with its parity check, and the downstream refit on the training databases.
-# Everything but the last step writes under runs/ (git-ignored); the last writes OUT.
+# 4-bit ship with its parity check, the side probe on the frozen layer-9 states, and the downstream
+# refit on the training databases.
+# Everything but the last two steps writes under runs/ (git-ignored); those write OUT.
 # usage: bash training/reproduce-default.sh [OUT]   (default runs/models/default-rebuilt; pass
 #        models/default to replace the shipped model, which caper train then needs --force for)
 set -euo pipefail
@@ -51,9 +52,26 @@ resume=()
 # The cut vocabulary is what lets 15 layers fit the size budget; it is chosen from the training
 # records only. Parity compares with the whole-vocabulary export, so held-out prompts whose words
 # were cut count against it: the floor is lowered from ship's default to say that this is expected.
-[ -f "$out/caper.json" ] || PYTHONPATH=$pp "$py" -m caper_train.ship --model "$model" --out "$out" \
+shipped=runs/models/prm-default-shipped
+[ -f "$shipped/caper.json" ] || PYTHONPATH=$pp "$py" -m caper_train.ship --model "$model" --out "$shipped" \
   --records "$rec/pool16-heldout.jsonl" --max-questions 120 --min-agreement 0.95 \
   --vocab 48000 --vocab-records "${records[@]}"
+# The side probe (training/README.md, "A side probe"): layer-9 states of the training databases' real
+# candidates and of Spider train's borrowed near misses and injected faults, cached as the continued
+# run of the README cached them, then a probe on them written into the shipped graph.
+[ -f runs/borrowed/borrowed-sql.sql ] || PYTHONPATH=$pp "$py" -m caper_train.borrowed --data "$train_split" --out runs/borrowed
+for k in 0 1 2 3 4; do
+  [ -f "$rec/borrowed/s$k.jsonl" ] || annotate --data "$train_split" --failures runs/borrowed --mutants-per-query 0 \
+    --timeout-ms 1000 --shard "$k/10" --out "$rec/borrowed/s$k.jsonl"
+done
+feats=(--base "$base-g128" --layers 9 --rows-layer 9 --exclude-dbs "$held" --dtype float32 --threads 2 --seed 0)
+[ -f runs/side/feats-dev/meta.json ] || PYTHONPATH=$pp "$py" -m caper_train.features "${feats[@]}" --per-question 16 \
+  --records "$rec/pool16-train.jsonl" "$rec/extra.jsonl" "$rec"/extra-shards/s*.jsonl --out runs/side/feats-dev
+[ -f runs/side/feats-borrowed/meta.json ] || PYTHONPATH=$pp "$py" -m caper_train.features "${feats[@]}" --per-question 8 \
+  --max-questions 1000 --records "$rec"/borrowed/s{0,1,2,3,4}.jsonl "$rec"/spider-train-s{0,1,2}.jsonl \
+  --out runs/side/feats-borrowed
+[ -f "$out/caper.json" ] || PYTHONPATH=$pp "$py" -m caper_train.side_probe --model "$shipped" --base "$base-g128" \
+  --cache runs/side/feats-dev runs/side/feats-borrowed --layer 9 --exclude-dbs "$held" --out "$out"
 rm -rf "runs/$(basename "$out")"
 force=()
 case "$out" in models/*) force=(--force) ;; esac
