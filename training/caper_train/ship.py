@@ -478,6 +478,11 @@ def card(m: dict) -> str:
     held = ", ".join(tr.get("exclude_dbs") or []) or "none"
     trained = (f"the top {tr.get('top_k')} of them trained with a scalar head" if tr.get("family") == "topk"
                else "frozen, with a linear probe head")
+    side = (m.get("export") or {}).get("side_probe")
+    if side:
+        trained += (f"; the served output at each position is the average of that head's and of a linear probe on the\n"
+                    f"frozen layer {side['layer']}'s states (`caper_train.side_probe`, fitted on {side.get('candidates', 0):,} "
+                    f"training candidates of {side.get('databases', 0)} databases)")
     voc = sh.get("vocab")
     vocab_text = (f"""
 Vocabulary: {voc['kept']:,} of the base's {voc['of']:,} ids, chosen from the training data only: the byte alphabet,

@@ -127,6 +127,10 @@ def write(model_dir: Path, out: Path, layer: int, head, norm: tuple[np.ndarray, 
     train["name"] = out.name
     train.setdefault("export", {})["side_probe"] = record
     write_step(out, "train", train)
+    from .ship import card
+
+    # The card describes the served graph, which now holds the probe.
+    (out / "MODEL_CARD.md").write_text(card(read_manifest(out)))
     return record
 
 
