@@ -109,7 +109,7 @@ def write(model_dir: Path, out: Path, layer: int, head, norm: tuple[np.ndarray, 
     """A copy of `model_dir` whose graph carries the side probe; its train step records it."""
     import onnx
 
-    from .manifest import read_manifest, write_step
+    from .manifest import read_manifest, read_step, write_step
 
     man = read_manifest(model_dir)
     layers = (man.get("training") or {}).get("layers")
@@ -122,7 +122,9 @@ def write(model_dir: Path, out: Path, layer: int, head, norm: tuple[np.ndarray, 
     m = onnx.load(str(graph_file), load_external_data=False)
     attach(m, layer, head.weight.numpy(), float(head.bias), norm[0], norm[1], mix)
     onnx.save_model(m, str(graph_file))
-    train = json.loads((model_dir / "steps" / "train.json").read_text())
+    train = read_step(model_dir, "train")
+    if not train:
+        raise ValueError(f"{model_dir}: no recorded train step (steps/train.json)")
     record = {"layer": layer, "mix": mix, "norm": "the base's final RMS norm", **info}
     train["name"] = out.name
     train.setdefault("export", {})["side_probe"] = record
