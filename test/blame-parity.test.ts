@@ -41,6 +41,9 @@ const labelsNow = () => ({
 
 const round = (x: number): number => Number(x.toFixed(9));
 
+/** The model and consensus features caper_train.blamefit computes beside the evidence facts. */
+const FITTED_MODEL_FEATURES = ['z', 'rr', 'top', 'has_z', 'raw', ...CLAUSE_LABELS.map((l) => `raw*${l}`)];
+
 /** What the TypeScript verdict answers for one case: the blame, its clause ranking, and the
  * per-unit features the Python fitter defines under the same names. */
 function expectOf(c: Case, manifest: { [k: string]: unknown }) {
@@ -55,7 +58,7 @@ function expectOf(c: Case, manifest: { [k: string]: unknown }) {
   const b = blameOf(facts, manifest);
   const logitBase = Math.log(c.base / (1 - c.base));
   const features = blameFeatures(c.raw, logitBase, c.labels, c.consensus ?? null)
-    .map((f) => Object.fromEntries(['z', 'rr', 'top', 'has_z'].map((k) => [k, round(f.get(k)!)])));
+    .map((f) => Object.fromEntries(FITTED_MODEL_FEATURES.map((k) => [k, round(f.get(k)!)])));
   return { order: b.order, source: b.source, missing_clause: b.missing_clause, ranking: blameRanking(c.labels, b), features };
 }
 

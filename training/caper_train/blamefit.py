@@ -16,8 +16,8 @@ before every unit where the query has no set operation and the service would say
 `missing_clause: SETOP` (fused: the consensus ranks it first; otherwise the row's `conj` flag). Per fold it is fitted on the
 OTHER folds' databases only and scored on the fold's expert-labelled items (Top-1 / MRR over
 clause labels, ties in written order, labels the query lacks appended in fundamental order).
-Modes: `solo` uses what /localize has with a database and no other candidates (PRM z +
-evidence); `text` the same without a database (evidence from the question, the SQL and the schema
+Modes: `solo` uses what /localize has with a database and no other candidates (the PRM's
+output per unit, standardized and as it is, + evidence); `text` the same without a database (evidence from the question, the SQL and the schema
 text: `feats_text`); `fused` adds the consensus features (rr, top). The exported {features, weights} is what src/verdict/blame.ts
 applies (caper.json blame.solo_linear / blame.text_linear / blame.fused_linear): `caper train`'s blame
 step records the three exports as its output (MODEL_DIR/steps/blame.json), the manifest's one source.
@@ -50,6 +50,10 @@ def unit_features(r: dict, mode: str, use_prm: bool = True) -> list[dict]:
         lab = r["labels"][i]
         if use_prm:
             g["z"] = -(raw[i] - mean) / (sd + 1e-6)
+            # z alone keeps only the order within the query; the output itself says how sure the
+            # model is, and how far it can be trusted differs by clause kind (raw*LABEL).
+            g["raw"] = raw[i]
+            g[f"raw*{lab}"] = raw[i]
         if mode == "fused":
             # Same names and definitions as src/verdict/blame.ts blameFeatures (a feature that is
             # the same for every unit of a query cancels in the softmax, so none is kept).

@@ -50,7 +50,7 @@ def test_label_vocabulary_is_the_shared_one():
 def test_combiner_features_are_known_to_both_sides():
     # Every feature a fixture combiner names is one the fitter computes or an evidence fact of the
     # shared vocabulary (query facts crossed with a clause label, unit facts alone).
-    own = {"z", "rr", "top", "has_z"}
+    own = {"z", "rr", "top", "has_z", "raw"} | {f"raw*{l}" for l in LABELS["clause_labels"]}
     crossed = {f"{q}&{l}" for q in LABELS["evidence_query_facts"] for l in LABELS["clause_labels"]}
     for lin in RANKINGS["manifest"]["blame"].values():
         for f in lin["features"]:
