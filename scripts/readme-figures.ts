@@ -141,6 +141,7 @@ export const FIGURES: Record<string, () => string> = {
   // bench/prm-base: the held-out figures of models/default and models/small, looked up by name.
   'prm_base.default.blame_top1': () => f(prmBase('default').blame.prm.top1, 3),
   'prm_base.small.blame_top1': () => f(prmBase('small').blame.prm.top1, 3),
+  ...Object.fromEntries((['text', 'solo', 'fused'] as const).map((s) => [`prm_base.default.blame_${s}`, () => f(prmBase('default').blame[s].top1, 3)])),
   'prm_base.default.rerank': () => f(prmBase('default').rerank.prm, 1),
   'prm_base.small.rerank': () => f(prmBase('small').rerank.prm, 1),
   'prm_base.vote': () => f(prmBase('default').rerank.vote, 1),
