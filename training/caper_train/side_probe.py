@@ -115,6 +115,9 @@ def write(model_dir: Path, out: Path, layer: int, head, norm: tuple[np.ndarray, 
     layers = (man.get("training") or {}).get("layers")
     if not layers or layer >= int(layers):
         raise ValueError(f"{model_dir}: layer {layer} is not below the model's {layers} layers")
+    train = read_step(model_dir, "train")
+    if not train:
+        raise ValueError(f"{model_dir}: no recorded train step (steps/train.json)")
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(model_dir, out)
@@ -122,9 +125,6 @@ def write(model_dir: Path, out: Path, layer: int, head, norm: tuple[np.ndarray, 
     m = onnx.load(str(graph_file), load_external_data=False)
     attach(m, layer, head.weight.numpy(), float(head.bias), norm[0], norm[1], mix)
     onnx.save_model(m, str(graph_file))
-    train = read_step(model_dir, "train")
-    if not train:
-        raise ValueError(f"{model_dir}: no recorded train step (steps/train.json)")
     record = {"layer": layer, "mix": mix, "norm": "the base's final RMS norm", **info}
     train["name"] = out.name
     train.setdefault("export", {})["side_probe"] = record
