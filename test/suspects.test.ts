@@ -4,6 +4,7 @@
 // model directory whose caper.json carries such a combiner.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import Database from 'better-sqlite3';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -190,10 +191,23 @@ test('/localize without a database: blame.text_linear ranks on what the question
     const first = rr.body.results.find((x: { index: number }) => x.index === 0);
     assert.equal(first.blame_source, 'evidence');
     assert.equal(first.blame.kind, 'SELECT');
-    // Schema text in another format (DDL): no schema facts, the model's order.
-    const ddl = await srv.post('/localize', { question: 'How many singers are from France?', sql, schema: 'CREATE TABLE singer (name TEXT, country TEXT)' });
-    assert.equal(ddl.status, 200);
-    assert.equal(ddl.body.blame_source, 'model');
+    // The same schema as the database's own CREATE TABLE statements: read into the same facts, and
+    // the model reads the same schema text, so every score and the blame are the same.
+    const statements = new Database(db.dbPath, { readonly: true });
+    const ddlText = (statements.prepare("SELECT sql FROM sqlite_master WHERE type = 'table'").all() as { sql: string }[]).map((x) => `${x.sql};`).join('\n');
+    statements.close();
+    assert.match(ddlText, /CREATE TABLE singer/);
+    const ddl = await srv.post('/localize', { question: 'How many singers are from France?', sql, schema: ddlText });
+    assert.equal(ddl.status, 200, JSON.stringify(ddl.body));
+    assert.equal(ddl.body.blame_source, 'evidence');
+    assert.deepEqual(ddl.body.warnings ?? [], []);
+    for (const k of ['units', 'base_score', 'blame', 'verdict']) assert.deepEqual(ddl.body[k], r.body[k], k);
+    // Prose is in no form the service reads: the model's order, and the caller is told why.
+    const prose = await srv.post('/localize', { question: 'How many singers are from France?', sql, schema: 'Singers have a name and a country.' });
+    assert.equal(prose.status, 200);
+    assert.equal(prose.body.blame_source, 'model');
+    assert.equal(prose.body.warnings.length, 1);
+    assert.match(prose.body.warnings[0], /in no form the service reads/);
   });
 });
 

@@ -5,7 +5,7 @@ import type { ScoredCandidate } from '../scoring/scorer.js';
 import type { ExecResult } from '../execution/executor.js';
 import type { SplitResult } from '../clauses/index.js';
 import { topUnits } from '../clauses/index.js';
-import { schemaFromText, type SchemaInfo } from '../clauses/schema.js';
+import type { SchemaInfo } from '../clauses/schema.js';
 import type { SchemaIndex } from '../clauses/scope.js';
 import { unitLabel } from '../clauses/labels.js';
 import { executionBlame, blameSchemaOf, clauseSuspects, type SuspectInputs } from '../rootcause/suspects.js';
@@ -21,11 +21,11 @@ type Manifest = { [k: string]: unknown };
  * The query's single-query evidence (src/rootcause/suspects.ts), or null when the model's
  * combiners do not use it, the query cannot be analysed, or the extraction fails: blame then
  * stays what it was. With a database: literals looked up, the query's own result, and the rest;
- * without one: what the question, the SQL and the schema text say (only when the text is in the
- * prompt format, schemaFromText).
+ * without one: what the question, the SQL and the posted schema say (when it could be read,
+ * src/clauses/schema-text.ts).
  */
 export async function evidenceOf(manifest: Manifest, question: string, candidate: ScoredCandidate, split: SplitResult | undefined,
-  where: { db: { schema: { info: SchemaInfo | null; index: SchemaIndex | null }; path: string; run: SqlRunner } } | { schemaText: string | undefined }): Promise<Map<string, number>[] | null> {
+  where: { db: { schema: { info: SchemaInfo | null; index: SchemaIndex | null }; path: string; run: SqlRunner } } | { schema: SchemaInfo | null }): Promise<Map<string, number>[] | null> {
   if (!usesEvidence(manifest, 'db' in where)) return null;
   if (!split?.tree || candidate.error || split.sql.length > ROOT_CAUSE_MAX_CHARS) return null;
   let inputs: SuspectInputs;
@@ -34,9 +34,8 @@ export async function evidenceOf(manifest: Manifest, question: string, candidate
     if (!info || !index) return null;
     inputs = { question, sql: split.sql, split, schema: info, index, dbPath: where.db.path, exec: where.db.run };
   } else {
-    const info = where.schemaText ? schemaFromText(where.schemaText) : null;
-    if (!info) return null;
-    inputs = { question, sql: split.sql, split, schema: info };
+    if (!where.schema) return null;
+    inputs = { question, sql: split.sql, split, schema: where.schema };
   }
   try {
     const ev = await clauseSuspects(inputs);

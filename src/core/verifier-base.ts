@@ -13,6 +13,8 @@ import { Batcher, QueueFullError, BatcherClosedError } from '../scoring/batcher.
 import { selectorModelFrom, type SelectorModel } from '../scoring/selector.js';
 import type { ConfidenceModels } from '../verdict/confidence.js';
 import { cachedSchema, schemaVia, type DbSchema } from '../clauses/schema-cache.js';
+import { schemaText } from '../clauses/schema.js';
+import { readSchemaText, type ReadSchema } from '../clauses/schema-text.js';
 import { SqlExecutor, type Executor, type ExecResult } from '../execution/executor.js';
 import { PgExecutor } from '../execution/postgres.js';
 import { textDefect } from '../clauses/text.js';
@@ -28,6 +30,17 @@ import {
   DEFAULT_REQUEST_TIMEOUT_MS, MAX_EXEC_QUEUE, SERVICE_MAX_RESULT_BYTES, SERVICE_MAX_ROWS,
 } from './limits.js';
 import type { Context, VerifierOptions } from './types.js';
+
+/** What a request's context resolves to (resolve()). */
+export interface ResolvedContext {
+  /** The schema text the model reads. */
+  schema: string;
+  /** The posted schema as read, or null when none was posted or it is in no known form. */
+  posted: ReadSchema | null;
+  dbPath: string | null;
+  ex: Executor | null;
+  dialect: SqlDialect;
+}
 
 export class VerifierBase {
   readonly dbs: DbRegistry;
@@ -216,15 +229,18 @@ export class VerifierBase {
 
   /**
    * Schema text for the prompt, the database (if any) and the executor that runs it. A posted
-   * schema is used as given (it is what the caller's LLM saw); without it, a db_id's schema is
-   * rendered from the database's catalog.
+   * schema is read in whichever form it comes (src/clauses/schema-text.ts) and reaches the model in
+   * the form the model was trained on; text in no known form is used as given (`posted` is then
+   * null). Without one, a db_id's schema is rendered from the database's catalog.
    */
-  protected async resolve(req: Context & { gold?: string }): Promise<{ schema: string; dbPath: string | null; ex: Executor | null; dialect: SqlDialect }> {
+  protected async resolve(req: Context & { gold?: string }): Promise<ResolvedContext> {
     if (req.gold !== undefined && req.db_id === undefined) {
       throw new VerifierError('invalid_value', 'gold needs a db_id to execute against', { field: 'db_id' });
     }
     const dialect = this.dbs.dialectFor(req);
-    if (req.db_id === undefined) return { schema: req.schema ?? '', dbPath: null, ex: null, dialect };
+    const posted = req.schema !== undefined ? readSchemaText(req.schema) : null;
+    const given = req.schema === undefined ? undefined : posted ? schemaText(posted.info) : req.schema;
+    if (req.db_id === undefined) return { schema: given ?? '', posted, dbPath: null, ex: null, dialect };
     const dbPath = this.dbs.get(req.db_id) ?? null;
     if (!dbPath) {
       const known = this.dbs.size ? '' : ' (the server has no --db-dir or --postgres databases)';
@@ -232,11 +248,11 @@ export class VerifierBase {
     }
     const ex = this.dbs.engineOf(req.db_id) === 'postgresql' ? this.pgExecutor : this.executor;
     const s = await this.loadSchema(req.db_id, ex);
-    if (req.schema !== undefined) return { schema: req.schema, dbPath, ex, dialect };
+    if (given !== undefined) return { schema: given, posted, dbPath, ex, dialect };
     if (s.error !== undefined) {
       throw new VerifierError('invalid_value', `cannot read the schema of db_id "${req.db_id}": ${s.error}`, { field: 'db_id' });
     }
-    return { schema: s.text, dbPath, ex, dialect };
+    return { schema: s.text, posted, dbPath, ex, dialect };
   }
 
   /** The one schema cache (src/clauses/schema-cache.ts), read through the database's own engine. */

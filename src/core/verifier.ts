@@ -22,11 +22,11 @@ import { abstentionOf, confidenceInPool, rankCandidates, selectorCandidates, thr
 import { evidenceOf, verdictOf, withVerdict } from './verdicts.js';
 import { goldVerdict, localizeConsensus, rerankConsensus } from './analysis.js';
 import { VerifierError } from './errors.js';
-import { MAX_CONSENSUS_CANDIDATES, NO_SCHEMA_WARNING } from './limits.js';
+import { MAX_CONSENSUS_CANDIDATES, NO_SCHEMA_WARNING, UNREAD_SCHEMA_WARNING } from './limits.js';
 import type {
   Context, ExecutionOutcome, LocalizeRequest, LocalizeResult, RerankRequest, RerankResult, RewardRequest, RewardResult,
 } from './types.js';
-import { VerifierBase } from './verifier-base.js';
+import { VerifierBase, type ResolvedContext } from './verifier-base.js';
 
 export type { RootCause, ConsensusRootCause, ConsensusOutcome } from '../rootcause/rootcause.js';
 export * from './limits.js';
@@ -103,7 +103,7 @@ export class Verifier extends VerifierBase {
       if (!ctx.dbPath) {
         for (let i = 0; i < sqls.length; i++) {
           const c = scored.candidates[i]!;
-          evidence[i] = await evidenceOf(this.manifest, req.question, c, c.split, { schemaText: ctx.schema });
+          evidence[i] = await evidenceOf(this.manifest, req.question, c, c.split, { schema: ctx.posted?.info ?? null });
         }
       }
       let consensus: (ConsensusOutcome | null)[] | null = null;
@@ -128,7 +128,7 @@ export class Verifier extends VerifierBase {
       const abstention = abstentionOf(ranking, confidence, threshold.value);
       return {
         candidates,
-        warnings: [...contextWarnings(req), ...threshold.warnings],
+        warnings: [...contextWarnings(req, ctx), ...threshold.warnings],
         consensus,
         ranking,
         ...(confidence ? { confidence } : {}),
@@ -181,7 +181,7 @@ export class Verifier extends VerifierBase {
       const split = scoredCandidate.split;
       // With a database the query's own evidence refines the model's blame (the consensus, when
       // candidates are given, is fused with it).
-      const evidence = await evidenceOf(this.manifest, req.question, scoredCandidate, split, canRun ? { db: { schema: this.schemaOf(req.db_id!), path: ctx.dbPath!, run: this.runner(dl, ctx.ex) } } : { schemaText: ctx.schema });
+      const evidence = await evidenceOf(this.manifest, req.question, scoredCandidate, split, canRun ? { db: { schema: this.schemaOf(req.db_id!), path: ctx.dbPath!, run: this.runner(dl, ctx.ex) } } : { schema: ctx.posted?.info ?? null });
       const index = ctx.dbPath ? this.schemaOf(req.db_id!).index : null;
       const decide = (consensus: RootCause | null) =>
         verdictOf(this.manifest, req.question, scoredCandidate, found, { exec: predResult, index, evidence, withDatabase: canRun, consensus });
@@ -189,7 +189,7 @@ export class Verifier extends VerifierBase {
       const out: LocalizeResult = {
         candidate,
         blameSource: candidate.blameSource,
-        warnings: contextWarnings(req),
+        warnings: contextWarnings(req, ctx),
         ...(predResult ? { execution: outcome(predResult) } : {}),
         model: this.modelName,
         timing: { ...scored.timing, execution_ms: 0, total_ms: 0 },
@@ -280,7 +280,7 @@ export class Verifier extends VerifierBase {
           ...(execution[i] !== undefined ? { execution: execution[i] } : {}),
           ...(execErrors[i] ? { executionError: execErrors[i] } : {}),
         })),
-        warnings: contextWarnings(req),
+        warnings: contextWarnings(req, ctx),
         model: this.modelName,
         timing: { ...scored.timing, execution_ms: exec ? exec.ms : 0, total_ms: performance.now() - t0 },
         usage: scored.usage,
@@ -302,6 +302,7 @@ function goldSql(gold: string | undefined): string | undefined {
   return gold === undefined ? undefined : extractSql(gold).sql;
 }
 
-function contextWarnings(req: Context): string[] {
-  return req.schema === undefined && req.db_id === undefined ? [NO_SCHEMA_WARNING] : [];
+function contextWarnings(req: Context, ctx: ResolvedContext): string[] {
+  if (req.schema === undefined) return req.db_id === undefined ? [NO_SCHEMA_WARNING] : [];
+  return req.schema.trim() !== '' && !ctx.posted ? [UNREAD_SCHEMA_WARNING] : [];
 }

@@ -13,7 +13,7 @@ export const candidateSql = { type: 'string', maxLength: L.maxSqlChars, descript
 export const schemaText = {
   type: 'string',
   maxLength: L.maxSchemaChars,
-  description: 'schema as DDL or any text; used as given. Without it, db_id supplies the schema.',
+  description: 'schema as CREATE TABLE statements (SQLite, PostgreSQL, MySQL, SQL Server), as `table: col1*, col2 | ...` (* marks a primary key), or as a table a line the way text-to-SQL prompts list them (`# t(c1, c2)`, `Table t, columns = [*,c1,c2]`, `t: c1, c2`, with Primary_keys/Foreign_keys lines); the model reads it as `table: col1*, ...`. Text in none of these forms is used as given, with a warning. Without it, db_id supplies the schema.',
 } as const;
 export const dbId = {
   type: 'string',
