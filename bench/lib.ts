@@ -1,7 +1,7 @@
 // What every HTTP benchmark needs: the real `caper serve` process on a loopback port, stopped
 // with SIGTERM like an orchestrator would, and Prometheus counters read around a load phase.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -44,6 +44,14 @@ export async function stopServer(child: ChildProcess): Promise<void> {
   const done = new Promise((r) => child.once('exit', r));
   child.kill('SIGTERM');
   await done;
+}
+
+/** A benchmark's results: OUT.json (the figures) and OUT.md (the table, also printed). */
+export function writeResults(outBase: string, figures: unknown, md: string): void {
+  mkdirSync(dirname(outBase), { recursive: true });
+  writeFileSync(`${outBase}.json`, JSON.stringify(figures, null, 1) + '\n');
+  writeFileSync(`${outBase}.md`, md);
+  console.log(md);
 }
 
 export function metricValue(text: string, name: string): number {

@@ -22,7 +22,7 @@ import { executePool, type PoolExecution } from '../src/eval/pool-run.js';
 import { LABEL_SOURCES, loadLabels, rankingsFor, scoreRankings, type LabelSource } from '../src/eval/localize-labels.js';
 import { resolvePool } from '../src/eval/spider.js';
 import { candidateScore } from '../src/scoring/candidate-score.js';
-import { REPO } from './lib.js';
+import { REPO, writeResults } from './lib.js';
 
 /** Per query, as in `caper eval rerank`. */
 const TIMEOUT_MS = 5000;
@@ -189,10 +189,7 @@ async function main(): Promise<void> {
     ...rows.map(([k, g]) => `| ${k} | ${figs.map(g).join(' | ')} |`),
     '',
   ].join('\n');
-  mkdirSync(dirname(outBase), { recursive: true });
-  writeFileSync(`${outBase}.json`, JSON.stringify({ data: rel(data), sources, models: figs }, null, 1) + '\n');
-  writeFileSync(`${outBase}.md`, md);
-  console.log(md);
+  writeResults(outBase, { data: rel(data), sources, models: figs }, md);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

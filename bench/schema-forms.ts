@@ -11,8 +11,7 @@
 // labels; right and wrong come from one execution of the pool against gold.
 // Usage: node dist/bench/schema-forms.js --data runs/heldout-data --model models/default
 //        [--forms caper,ddl,listing,prose] [--out bench/results/schema-forms]
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { parseArgs, flagString } from '../src/commands/args.js';
 import { schemaFromSqlite, schemaText } from '../src/clauses/schema.js';
@@ -21,7 +20,7 @@ import { executePool } from '../src/eval/pool-run.js';
 import { loadLabels, labelsOfUnits, scoreRankings } from '../src/eval/localize-labels.js';
 import { dbPath, loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
 import { auroc } from './prm-base.js';
-import { REPO, startServer } from './lib.js';
+import { REPO, startServer, writeResults } from './lib.js';
 
 export const FORMS = ['caper', 'ddl', 'listing', 'prose'] as const;
 export type Form = (typeof FORMS)[number];
@@ -138,10 +137,7 @@ async function main(): Promise<void> {
     ...figs.map((f) => `| ${f.form} | ${f.prm.toFixed(1)} | ${f.selector.toFixed(1)} | ${f.auroc.toFixed(3)} | ${f.blame.top1.toFixed(3)} / ${f.blame.mrr.toFixed(3)} | ${f.schemaWarnings} of ${f.questions} |`),
     '',
   ].join('\n');
-  mkdirSync(dirname(outBase), { recursive: true });
-  writeFileSync(`${outBase}.json`, JSON.stringify({ data: rel(data), model: rel(model), forms: figs }, null, 1) + '\n');
-  writeFileSync(`${outBase}.md`, md);
-  console.log(md);
+  writeResults(outBase, { data: rel(data), model: rel(model), forms: figs }, md);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

@@ -51,6 +51,25 @@ def sqls_of_question(items: dict) -> dict[int, set[str]]:
     return by
 
 
+def continuations(model, cache, seqs: list[list[int]], pad: int, batch: int, **kw):
+    """Every sequence as a continuation of one cached prefix, in batches: yields (sequence index, row
+    in the batch, the batch's ids, the model output). The weights are read once per batch instead of
+    once per sequence. Right padding needs no mask under causal attention (a real token never sees a
+    later pad), and pad outputs are not read."""
+    import torch
+    for b0 in range(0, len(seqs), batch):
+        chunk = list(range(b0, min(len(seqs), b0 + batch)))
+        L = max(len(seqs[i]) for i in chunk)
+        ids = torch.full((len(chunk), L), pad, dtype=torch.long)
+        for j, i in enumerate(chunk):
+            ids[j, : len(seqs[i])] = torch.tensor(seqs[i])
+        c = copy.deepcopy(cache)
+        c.batch_repeat_interleave(len(chunk))
+        o = model(ids, past_key_values=c, use_cache=True, **kw)
+        for j, i in enumerate(chunk):
+            yield i, j, ids, o
+
+
 def score_question(model, tok, schema: str, question: str, sqls: list[str], batch: int = 16, qi: int = -1) -> tuple[list[dict], int]:
     """Log-probabilities of every SQL's tokens and of the end of the answer, given the prompt."""
     import torch
@@ -63,30 +82,18 @@ def score_question(model, tok, schema: str, question: str, sqls: list[str], batc
 
     enc = [tok(sql + END, add_special_tokens=False, return_offsets_mapping=True) for sql in sqls]
     seqs = [e["input_ids"] + [im_end] for e in enc]
-    # All continuations in one batch over the repeated prefix cache: the weights are read
-    # once per question instead of once per SQL. Right padding needs no mask under causal
-    # attention (a real token never sees a later pad), and pad outputs are not read.
-    for b0 in range(0, len(seqs), batch):
-        chunk = list(range(b0, min(len(seqs), b0 + batch)))
-        L = max(len(seqs[i]) for i in chunk)
-        ids = torch.full((len(chunk), L), im_end, dtype=torch.long)
-        for j, i in enumerate(chunk):
-            ids[j, : len(seqs[i])] = torch.tensor(seqs[i])
-        c = copy.deepcopy(cache)
-        c.batch_repeat_interleave(len(chunk))
-        o = model(ids, past_key_values=c, use_cache=True)
-        for j, i in enumerate(chunk):
-            n = len(seqs[i])
-            logits = torch.cat([last[None], o.logits[j, : n - 1].float()], 0)
-            lp = torch.log_softmax(logits, -1).gather(1, ids[j, :n, None])[:, 0].tolist()
-            n_tok += n
-            sql = sqls[i]
-            offs = [tuple(x) for x in enc[i]["offset_mapping"]] + [(len(sql) + len(END), len(sql) + len(END))]
-            # Tokens ending inside the SQL are the SQL's; the rest ("\n```", <|im_end|>) are the end.
-            sql_lp = [(s_, e_, v) for (s_, e_), v in zip(offs, lp) if 0 < e_ <= len(sql)]
-            end_lp = [v for (s_, e_), v in zip(offs, lp) if e_ > len(sql) or e_ == 0]
-            rows.append({"qi": qi, "sql": sql, "tokens": [[s_, e_, round(v, 5)] for s_, e_, v in sql_lp],
-                         "end": [round(v, 5) for v in end_lp]})
+    for i, j, ids, o in continuations(model, cache, seqs, im_end, batch):
+        n = len(seqs[i])
+        logits = torch.cat([last[None], o.logits[j, : n - 1].float()], 0)
+        lp = torch.log_softmax(logits, -1).gather(1, ids[j, :n, None])[:, 0].tolist()
+        n_tok += n
+        sql = sqls[i]
+        offs = [tuple(x) for x in enc[i]["offset_mapping"]] + [(len(sql) + len(END), len(sql) + len(END))]
+        # Tokens ending inside the SQL are the SQL's; the rest ("\n```", <|im_end|>) are the end.
+        sql_lp = [(s_, e_, v) for (s_, e_), v in zip(offs, lp) if 0 < e_ <= len(sql)]
+        end_lp = [v for (s_, e_), v in zip(offs, lp) if e_ > len(sql) or e_ == 0]
+        rows.append({"qi": qi, "sql": sql, "tokens": [[s_, e_, round(v, 5)] for s_, e_, v in sql_lp],
+                     "end": [round(v, 5) for v in end_lp]})
     return rows, n_tok
 
 

@@ -23,21 +23,18 @@ Clause-PRM score, and of an unweighted rank average (nothing fitted on the evalu
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import sys
 import time
 from pathlib import Path
 
-END = "\n```"
+# Run as a script from the repository root: the product package it builds on sits in training/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
+from caper_train.probe_eval import auroc as auroc_of  # noqa: E402
+from lm_judge import END, continuations, prompt_text  # noqa: E402
+
 ASK = "Is this SQL query a correct answer to the question? Answer Yes or No."
-
-
-def prompt_text(tok, schema: str, question: str) -> str:
-    user = (f"Database schema (table: columns; * marks the primary key):\n{schema}\n\n"
-            f"Write one SQLite query that answers the question.\nQuestion: {question}")
-    return tok.apply_chat_template([{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True) + "```sql\n"
 
 
 def distinct_candidates(q: dict) -> list[tuple[str, bool]]:
@@ -48,7 +45,7 @@ def distinct_candidates(q: dict) -> list[tuple[str, bool]]:
     return list(seen.items())
 
 
-def score_question(model, tok, schema: str, question: str, sqls: list[str], batch: int) -> list[dict]:
+def score_question(model, tok, schema: str, question: str, sqls: list[str], batch: int, hidden: bool = False) -> list[dict]:
     import torch
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     yes = tok.encode("Yes", add_special_tokens=False)[0]
@@ -63,24 +60,31 @@ def score_question(model, tok, schema: str, question: str, sqls: list[str], batc
         n_sql.append(len(tok(sql, add_special_tokens=False)["input_ids"]))
         seqs.append(body + [im_end] + ask)
     rows = []
-    for b0 in range(0, len(seqs), batch):
-        chunk = list(range(b0, min(len(seqs), b0 + batch)))
-        L = max(len(seqs[i]) for i in chunk)
-        # Right padding needs no mask under causal attention: a real token never sees a later pad.
-        ids = torch.full((len(chunk), L), im_end, dtype=torch.long)
-        for j, i in enumerate(chunk):
-            ids[j, : len(seqs[i])] = torch.tensor(seqs[i])
-        c = copy.deepcopy(cache)
-        c.batch_repeat_interleave(len(chunk))
-        o = model(ids, past_key_values=c, use_cache=True)
-        for j, i in enumerate(chunk):
-            n = len(seqs[i])
-            logits = torch.cat([last[None], o.logits[j, : n - 1].float()], 0)
-            lp = torch.log_softmax(logits[: n_sql[i]], -1).gather(1, ids[j, : n_sql[i], None])[:, 0]
-            fin = o.logits[j, n - 1].float()
-            rows.append({"sql": sqls[i], "yes": round(float(fin[yes] - fin[no]), 5),
-                         "lp_mean": round(float(lp.mean()), 5), "tokens": n})
+    for i, j, ids, o in continuations(model, cache, seqs, im_end, batch, output_hidden_states=hidden):
+        n = len(seqs[i])
+        logits = torch.cat([last[None], o.logits[j, : n - 1].float()], 0)
+        lp = torch.log_softmax(logits[: n_sql[i]], -1).gather(1, ids[j, : n_sql[i], None])[:, 0]
+        fin = o.logits[j, n - 1].float()
+        row = {"sql": sqls[i], "yes": round(float(fin[yes] - fin[no]), 5), "lp_mean": round(float(lp.mean()), 5), "tokens": n}
+        if hidden:
+            # The state the Yes/No logits are read from (after the final norm) and a middle layer's,
+            # for probes fitted on other databases (`probe`).
+            row["h_last"] = b64(o.hidden_states[-1][j, n - 1])
+            row["h_mid"] = b64(o.hidden_states[len(o.hidden_states) // 2][j, n - 1])
+        rows.append(row)
     return rows
+
+
+def b64(t) -> str:
+    import base64
+    import numpy as np
+    return base64.b64encode(t.float().numpy().astype(np.float16).tobytes()).decode()
+
+
+def unb64(s: str):
+    import base64
+    import numpy as np
+    return np.frombuffer(base64.b64decode(s), dtype=np.float16).astype(np.float32)
 
 
 def score(a) -> int:
@@ -103,7 +107,7 @@ def score(a) -> int:
                 break
             t = time.time()
             cands = distinct_candidates(q)
-            rows = score_question(model, tok, schemas[q["db_id"]], q["question"], [s for s, _ in cands], a.batch)
+            rows = score_question(model, tok, schemas[q["db_id"]], q["question"], [s for s, _ in cands], a.batch, a.hidden)
             for r in rows:
                 r["qi"] = qi
                 w.write(json.dumps(r) + "\n")
@@ -112,20 +116,31 @@ def score(a) -> int:
     return 0
 
 
-def auroc(y: list[int], s: list[float]) -> float:
-    pairs = sorted(zip(s, y))
-    ranks, i = [0.0] * len(pairs), 0
-    while i < len(pairs):
-        j = i
-        while j + 1 < len(pairs) and pairs[j + 1][0] == pairs[i][0]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[k] = (i + j) / 2 + 1
-        i = j + 1
-    npos = sum(y)
-    nneg = len(y) - npos
-    rpos = sum(r for r, (_, yy) in zip(ranks, pairs) if yy)
-    return (rpos - npos * (npos + 1) / 2) / (npos * nneg)
+def auroc(y, s) -> float:
+    """AUROC of scores `s` for labels `y` (1 = right), ties as half."""
+    return auroc_of([v for v, t in zip(s, y) if t], [v for v, t in zip(s, y) if not t])
+
+
+def candidate_rows(facts_path: str, scores_path: str, hidden: bool = False) -> list[dict]:
+    """Each distinct candidate of the facts file that the scores file has (with hidden states when
+    asked): its label, database, the Clause-PRM's candidate score and the scored line."""
+    facts = json.loads(Path(facts_path).read_text())
+    got = {}
+    for line in Path(scores_path).read_text().splitlines():
+        r = json.loads(line)
+        if not hidden or "h_last" in r:
+            got[(r["qi"], r["sql"])] = r
+    lg = lambda p: math.log(max(p, 1e-7) / max(1e-7, 1 - p))
+    out = []
+    for qi, q in enumerate(facts["questions"]):
+        byc = {c["sql"]: c for c in q["candidates"]}
+        for sql, ok in distinct_candidates(q):
+            r = got.get((qi, sql))
+            if r is not None:
+                c = byc[sql]
+                out.append({"y": int(ok), "db": q["db_id"], "qi": qi, "r": r,
+                            "prm_min": min([lg(u["score"]) for u in c["units"]] + [lg(c["terminal"])])})
+    return out
 
 
 def rank01(v: list[float]) -> list[float]:
@@ -137,28 +152,79 @@ def rank01(v: list[float]) -> list[float]:
 
 
 def evaluate(a) -> int:
-    facts = json.loads(Path(a.facts).read_text())
-    got = {(r["qi"], r["sql"]): r for r in map(json.loads, Path(a.scores).read_text().splitlines())}
-    y, cols = [], {"yes": [], "lp_mean": [], "prm_min": []}
-    lg = lambda p: math.log(max(p, 1e-7) / max(1e-7, 1 - p))
-    for qi, q in enumerate(facts["questions"]):
-        byc = {c["sql"]: c for c in q["candidates"]}
-        for sql, ok in distinct_candidates(q):
-            r = got.get((qi, sql))
-            if r is None:
-                continue
-            c = byc[sql]
-            y.append(int(ok))
-            cols["yes"].append(r["yes"])
-            cols["lp_mean"].append(r["lp_mean"])
-            cols["prm_min"].append(min([lg(u["score"]) for u in c["units"]] + [lg(c["terminal"])]))
-    print(f"{len(y)} candidates ({sum(y)} right) of {len({k[0] for k in got})} questions")
+    rows = candidate_rows(a.facts, a.scores)
+    y = [x["y"] for x in rows]
+    cols = {"yes": [x["r"]["yes"] for x in rows], "lp_mean": [x["r"]["lp_mean"] for x in rows], "prm_min": [x["prm_min"] for x in rows]}
+    print(f"{len(y)} candidates ({sum(y)} right) of {len({x['qi'] for x in rows})} questions")
     for k, v in cols.items():
         print(f"AUROC {k:>24}: {auroc(y, v):.3f}")
     R = {k: rank01(v) for k, v in cols.items()}
     for combo in (("prm_min", "yes"), ("prm_min", "lp_mean"), ("prm_min", "yes", "lp_mean")):
         s = [sum(R[k][i] for k in combo) for i in range(len(y))]
         print(f"AUROC {'+'.join(combo):>24}: {auroc(y, s):.3f}  (rank average, unweighted)")
+    return 0
+
+
+def probe_rows(facts_path: str, scores_path: str):
+    """Per distinct candidate with hidden states: (label, prm_min, yes, h_last, h_mid, db_id)."""
+    import numpy as np
+    rows = candidate_rows(facts_path, scores_path, hidden=True)
+    col = lambda f: np.array([f(x) for x in rows])
+    return (col(lambda x: x["y"]), col(lambda x: x["prm_min"]), col(lambda x: x["r"]["yes"]),
+            np.stack([unb64(x["r"]["h_last"]) for x in rows]), np.stack([unb64(x["r"]["h_mid"]) for x in rows]), col(lambda x: x["db"]))
+
+
+def fit_logistic(X, y, l2: float):
+    """L2-regularized logistic regression on standardized features (LBFGS); returns a scoring function."""
+    import numpy as np
+    import torch
+    Xt = torch.tensor(X, dtype=torch.float64)
+    mu, sd = Xt.mean(0), Xt.std(0) + 1e-6
+    Z = (Xt - mu) / sd
+    yt = torch.tensor(y, dtype=torch.float64)
+    w = torch.zeros(Z.shape[1] + 1, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([w], max_iter=500, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        z = Z @ w[:-1] + w[-1]
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(z, yt, reduction="mean") + 0.5 * l2 * (w[:-1] ** 2).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    wd = w.detach()
+    return lambda A: (((torch.tensor(A, dtype=torch.float64) - mu) / sd) @ wd[:-1] + wd[-1]).numpy()
+
+
+def probe(a) -> int:
+    """Probes on the Yes/No-position states, fitted on one facts file's candidates (other databases),
+    scored on another's: AUROC alone and in an unweighted rank average with the Clause-PRM."""
+    import numpy as np
+    ytr, ptr, ytr_yes, hltr, hmtr, dtr = probe_rows(a.train_facts, a.train_scores)
+    yte, pte, yte_yes, hlte, hmte, _ = probe_rows(a.facts, a.scores)
+    print(f"train {len(ytr)} candidates ({int(ytr.sum())} right); evaluated {len(yte)} ({int(yte.sum())} right)")
+    print(f"AUROC evaluated: prm_min {auroc(list(yte), list(pte)):.3f}, yes {auroc(list(yte), list(yte_yes)):.3f}")
+    for name, Xtr, Xte in (("h_last", hltr, hlte), ("h_mid", hmtr, hmte), ("h_last+h_mid", np.hstack([hltr, hmtr]), np.hstack([hlte, hmte]))):
+        # The regularization is chosen by leave-one-database-out on the training file only.
+        cv = {}
+        for l2 in (0.01, 0.1, 1.0):
+            if len(set(dtr)) < 2:
+                cv[l2] = float("nan")
+                continue
+            out = np.zeros(len(ytr))
+            for d in sorted(set(dtr)):
+                m = dtr == d
+                out[m] = fit_logistic(Xtr[~m], ytr[~m], l2)(Xtr[m])
+            cv[l2] = auroc(list(ytr), list(out))
+        best = max(cv, key=lambda k: -1.0 if math.isnan(cv[k]) else cv[k])
+        for l2 in (0.01, 0.1, 1.0):
+            f = fit_logistic(Xtr, ytr, l2)
+            s_tr, s_te = f(Xtr), f(Xte)
+            both = [u + v for u, v in zip(rank01(list(s_te)), rank01(list(pte)))]
+            print(f"probe {name:>13} l2 {l2:<5} train AUROC {auroc(list(ytr), list(s_tr)):.3f}  by-database CV {cv[l2]:.3f}"
+                  f"  evaluated {auroc(list(yte), list(s_te)):.3f}  rank average with prm_min {auroc(list(yte), both):.3f}"
+                  f"{'  <- chosen by CV' if l2 == best else ''}")
     return 0
 
 
@@ -174,11 +240,17 @@ def main(argv=None) -> int:
     s.add_argument("--dtype", default="float32")
     s.add_argument("--batch", type=int, default=8)
     s.add_argument("--max-minutes", type=float, default=0)
+    s.add_argument("--hidden", action="store_true", help="also keep the hidden states at the Yes/No position (for probe)")
     e = sub.add_parser("eval")
     e.add_argument("--facts", required=True)
     e.add_argument("--scores", required=True)
+    pr = sub.add_parser("probe")
+    pr.add_argument("--train-facts", required=True)
+    pr.add_argument("--train-scores", required=True)
+    pr.add_argument("--facts", required=True)
+    pr.add_argument("--scores", required=True)
     a = p.parse_args(argv)
-    return score(a) if a.cmd == "score" else evaluate(a)
+    return {"score": score, "eval": evaluate, "probe": probe}[a.cmd](a)
 
 
 if __name__ == "__main__":
