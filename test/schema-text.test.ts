@@ -75,6 +75,9 @@ test('readSchemaText names the form it read; prose and empty text are in no form
   assert.equal(readSchemaText('We create table plans for each singer (see below).'), null);
   assert.equal(readSchemaText(''), null);
   assert.equal(readSchemaText('CREATE TABLE t ()'), null, 'a table without columns says nothing');
+  // A client posts the same schema with every request: it is read once and the result shared.
+  const text = 'CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT)';
+  assert.equal(readSchemaText(text), ddl);
 });
 
 test('bench/schema-forms: the ddl and listing forms read back to the trained text, the prose form to nothing', () => {

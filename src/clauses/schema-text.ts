@@ -4,6 +4,7 @@
 // (`# singer(singer_id, name)`, `Table singer, columns = [*,singer_id,name]`, `singer: singer_id, name`).
 // Each is read into one SchemaInfo, so the prompt carries the trained form and the schema evidence
 // of /localize works from any of them. Text in no known form is left as given and the caller is told.
+import { identName, significant, tokenize } from './lexer.js';
 import { schemaFromText, type SchemaInfo } from './schema.js';
 
 /** The forms readSchemaText knows, in the order it tries them. */
@@ -15,8 +16,26 @@ export interface ReadSchema {
   form: SchemaForm;
 }
 
-/** The schema a text describes, or null when it is in no form this reader knows. */
+// A client posts the same schema with every request: it is read once. The result is shared, so
+// callers treat it as read-only.
+const MEMO_SIZE = 32;
+const memo = new Map<string, ReadSchema | null>();
+
+/** The schema a text describes, or null when it is in no form this reader knows. Read-only result. */
 export function readSchemaText(text: string): ReadSchema | null {
+  if (memo.has(text)) {
+    const hit = memo.get(text)!;
+    memo.delete(text);
+    memo.set(text, hit);
+    return hit;
+  }
+  const read = readOnce(text);
+  memo.set(text, read);
+  if (memo.size > MEMO_SIZE) memo.delete(memo.keys().next().value!);
+  return read;
+}
+
+function readOnce(text: string): ReadSchema | null {
   const caper = schemaFromText(text);
   if (caper) return { info: caper, form: 'caper' };
   const ddl = schemaFromDdl(text);
@@ -119,59 +138,26 @@ interface Tok {
   /** 'id': a bare word; 'qid': a quoted identifier; 'str': a string literal; 'p': punctuation. */
   k: 'id' | 'qid' | 'str' | 'num' | 'p';
   v: string;
+  /** Upper-cased text of a bare word (keyword comparisons); '' otherwise. */
+  u: string;
 }
 
-/** Tokens of SQL text, comments dropped. Quoting follows SQLite, PostgreSQL, MySQL and SQL Server. */
+/** The project's SQL lexer's significant tokens, in the shape the statement reader walks. */
 function lex(s: string): Tok[] {
   const out: Tok[] = [];
-  let i = 0;
-  const quoted = (close: string, doubled: boolean): string => {
-    let v = '';
-    i++;
-    while (i < s.length) {
-      if (s[i] === close) {
-        if (doubled && s[i + 1] === close) {
-          v += close;
-          i += 2;
-          continue;
-        }
-        i++;
-        return v;
-      }
-      v += s[i++];
-    }
-    return v;
-  };
-  while (i < s.length) {
-    const c = s[i]!;
-    if (/\s/.test(c)) i++;
-    else if (c === '-' && s[i + 1] === '-') while (i < s.length && s[i] !== '\n') i++;
-    else if (c === '/' && s[i + 1] === '*') {
-      const end = s.indexOf('*/', i + 2);
-      i = end < 0 ? s.length : end + 2;
-    } else if (c === '"') out.push({ k: 'qid', v: quoted('"', true) });
-    else if (c === '`') out.push({ k: 'qid', v: quoted('`', true) });
-    else if (c === '[') out.push({ k: 'qid', v: quoted(']', false) });
-    else if (c === "'") out.push({ k: 'str', v: quoted("'", true) });
-    else if (/[A-Za-z_\u0080-\uffff]/.test(c)) {
-      let j = i + 1;
-      while (j < s.length && /[A-Za-z0-9_$\u0080-\uffff]/.test(s[j]!)) j++;
-      out.push({ k: 'id', v: s.slice(i, j) });
-      i = j;
-    } else if (/[0-9]/.test(c)) {
-      let j = i + 1;
-      while (j < s.length && /[0-9.eE]/.test(s[j]!)) j++;
-      out.push({ k: 'num', v: s.slice(i, j) });
-      i = j;
-    } else {
-      out.push({ k: 'p', v: c });
-      i++;
-    }
+  for (const t of tokenize(s)) {
+    if (!significant(t)) continue;
+    const name = identName(t);
+    if (t.type === 'word') out.push({ k: 'id', v: t.text, u: t.upper });
+    else if (name !== null) out.push({ k: 'qid', v: name, u: '' });
+    else if (t.type === 'string') out.push({ k: 'str', v: t.text.slice(1, t.unterminated ? undefined : -1).replace(/''/g, "'"), u: '' });
+    else if (t.type === 'number') out.push({ k: 'num', v: t.text, u: '' });
+    else out.push({ k: 'p', v: t.text, u: '' });
   }
   return out;
 }
 
-const isWord = (t: Tok | undefined, ...words: string[]): boolean => t?.k === 'id' && words.includes(t.v.toUpperCase());
+const isWord = (t: Tok | undefined, ...words: string[]): boolean => t !== undefined && t.u !== '' && words.includes(t.u);
 const isName = (t: Tok | undefined): t is Tok => t?.k === 'id' || t?.k === 'qid' || t?.k === 'str';
 const isP = (t: Tok | undefined, p: string): boolean => t?.k === 'p' && t.v === p;
 
@@ -278,7 +264,7 @@ export function schemaFromDdl(text: string): SchemaInfo | null {
       if (!head) continue;
       const isConstraint = isWord(head, ...CONSTRAINT_START)
         && (isWord(item[1], 'KEY', 'INDEX') || isP(item[1], '(') || isWord(head, 'CHECK', 'EXCLUDE'));
-      const isIndex = isWord(head, ...INDEX_START) && !(item[1]?.k === 'id' && TYPE_WORDS.has(item[1].v.toUpperCase()));
+      const isIndex = isWord(head, ...INDEX_START) && !(item[1] !== undefined && TYPE_WORDS.has(item[1].u));
       if (isConstraint || isIndex) {
         // SQLite lets table constraints follow each other without a comma: read every one in the run.
         for (let k = 0; k < item.length; k++) {
@@ -311,9 +297,10 @@ export function schemaFromDdl(text: string): SchemaInfo | null {
     if (table.columns.length) info.tables.push(table);
   }
   if (!info.tables.length) return null;
+  const byName = new Map(info.tables.map((t) => [t.name.toLowerCase(), t] as const));
   for (const fk of pendingFks) {
     // A REFERENCES without columns names the target's primary key, as in schemaFromSqlite.
-    const target = info.tables.find((x) => x.name.toLowerCase() === fk.toTable.toLowerCase());
+    const target = fk.toColumns[fk.k] === undefined ? byName.get(fk.toTable.toLowerCase()) : undefined;
     const to = fk.toColumns[fk.k] ?? target?.columns.filter((c) => c.pk)[fk.k]?.name ?? '';
     info.foreignKeys.push({ fromTable: fk.fromTable, fromColumn: fk.fromColumn, toTable: fk.toTable, toColumn: to });
   }
