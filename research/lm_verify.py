@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import sys
 import time
 from pathlib import Path
@@ -99,8 +100,12 @@ def score(a) -> int:
     tok = AutoTokenizer.from_pretrained(a.base)
     model = AutoModelForCausalLM.from_pretrained(a.base, dtype=getattr(torch, a.dtype)).eval()
     t0 = time.time()
+    # A fixed random order (seed 0), so a run stopped by --max-minutes is a uniform subsample.
+    order = list(range(len(facts["questions"])))
+    random.Random(0).shuffle(order)
     with open(out, "a") as w, torch.inference_mode():
-        for qi, q in enumerate(facts["questions"]):
+        for qi in order:
+            q = facts["questions"][qi]
             if qi in done:
                 continue
             if a.max_minutes and time.time() - t0 > 60 * a.max_minutes:
