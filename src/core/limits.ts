@@ -18,8 +18,9 @@ export const DEFAULT_EXEC_TIMEOUT_MS = 5_000;
 export const DEFAULT_EXEC_WORKERS = 2;
 
 /** The warning of a request that gives the model neither a schema nor a database to read one from. */
-export const UNREAD_SCHEMA_WARNING = 'schema is in no form the service reads (CREATE TABLE statements, `table: column*, ...`, or a table a line): the model reads it as given and blame draws no evidence from it';
 export const NO_SCHEMA_WARNING = 'neither schema nor db_id given: candidates are scored without a schema, which makes scores less reliable';
+/** The warning of a request whose posted schema src/clauses/schema-text.ts could not read. */
+export const UNREAD_SCHEMA_WARNING = 'schema is in no form the service reads (CREATE TABLE statements, `table: column*, ...`, or a table a line): the model reads it as given and blame draws no evidence from it';
 
 /**
  * The root-cause analysis parses both queries and aligns their trees on the event loop, at a cost
