@@ -283,7 +283,7 @@ def score(a) -> int:
     with open(a.out, "w") as w, torch.inference_mode():
         for r in rows:
             for sql, v in zip(r["sql"], row_out(model, r).tolist()):
-                w.write(json.dumps({"qi": r["qi"], "sql": sql, "yes": round(v, 5), "lp_mean": 0.0}) + "\n")
+                w.write(json.dumps({"qi": r["qi"], "sql": sql, "yes": round(v, 5)}) + "\n")
     return 0
 
 
