@@ -205,6 +205,8 @@ def train(a) -> int:
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     rows, layer = load_cache(a.cache)
+    if a.dbs:
+        rows = [r for r in rows if r["db_id"] in set(a.dbs)]
     model = Top(a.base, layer)
     run = Path(a.run)
     run.mkdir(parents=True, exist_ok=True)
@@ -310,6 +312,7 @@ def main(argv=None) -> int:
     t.add_argument("--epochs", type=float, default=1.0)
     t.add_argument("--lr", type=float, default=1e-5)
     t.add_argument("--head-lr", type=float, default=1e-4)
+    t.add_argument("--dbs", nargs="+", help="train on these databases' rows of the cache only")
     t.add_argument("--scale-lr", type=float, default=0.05)
     t.add_argument("--pref", type=float, default=1.0)
     t.add_argument("--log-every", type=int, default=20)
