@@ -105,7 +105,7 @@ def cache(a) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "meta.json").write_text(json.dumps({"layer": a.layer, "base": a.base, "questions": len(qs)}))
     done = len(list(out.glob("part-*.pt")))
-    t0, n_tok, part, k = time.time(), 0, [], 0
+    t0, n_tok, part = time.time(), 0, []
     with torch.inference_mode():
         for i, q in enumerate(qs):
             if i < done * a.part_size:
@@ -303,8 +303,7 @@ def main(argv=None) -> int:
     c.add_argument("--synthetic-limit", type=int, default=600)
     c.add_argument("--max-prompt", type=int, default=600)
     c.add_argument("--part-size", type=int, default=50)
-    for p in (c,):
-        p.add_argument("--layer", type=int, required=True)
+    c.add_argument("--layer", type=int, required=True, help="L: the frozen layers whose output is cached")
     t = sub.add_parser("train")
     t.add_argument("--cache", required=True)
     t.add_argument("--run", required=True)
