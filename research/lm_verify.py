@@ -156,33 +156,33 @@ def rank01(v: list[float]) -> list[float]:
     return r
 
 
-def rerank_ex(facts_path: str, rows: list[dict], score: list[float]) -> float:
+def rerank_ex(questions: list[dict], rows: list[dict], score: list[float]) -> float:
     """EX of picking each question's highest-scored pool candidate (ties to pool order; a candidate
     without a score, e.g. one that did not parse, is never preferred to one with a score)."""
-    facts = json.loads(Path(facts_path).read_text())
     by = {(x["qi"], x["r"]["sql"]): v for x, v in zip(rows, score)}
     n = 0
-    for qi, q in enumerate(facts["questions"]):
+    for qi, q in enumerate(questions):
         vals = [by.get((qi, c["sql"]), -math.inf) for c in q["candidates"]]
         n += bool(q["correct"][vals.index(max(vals))])
-    return 100 * n / max(1, len(facts["questions"]))
+    return 100 * n / max(1, len(questions))
 
 
 def evaluate(a) -> int:
     rows = candidate_rows(a.facts, a.scores)
+    questions = json.loads(Path(a.facts).read_text())["questions"]
     y = [x["y"] for x in rows]
     cols = {"yes": [x["r"]["yes"] for x in rows], "prm_min": [x["prm_min"] for x in rows]}
     if all("lp_mean" in x["r"] for x in rows):  # yes_topk's scores have no answer log-probability
         cols["lp_mean"] = [x["r"]["lp_mean"] for x in rows]
     print(f"{len(y)} candidates ({sum(y)} right) of {len({x['qi'] for x in rows})} questions")
     for k, v in cols.items():
-        print(f"AUROC {k:>24}: {auroc(y, v):.3f}   rerank EX {rerank_ex(a.facts, rows, v):.1f}")
+        print(f"AUROC {k:>24}: {auroc(y, v):.3f}   rerank EX {rerank_ex(questions, rows, v):.1f}")
     R = {k: rank01(v) for k, v in cols.items()}
     for combo in (("prm_min", "yes"), ("prm_min", "lp_mean"), ("prm_min", "yes", "lp_mean")):
         if not all(k in R for k in combo):
             continue
         s = [sum(R[k][i] for k in combo) for i in range(len(y))]
-        print(f"AUROC {'+'.join(combo):>24}: {auroc(y, s):.3f}   rerank EX {rerank_ex(a.facts, rows, s):.1f}  (rank average, unweighted)")
+        print(f"AUROC {'+'.join(combo):>24}: {auroc(y, s):.3f}   rerank EX {rerank_ex(questions, rows, s):.1f}  (rank average, unweighted)")
     return 0
 
 

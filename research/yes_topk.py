@@ -32,8 +32,11 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
-from caper_train.features import load_truncated, packed_mask  # noqa: E402
+from caper_train import topk  # noqa: E402
+from caper_train.features import LayerTap, load_truncated, packed_mask  # noqa: E402
 from lm_judge import END, prompt_text  # noqa: E402
 from lm_verify import ASK, distinct_candidates  # noqa: E402
 
@@ -91,7 +94,6 @@ def packed_row(tok, q: dict, max_prompt: int) -> dict | None:
 
 
 def cache(a) -> int:
-    import torch
     from transformers import AutoTokenizer
     torch.set_num_threads(a.threads)
     tok = AutoTokenizer.from_pretrained(a.base)
@@ -101,6 +103,7 @@ def cache(a) -> int:
         qs = trajectory_questions(a.train, a.wrong, a.right, a.limit, 0)
         qs += trajectory_questions(a.synthetic, a.wrong, a.right, a.synthetic_limit, 1) if a.synthetic else []
     model = load_truncated(a.base, a.layer, torch.float32)
+    tap = LayerTap(model, [a.layer])
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "meta.json").write_text(json.dumps({"layer": a.layer, "base": a.base, "questions": len(qs)}))
@@ -112,7 +115,10 @@ def cache(a) -> int:
                 continue
             r = packed_row(tok, q, a.max_prompt)
             if r is not None:
-                r["h"] = layer_output(model, r)
+                model(input_ids=torch.tensor([r["ids"]]), position_ids=torch.tensor([r["pos"]]),
+                      attention_mask=packed_mask(r["bid"]), use_cache=False)
+                # Layer L's raw output (before the final norm): the input of the top layers.
+                r["h"] = tap.out[a.layer][0].to(torch.float16).clone()
                 n_tok += len(r["ids"])
                 part.append(r)
             if (i + 1) % a.part_size == 0 or i == len(qs) - 1:
@@ -126,21 +132,7 @@ def cache(a) -> int:
     return 0
 
 
-def layer_output(model, r: dict):
-    """Layer L's raw output (before the final norm) for the packed row: the input of the top layers."""
-    import torch
-    keep = {}
-    hook = model.layers[-1].register_forward_hook(lambda _m, _i, o: keep.setdefault("h", o[0] if isinstance(o, tuple) else o))
-    try:
-        model(input_ids=torch.tensor([r["ids"]]), position_ids=torch.tensor([r["pos"]]),
-              attention_mask=packed_mask(r["bid"]), use_cache=False)
-    finally:
-        hook.remove()
-    return keep["h"].to(torch.float16)[0].clone()
-
-
 def load_cache(path: str) -> tuple[list[dict], int]:
-    import torch
     p = Path(path)
     rows = []
     for f in sorted(p.glob("part-*.pt")):
@@ -148,49 +140,40 @@ def load_cache(path: str) -> tuple[list[dict], int]:
     return rows, json.loads((p / "meta.json").read_text())["layer"]
 
 
-class Top:
-    """Layers L..24 of the base, its final norm and the Yes-No direction of its LM head."""
+class Top(topk.Top):
+    """The product's top-k module (layers L.. of the base, its final norm, a scalar head) over all of
+    the base's layers, its head set to the Yes - No direction of the base's LM head."""
 
-    def __new__(cls, base: str, layer: int):
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+    def __init__(self, base: str, layer: int):
+        from safetensors import safe_open
+        from transformers import AutoTokenizer
+        cfg = json.loads((Path(base) / "config.json").read_text())
+        super().__init__(base, cfg["num_hidden_layers"], layer, None)
+        tok = AutoTokenizer.from_pretrained(base)
+        yes = tok.encode("Yes", add_special_tokens=False)[0]
+        no = tok.encode("No", add_special_tokens=False)[0]
+        # A checkpoint with tied embeddings stores its LM head as the input embedding only.
+        key = "model.embed_tokens.weight" if cfg.get("tie_word_embeddings") else "lm_head.weight"
+        with safe_open(str(Path(base) / "model.safetensors"), "pt") as f:
+            w = f.get_slice(key)
+            direction = (w[yes:yes + 1] - w[no:no + 1]).float()
+        with torch.no_grad():
+            self.head.weight.copy_(direction)
+            self.head.bias.zero_()
+        # The zero-shot Yes-No gap is a small number; a learnt scale lets the loss reach
+        # confident logits without pushing the layers or the head direction to do it.
+        self.log_scale = torch.nn.Parameter(torch.zeros(1))
 
-        class _Top(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                m = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, attn_implementation="eager")
-                tok = AutoTokenizer.from_pretrained(base)
-                yes = tok.encode("Yes", add_special_tokens=False)[0]
-                no = tok.encode("No", add_special_tokens=False)[0]
-                self.layers = torch.nn.ModuleList(m.model.layers[layer:])
-                self.norm = m.model.norm
-                self.rotary = m.model.rotary_emb
-                self.head = torch.nn.Linear(m.config.hidden_size, 1)
-                with torch.no_grad():
-                    self.head.weight.copy_((m.lm_head.weight[yes] - m.lm_head.weight[no])[None])
-                    self.head.bias.zero_()
-                # The zero-shot Yes-No gap is a small number; a learnt scale lets the loss reach
-                # confident logits without pushing the layers or the head direction to do it.
-                self.log_scale = torch.nn.Parameter(torch.zeros(1))
-
-            def forward(self, h, pos, mask):
-                pe = self.rotary(h, pos)
-                for lay in self.layers:
-                    h = lay(h, attention_mask=mask, position_ids=pos, position_embeddings=pe)
-                    h = h[0] if isinstance(h, tuple) else h
-                return (self.head(self.norm(h)) * self.log_scale.exp()).squeeze(-1)
-
-        return _Top()
+    def forward(self, h, pos, mask):
+        return super().forward(h, pos, mask) * self.log_scale.exp()
 
 
 def row_out(model, r: dict):
-    import torch
     out = model(r["h"].float()[None], torch.tensor([r["pos"]]), packed_mask(r["bid"]))[0]
     return out[torch.tensor(r["at"])]
 
 
 def row_loss(model, r: dict, pref: float):
-    import torch
     s = row_out(model, r)
     y = torch.tensor(r["y"], dtype=torch.float32)
     loss = torch.nn.functional.binary_cross_entropy_with_logits(s, y)
@@ -201,12 +184,12 @@ def row_loss(model, r: dict, pref: float):
 
 
 def train(a) -> int:
-    import torch
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     rows, layer = load_cache(a.cache)
     if a.dbs:
-        rows = [r for r in rows if r["db_id"] in set(a.dbs)]
+        keep = set(a.dbs)
+        rows = [r for r in rows if r["db_id"] in keep]
     model = Top(a.base, layer)
     run = Path(a.run)
     run.mkdir(parents=True, exist_ok=True)
@@ -275,7 +258,6 @@ def train(a) -> int:
 
 
 def score(a) -> int:
-    import torch
     torch.set_num_threads(a.threads)
     rows, layer = load_cache(a.cache)
     model = Top(a.base, layer).eval()

@@ -18,14 +18,11 @@ def test_rank01_spreads_values_over_0_1():
     assert lm_verify.rank01([10, -1, 3]) == [1.0, 0.0, 0.5]
 
 
-def test_rerank_ex_picks_the_highest_score_and_never_an_unscored_candidate(tmp_path):
-    import json
-    facts = {"questions": [
+def test_rerank_ex_picks_the_highest_score_and_never_an_unscored_candidate():
+    questions = [
         {"candidates": [{"sql": "a"}, {"sql": "b"}], "correct": [False, True]},
         {"candidates": [{"sql": "x"}, {"sql": "y"}], "correct": [True, False]},
-    ]}
-    f = tmp_path / "facts.json"
-    f.write_text(json.dumps(facts))
+    ]
     rows = [{"qi": 0, "r": {"sql": "a"}}, {"qi": 0, "r": {"sql": "b"}}, {"qi": 1, "r": {"sql": "y"}}]
-    assert lm_verify.rerank_ex(str(f), rows, [0.1, 0.9, -5.0]) == 50.0  # q1: y scored, x not
-    assert lm_verify.rerank_ex(str(f), rows, [0.9, 0.1, -5.0]) == 0.0
+    assert lm_verify.rerank_ex(questions, rows, [0.1, 0.9, -5.0]) == 50.0  # q1: y scored, x not
+    assert lm_verify.rerank_ex(questions, rows, [0.9, 0.1, -5.0]) == 0.0
