@@ -68,7 +68,38 @@ test('per-fold table, pooled figures, plot and figures file, weights written by 
   assert.ok(m.selector.exec.weights.every((w: number) => Number.isFinite(w)));
   assert.deepEqual(m.selector.sql.features, [...SELECTED.sql]);
   assert.equal(m.selector.exec.fitted_on.questions, 6);
+  assert.deepEqual(m.selector.exec.fitted_on.databases, ['mall', 'shop']);
   assert.equal(m.name, 'tiny', 'the rest of caper.json is kept');
+});
+
+test('--fit-exclude-dbs: a database kept out of every fit is still scored, and the fitted sections name what they read', { timeout: 120_000 }, async () => {
+  const three = mkdtempSync(join(tmpdir(), 'caper-evalsel3-'));
+  try {
+    writeSpiderSplit(three, {
+      databases: { shop: CONCERTS_SQL, mall: CONCERTS_SQL, store: CONCERTS_SQL },
+      questions: ['shop', 'mall', 'store'].flatMap((dbId) => Q.map((x) => ({ db_id: dbId, question: x.q, query: x.gold }))),
+      predictions: Object.fromEntries(Object.entries(PREDS).map(([s, lines]) => [s, [...lines, ...lines, ...lines]])),
+    });
+    const model = join(three, 'model');
+    cpSync(TINY, model, { recursive: true });
+    const cli = [join(REPO, 'dist', 'src', 'cli.js'), 'eval', 'rerank', '--data', three, '--pools', 'a,b,c', '--model', model, '--device', 'cpu',
+      '--folds', '3', '--facts', join(three, 'facts.json'), '--no-plot', '--fit-out', model, '--fit-pool', 'a,b,c', '--fit-exclude-dbs', 'mall'];
+    const kept = await exec(process.execPath, [...cli, '--strategy', 'selector'], { cwd: REPO });
+    assert.match(kept.stdout, /fitted on 2 of 3 databases \(mall excluded\)/);
+    assert.match(kept.stdout.split('\n').find((l) => l.startsWith('selector: pool=a,b,c mode=exec'))!, /\(n=9\)$/, 'mall is still scored');
+    const conf = await exec(process.execPath, [...cli, '--confidence', '--modes', 'exec'], { cwd: REPO });
+    assert.match(conf.stdout, /fitted on 2 of 3 databases \(mall excluded\)/);
+    assert.match(conf.stdout, /confidence: pool=a,b,c mode=exec .*\(n=9\)$/m);
+    const m = JSON.parse(readFileSync(join(model, 'caper.json'), 'utf8'));
+    for (const section of [m.selector.exec, m.selector.sql, m.confidence.exec]) {
+      assert.equal(section.fitted_on.questions, 6);
+      assert.deepEqual(section.fitted_on.databases, ['shop', 'store']);
+    }
+    await assert.rejects(exec(process.execPath, [...cli.slice(0, -1), 'mal', '--strategy', 'selector'], { cwd: REPO }),
+      (e: any) => e.code === 2 && /--fit-exclude-dbs names databases the data does not hold: mal/.test(e.stderr));
+  } finally {
+    rmSync(three, { recursive: true, force: true });
+  }
 });
 
 test('bad flags are refused with a usage message', async () => {

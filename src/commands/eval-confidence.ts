@@ -8,9 +8,9 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { parseStrict, flagString, flagNumber } from './args.js';
 import { subsetFacts, type SelectorFacts } from '../eval/selector-data.js';
-import { poolFacts } from './eval-selector.js';
+import { poolFacts, fitScope, fitScopeText, fittableFacts } from './eval-selector.js';
 import { crossValidateConfidence, fitConfidenceAll, figures, type ConfidenceCv, type ConfidenceCvOptions, type RowSet } from '../eval/confidence.js';
-import { chooseL2, fitQuestion } from '../eval/selector.js';
+import { chooseL2, fitQuestion, fittedDatabases } from '../eval/selector.js';
 import { riskCoverage, reliabilityBins } from '../verdict/confidence.js';
 import { riskCoverageSvg, reliabilitySvg } from '../eval/plot.js';
 import { writeStep } from '../scoring/manifest.js';
@@ -19,11 +19,13 @@ import type { CalibrationKind } from '../verdict/confidence-fit.js';
 
 export const USAGE = `usage: caper eval rerank --confidence --data DIR [--pools pool8+pool16] [--modes exec,sql] [--model DIR]
        [--facts FILE] [--folds K] [--calibration isotonic|platt] [--rows all|pick] [--l2 X] [--selector-l2 X]
-       [--out-dir DIR] [--no-plot] [--fit-out MODEL_DIR [--fit-pool pool8]] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
+       [--out-dir DIR] [--no-plot] [--fit-exclude-dbs A,B] [--fit-out MODEL_DIR [--fit-pool pool8]] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
   Confidence of the selector's pick, cross-validated by database: AUROC for its correctness, ECE
   (10 bins) and EX at 90/80/50% coverage, per fold and pooled. Writes DIR/confidence.json,
   confidence-risk.svg and confidence-reliability.svg (DIR = bench/results). --fit-out fits the maps
-  on every question of --fit-pool into MODEL_DIR/caper.json ("confidence"), which the service reads.`;
+  on every question of --fit-pool into MODEL_DIR/caper.json ("confidence"), which the service reads.
+  --fit-exclude-dbs: databases no fit reads (the selector's, the map's, its calibration); the
+  cross-validation still scores their questions. Default: every database of --data is fitted on.`;
 
 const MODE_NAME: Record<SelectorMode, string> = { exec: 'with execution', sql: 'without a database' };
 const f3 = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : '-');
@@ -31,7 +33,7 @@ const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '-');
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, {
-    values: ['data', 'pools', 'pool', 'modes', 'model', 'facts', 'folds', 'calibration', 'rows', 'l2', 'selector-l2', 'out-dir', 'fit-out', 'fit-pool', 'device', 'timeout-ms', 'limit', 'strategy'],
+    values: ['data', 'pools', 'pool', 'modes', 'model', 'facts', 'folds', 'calibration', 'rows', 'l2', 'selector-l2', 'out-dir', 'fit-out', 'fit-pool', 'fit-exclude-dbs', 'device', 'timeout-ms', 'limit', 'strategy'],
     booleans: ['confidence', 'no-plot'],
   });
   if (a.flags.has('help')) {
@@ -84,8 +86,8 @@ export async function run(argv: string[]): Promise<number> {
     return 2;
   }
   const { poolSystems, all } = pf;
-  const opts: ConfidenceCvOptions = { k, rows, calibration, l2, ...(selectorL2 !== undefined ? { selectorL2 } : {}) };
-  console.log(`confidence evaluation: ${all.questions.length} questions, model ${all.model}, ${k} folds by database, features agreement, calibration ${calibration}, rows ${rows}, l2 ${l2}, selector l2 ${selectorL2 ?? 'by inner CV'}`);
+  const opts: ConfidenceCvOptions = { k, rows, calibration, l2, ...(selectorL2 !== undefined ? { selectorL2 } : {}), ...fitScope(a) };
+  console.log(`confidence evaluation: ${all.questions.length} questions, model ${all.model}, ${k} folds by database, features agreement, calibration ${calibration}, rows ${rows}, l2 ${l2}, selector l2 ${selectorL2 ?? 'by inner CV'}, fitted on ${fitScopeText(all, opts)}`);
 
   const results: { pool: string; mode: SelectorMode; cv: ConfidenceCv }[] = [];
   for (const pool of pools) {
@@ -161,7 +163,7 @@ function rounded<T extends object>(o: T): Record<string, unknown> {
 function writeConfidence(modelDir: string, all: SelectorFacts, systems: string[], pool: string, modes: SelectorMode[], k: number, opts: ConfidenceCvOptions, cvs: { mode: SelectorMode; cv: ConfidenceCv }[]): void {
   const path = join(resolve(modelDir), 'caper.json');
   const manifest = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
-  const facts = subsetFacts(all, systems);
+  const facts = fittableFacts(subsetFacts(all, systems), opts);
   const section: Record<string, unknown> = { ...((manifest.confidence as Record<string, unknown> | undefined) ?? {}) };
   const selector = (manifest.selector ?? {}) as Record<string, { l2?: unknown } | undefined>;
   for (const mode of modes) {
@@ -180,7 +182,7 @@ function writeConfidence(modelDir: string, all: SelectorFacts, systems: string[]
         ? { kind: 'isotonic', x: m.calibration.x.map(r6), y: m.calibration.y.map(r6) }
         : { kind: 'platt', a: r6(m.calibration.a), c: r6(m.calibration.c) },
       floor: r6(m.floor),
-      fitted_on: { data: basename(resolve(all.data)), pool, questions: facts.questions.length, features: 'agreement', calibration: opts.calibration, rows: opts.rows, l2: opts.l2, selector_l2: l2Selector },
+      fitted_on: { data: basename(resolve(all.data)), pool, questions: facts.questions.length, databases: fittedDatabases(facts.questions.map((q) => q.db_id), opts), features: 'agreement', calibration: opts.calibration, rows: opts.rows, l2: opts.l2, selector_l2: l2Selector },
       ...(cv ? { cv: { folds: k, by: 'database', pick: rounded(figures(cv.picks.map((x) => x.p), cv.picks.map((x) => x.right))) } } : {}),
     };
     console.log(`fitted ${mode} confidence on ${pool} (${facts.questions.length} questions, selector l2 ${l2Selector}) -> ${path}`);

@@ -9,7 +9,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { onlyIn, parseStrict, flagString, flagNumber, UsageError, type ParsedArgs } from './args.js';
 import { resolvePool } from '../eval/spider.js';
 import { loadOrComputeFacts, subsetFacts, type SelectorFacts } from '../eval/selector-data.js';
-import { crossValidate, chooseL2, fitQuestion, selectorPick, votePick, METHODS, type CvResult } from '../eval/selector.js';
+import { crossValidate, chooseL2, fitQuestion, fittable, fittedDatabases, selectorPick, votePick, METHODS, type CvResult, type FitScope } from '../eval/selector.js';
 import { fitSelector } from '../scoring/selector-fit.js';
 import { selectorSvg } from '../eval/plot.js';
 import { FEATURES, SELECTED, selectorModelFrom, type SelectorMode } from '../scoring/selector.js';
@@ -17,7 +17,7 @@ import { readManifestFile, readStep, writeStep } from '../scoring/manifest.js';
 
 export const USAGE = `usage: caper eval rerank --strategy selector --data DIR [--pools pool8+pool16] [--model DIR]
        [--facts FILE] [--folds K] [--modes exec,sql] [--l2 X] [--all-features] [--plot FILE.svg] [--json FILE] [--no-plot]
-       [--fit-out MODEL_DIR [--fit-pool pool8]] [--out PICKS.jsonl] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
+       [--fit-exclude-dbs A,B] [--fit-out MODEL_DIR [--fit-pool pool8]] [--out PICKS.jsonl] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
        caper eval rerank --strategy selector --weights shipped --data DIR [--pools pool8] [--model DIR]
        [--facts FILE] [--modes exec,sql] [--json FILE] [--out PICKS.jsonl] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
   --pools: pools separated by '+' (each as --pool takes it: a name or a comma list of systems).
@@ -25,13 +25,15 @@ export const USAGE = `usage: caper eval rerank --strategy selector --data DIR [-
   is used unless --all-features. Folds group whole databases; l2 is chosen inside each training fold by
   inner cross-validation unless --l2 fixes it. --fit-out writes the weights fitted on all questions of
   --fit-pool into MODEL_DIR/caper.json ("selector"), which the service's selector strategy uses.
+  --fit-exclude-dbs: databases no fit reads (neither a fold's weights, nor l2, nor --fit-out); the
+  cross-validation still scores their questions. Default: every database of --data is fitted on.
   --weights shipped: no fit; the model's caper.json "selector" weights (the vote where it has none, as
   the service) score every question, i.e. the service's picks on this split.
   --out: one line per question of the first pool, {"index", "sql"}, the selector's pick in the first
   of --modes (with --weights cv: the pick of the fold that held the question out).`;
 
 const COMMON = ['strategy', 'weights', 'data', 'pools', 'pool', 'model', 'facts', 'modes', 'json', 'out', 'device', 'timeout-ms', 'limit'];
-const CV_ONLY = ['folds', 'l2', 'all-features', 'plot', 'no-plot', 'fit-out', 'fit-pool'];
+const CV_ONLY = ['folds', 'l2', 'all-features', 'plot', 'no-plot', 'fit-out', 'fit-pool', 'fit-exclude-dbs'];
 
 const fmt = (x: number) => x.toFixed(1);
 const MODE_NAME: Record<SelectorMode, string> = { exec: 'with execution', sql: 'without a database' };
@@ -46,7 +48,7 @@ export async function run(argv: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const a = parseStrict(argv, { values: [...COMMON, 'folds', 'l2', 'plot', 'fit-out', 'fit-pool'], booleans: ['no-plot', 'all-features'] });
+  const a = parseStrict(argv, { values: [...COMMON, 'folds', 'l2', 'plot', 'fit-out', 'fit-pool', 'fit-exclude-dbs'], booleans: ['no-plot', 'all-features'] });
   const weights = flagString(a, 'weights', 'cv')!;
   if (weights !== 'cv' && weights !== 'shipped') throw new UsageError(`--weights must be cv or shipped, got "${weights}"`);
   if (weights === 'shipped') onlyIn(a, '--weights shipped (nothing is fitted)', COMMON);
@@ -73,6 +75,7 @@ export async function run(argv: string[]): Promise<number> {
     return 2;
   }
   const fitOut = flagString(a, 'fit-out');
+  const scope = fitScope(a);
   const allFeatures = a.flags.has('all-features');
   const fitPool = flagString(a, 'fit-pool', 'pool8')!;
   const pf = await poolFacts(a, data, pools, modelDir, fitOut ? fitPool : undefined);
@@ -82,13 +85,13 @@ export async function run(argv: string[]): Promise<number> {
   }
   const { poolSystems, all } = pf;
   if (weights === 'shipped') return runShipped(a, all, modelDir, pools, poolSystems, modes);
-  console.log(`selector evaluation: ${all.questions.length} questions, model ${all.model}, ${k} folds by database, l2 ${fixedL2 ?? 'by inner CV'}`);
+  console.log(`selector evaluation: ${all.questions.length} questions, model ${all.model}, ${k} folds by database, l2 ${fixedL2 ?? 'by inner CV'}, fitted on ${fitScopeText(all, scope)}`);
 
   const results: { pool: string; mode: SelectorMode; cv: CvResult & { l2s: number[] } }[] = [];
   for (const pool of pools) {
     const facts = subsetFacts(all, poolSystems[pool]!);
     for (const mode of modes) {
-      const cv = crossValidate(facts, mode, { k, ...(fixedL2 !== undefined ? { l2: fixedL2 } : { nested: true }), ...(allFeatures ? { only: FEATURES[mode] } : {}) });
+      const cv = crossValidate(facts, mode, { k, ...scope, ...(fixedL2 !== undefined ? { l2: fixedL2 } : { nested: true }), ...(allFeatures ? { only: FEATURES[mode] } : {}) });
       results.push({ pool, mode, cv });
       const ms = METHODS[mode];
       console.log(`\n${pool} (${facts.systems.length} systems), ${MODE_NAME[mode]}`);
@@ -129,7 +132,7 @@ export async function run(argv: string[]): Promise<number> {
 
   const out = flagString(a, 'out');
   if (out) writePicks(out, subsetFacts(all, poolSystems[pools[0]!]!), results.find((r) => r.pool === pools[0] && r.mode === modes[0])!.cv.picks);
-  if (fitOut) writeWeights(fitOut, all, poolSystems[fitPool]!, fitPool, modes, k, fixedL2, results.filter((r) => r.pool === fitPool), allFeatures);
+  if (fitOut) writeWeights(fitOut, all, poolSystems[fitPool]!, fitPool, modes, k, fixedL2, results.filter((r) => r.pool === fitPool), allFeatures, scope);
   return 0;
 }
 
@@ -177,9 +180,9 @@ function round1(o: Record<string, number>): Record<string, number> {
 }
 
 /** Fits on every question of the pool (l2 by CV over all of them): the selector step's output (MODEL_DIR/steps/selector.json), then caper.json. */
-function writeWeights(modelDir: string, all: SelectorFacts, systems: string[], pool: string, modes: SelectorMode[], k: number, fixedL2: number | undefined, cvs: { mode: SelectorMode; cv: CvResult }[], allFeatures: boolean): void {
+function writeWeights(modelDir: string, all: SelectorFacts, systems: string[], pool: string, modes: SelectorMode[], k: number, fixedL2: number | undefined, cvs: { mode: SelectorMode; cv: CvResult }[], allFeatures: boolean, scope: FitScope): void {
   const path = join(resolve(modelDir), 'caper.json');
-  const facts = subsetFacts(all, systems);
+  const facts = fittableFacts(subsetFacts(all, systems), scope);
   // The modes not fitted now keep their earlier fit (this step's recorded output).
   const section: Record<string, unknown> = { ...((readStep(modelDir, 'selector').selector as Record<string, unknown> | undefined) ?? {}) };
   for (const mode of modes) {
@@ -193,12 +196,36 @@ function writeWeights(modelDir: string, all: SelectorFacts, systems: string[], p
       features: used.map(([f]) => f),
       weights: used.map(([, x]) => Number(x.toPrecision(6))),
       l2,
-      fitted_on: { data: basename(resolve(all.data)), pool, questions: facts.questions.length },
+      fitted_on: { data: basename(resolve(all.data)), pool, questions: facts.questions.length, databases: fittedDatabases(facts.questions.map((q) => q.db_id), scope) },
       ...(cv ? { cv: { folds: k, by: 'database', ex: round1(cv.pooled), fold_mean: round1(cv.foldMean) } } : {}),
     };
-    console.log(`fitted ${mode} selector on ${pool} (${facts.questions.length} questions, l2 ${l2}) -> ${path}`);
+    console.log(`fitted ${mode} selector on ${pool} (${facts.questions.length} questions of ${new Set(facts.questions.map((q) => q.db_id)).size} databases, l2 ${l2}) -> ${path}`);
   }
   writeStep(modelDir, 'selector', { selector: section });
+}
+
+/** --fit-exclude-dbs as a fit scope (validated against the facts by fitScopeText's caller). */
+export function fitScope(a: ParsedArgs): FitScope {
+  const dbs = (flagString(a, 'fit-exclude-dbs') ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+  return dbs.length ? { fitExclude: dbs } : {};
+}
+
+/** The facts' questions a fit under `scope` reads. */
+export function fittableFacts(f: SelectorFacts, scope: FitScope): SelectorFacts {
+  return { ...f, questions: f.questions.filter((q) => fittable(q.db_id, scope)) };
+}
+
+/**
+ * "all N databases" or "N of M databases (A, B excluded)": what the header line says. Naming a
+ * database the facts do not hold is a usage error, since a misspelt name would otherwise exclude
+ * nothing and leave the held-out split inside the fit.
+ */
+export function fitScopeText(f: SelectorFacts, scope: FitScope): string {
+  const dbs = new Set(f.questions.map((q) => q.db_id));
+  const unknown = (scope.fitExclude ?? []).filter((d) => !dbs.has(d));
+  if (unknown.length) throw new UsageError(`--fit-exclude-dbs names databases the data does not hold: ${unknown.join(', ')}`);
+  const kept = fittedDatabases([...dbs], scope);
+  return kept.length === dbs.size ? `all ${dbs.size} databases` : `${kept.length} of ${dbs.size} databases (${scope.fitExclude!.join(', ')} excluded)`;
 }
 
 /**

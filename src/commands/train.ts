@@ -19,7 +19,7 @@ export const QUICK = { questions: 400, minutes: 2.5 } as const;
 
 export const USAGE = `usage: caper train --out DIR [--force] [--quick] [--preset default|tiny] [--base PATH] [--data DIR | --tuples FILE] [--candidates DIR]
                    [--steps N | --epochs E] [--seed S] [--loss pref|pref+reg] [--max-minutes M]
-                   [--eval-data DIR] [--pool NAMES] [--no-eval] [--no-selector] [--no-confidence] [--no-blame]
+                   [--eval-data DIR] [--pool NAMES] [--fit-exclude-dbs A,B] [--no-eval] [--no-selector] [--no-confidence] [--no-blame]
                    [--nproc N [--nnodes M --node-rank R --master ADDR:PORT]] [--only STEP,...]
   steps: annotate, train, evaluate, selector, confidence, blame-data, blame, manifest (in this order)
   --data DIR      Spider-layout training split to annotate (default ../shared/data/spider/train)
@@ -37,7 +37,10 @@ export const USAGE = `usage: caper train --out DIR [--force] [--quick] [--preset
   --extra-failures DIR  with --candidates: also the failing SQL of more systems (DIR/<system>.sql, e.g.
                   ../shared/data/spider/dev-open/predictions-extra), labelled by their gold root cause
   --exclude-dbs A,B  databases of --candidates kept out of training (a held-out split)
-  --eval-data DIR split for "caper eval localize" (default ../shared/data/spider/dev-open), --pool its systems (default pool8)
+  --eval-data DIR split for "caper eval localize" and the fits (default ../shared/data/spider/dev-open), --pool its systems (default pool8)
+  --fit-exclude-dbs A,B  databases of --eval-data that the selector, confidence and blame fits leave out (they are
+                  still scored in their cross-validation); by default the fits read every database of --eval-data.
+                  --exclude-dbs keeps databases out of the model; the small fits need many databases more than a clean split
   --nproc N       data-parallel training in N processes per machine (torchrun + DDP: one per GPU, or CPU
                   processes with gloo); --batch-size stays the global batch, split across processes
   --nnodes M      machines in the job (default 1); each runs the same command with its --node-rank
@@ -168,6 +171,8 @@ export interface TrainContext {
   tuples: string | undefined;
   candidates: string | undefined;
   excludeDbs: string[];
+  /** Databases of evalData the fits leave out (--fit-exclude-dbs); empty: every one is fitted on. */
+  fitExcludeDbs: string[];
   py: string;
   pyEnv: NodeJS.ProcessEnv;
   /** The split the steps after training evaluate and fit on, and its pool. */
@@ -219,7 +224,8 @@ const evaluateArgs = (c: TrainContext) => ['eval', 'localize', '--data', c.evalD
   ...(c.tuples ? ['--prior', c.tuples] : []), '--out', join(c.runDir, 'localize.json')];
 // The selector and confidence fits read the same cached facts (runs/NAME/selector.facts.json).
 const fitArgs = (c: TrainContext, how: string[]) => ['eval', 'rerank', ...how, '--data', c.evalData, '--pools', c.pool, '--model', c.out,
-  '--facts', join(c.runDir, 'selector.facts.json'), '--fit-out', c.out, '--fit-pool', c.pool, '--no-plot'];
+  '--facts', join(c.runDir, 'selector.facts.json'), '--fit-out', c.out, '--fit-pool', c.pool, '--no-plot', ...fitExcludeArgs(c)];
+const fitExcludeArgs = (c: TrainContext) => (c.fitExcludeDbs.length ? ['--fit-exclude-dbs', c.fitExcludeDbs.join(',')] : []);
 const selectorArgs = (c: TrainContext) => fitArgs(c, ['--strategy', 'selector']);
 const confidenceArgs = (c: TrainContext) => fitArgs(c, ['--confidence']);
 const noBlameWhy = 'blame combiners skipped (--no-eval or --quick, --no-blame, or no candidate pool to fit on): blame uses the built-in rules';
@@ -391,7 +397,7 @@ export const TRAIN_STEPS: readonly TrainStep[] = [
       for (const mode of ['solo', 'text', 'fused'] as const) {
         const file = join(c.runDir, `blame-${mode}.json`);
         const f = await runChild(c.py, ['-m', 'caper_train.blamefit', 'cv', '--data', c.blameData, '--mode', mode, '--train', 'both',
-          '--l2-grid', '0.001,0.01,0.1,1', '--export', file], { env: c.pyEnv, capture: true });
+          '--l2-grid', '0.001,0.01,0.1,1', '--export', file, ...fitExcludeArgs(c)], { env: c.pyEnv, capture: true });
         if (f.code !== 0 || !existsSync(file)) {
           console.error(`caper train: blame combiner fit (${mode}) failed (exit ${f.code})`);
           return f.code || 1;
@@ -443,7 +449,7 @@ async function runSteps(ctx: TrainContext): Promise<number> {
 export async function run(argv: string[]): Promise<number> {
   const trainFlags = trainFlagNames();
   const a = parseStrict(argv, {
-    values: ['preset', 'base', 'data', 'tuples', 'candidates', 'extra-failures', 'exclude-dbs', 'out', 'seed', 'eval-data', 'pool',
+    values: ['preset', 'base', 'data', 'tuples', 'candidates', 'extra-failures', 'exclude-dbs', 'fit-exclude-dbs', 'out', 'seed', 'eval-data', 'pool',
       'nproc', 'nnodes', 'node-rank', 'master', 'only', ...trainFlags.values],
     booleans: ['no-eval', 'no-selector', 'no-confidence', 'no-blame', 'force', 'quick', ...trainFlags.booleans],
   });
@@ -542,7 +548,8 @@ export async function run(argv: string[]): Promise<number> {
     a, todo, quick, preset, base, data, seed, launcher, out, runDir,
     mainNode: flagString(a, 'node-rank', '0') === '0',
     tuples, candidates,
-    excludeDbs: (flagString(a, 'exclude-dbs') ?? '').split(',').map((x) => x.trim()).filter(Boolean),
+    excludeDbs: dbList(flagString(a, 'exclude-dbs')),
+    fitExcludeDbs: dbList(flagString(a, 'fit-exclude-dbs')),
     py, pyEnv: { ...process.env, PYTHONPATH: join(ROOT, 'training') },
     evalData,
     pool: flagString(a, 'pool', 'pool8')!, // expanded by src/eval/spider.ts
@@ -553,6 +560,8 @@ export async function run(argv: string[]): Promise<number> {
     t0,
   });
 }
+
+const dbList = (s: string | undefined) => (s ?? '').split(',').map((x) => x.trim()).filter(Boolean);
 
 /** The report `caper eval localize --out` writes (the parts the manifest keeps). */
 interface LocalizeReport {

@@ -12,7 +12,7 @@ import { cannotMatch, confidenceFeatureNames, confidenceFeatures } from '../scor
 import { fitSelector } from '../scoring/selector-fit.js';
 import { probability, auroc, ece, accuracyAtCoverage, type ConfidenceModel } from '../verdict/confidence.js';
 import { fitConfidence, type ConfidenceRow, type ConfidenceFitOptions } from '../verdict/confidence-fit.js';
-import { foldsByDatabase, fitQuestion, candidatesFor, chooseL2 } from './selector.js';
+import { foldsByDatabase, fitQuestion, candidatesFor, chooseL2, fittable, assertFoldFittable, type FitScope } from './selector.js';
 import type { SelectorFacts, SelectorQuestion } from './selector-data.js';
 import { SELECTED } from '../scoring/selector.js';
 
@@ -71,7 +71,7 @@ export function rowsOf(q: SelectorQuestion, qi: number, w: SelectorWeights, rowS
   return out;
 }
 
-export interface ConfidenceCvOptions extends ConfidenceFitOptions {
+export interface ConfidenceCvOptions extends ConfidenceFitOptions, FitScope {
   k?: number;
   rows?: RowSet;
   /** Fixed selector l2 (else chosen by inner CV in each training fold). */
@@ -160,7 +160,8 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
   const every: { p: number; right: boolean }[] = [];
   const out: FoldFigures[] = folds.map((dbs, fi) => {
     const testIdx = qs.map((q, i) => (dbs.includes(q.db_id) ? i : -1)).filter((i) => i >= 0);
-    const trainIdx = qs.map((q, i) => (dbs.includes(q.db_id) ? -1 : i)).filter((i) => i >= 0);
+    const trainIdx = qs.map((q, i) => (dbs.includes(q.db_id) || !fittable(q.db_id, opts) ? -1 : i)).filter((i) => i >= 0);
+    assertFoldFittable(fi, dbs, trainIdx);
     const trainQs = trainIdx.map((i) => qs[i]!);
     const l2 = opts.selectorL2 ?? chooseL2(trainQs, trainIdx.map((i) => fitQs[i]!), mode, { k, only: SELECTED[mode] });
     const w = fitSelector(trainIdx.map((i) => fitQs[i]!), mode, { l2, only: SELECTED[mode] });
@@ -200,6 +201,7 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
 
 /** The shipped model: rows over every question (selector out of fold, l2 as given), calibration inside. */
 export function fitConfidenceAll(facts: SelectorFacts, mode: SelectorMode, l2Selector: number, opts: ConfidenceCvOptions = {}): ConfidenceModel {
-  const rows = trainingRows(facts.questions, mode, { ...opts, l2Selector });
+  const qs = facts.questions.filter((q) => fittable(q.db_id, opts));
+  const rows = trainingRows(qs, mode, { ...opts, l2Selector, seeds: facts.questions.flatMap((q, i) => (fittable(q.db_id, opts) ? [i] : [])) });
   return fitConfidence(rows, mode, confidenceFeatureNames(mode), opts);
 }

@@ -25,6 +25,30 @@ export function foldsByDatabase(dbIds: readonly string[], k: number): string[][]
   return folds.map((f) => f.dbs);
 }
 
+/**
+ * Databases kept out of every fit: a cross-validation still scores their questions (by the fold
+ * that holds them), but no weight, l2 or calibration is fitted on them. With none, every database
+ * of the facts is fitted on.
+ */
+export interface FitScope {
+  fitExclude?: readonly string[];
+}
+
+/** Whether a question of `db` may be fitted on under `scope`. */
+export function fittable(db: string, scope: FitScope): boolean {
+  return !scope.fitExclude?.includes(db);
+}
+
+/** Throws where a fold leaves nothing to fit on (every other database is excluded from the fits). */
+export function assertFoldFittable(fold: number, dbs: readonly string[], train: readonly number[]): void {
+  if (train.length === 0) throw new Error(`fold ${fold} (${dbs.join(', ')}) leaves no database to fit on: exclude fewer databases from the fits or use more folds`);
+}
+
+/** The databases a fit over `dbIds` under `scope` reads, sorted (what a fitted section records). */
+export function fittedDatabases(dbIds: readonly string[], scope: FitScope): string[] {
+  return [...new Set(dbIds)].filter((d) => fittable(d, scope)).sort();
+}
+
 /** Candidates as the selector sees them in a mode (sql mode: execution and database lookups hidden). */
 export function candidatesFor(q: SelectorQuestion, mode: SelectorMode): SelectorCandidate[] {
   return mode === 'exec' ? q.candidates : q.candidates.map(({ exec: _e, missingLiterals: _m, ...c }) => c);
@@ -109,7 +133,7 @@ function withSelected(mode: SelectorMode, opts: FitOptions): FitOptions {
   return opts.only || opts.drop?.length ? opts : { ...opts, only: SELECTED[mode] };
 }
 
-export function crossValidate(facts: SelectorFacts, mode: SelectorMode, options: FitOptions & { k?: number; nested?: boolean } = {}): CvResult & { l2s: number[] } {
+export function crossValidate(facts: SelectorFacts, mode: SelectorMode, options: FitOptions & FitScope & { k?: number; nested?: boolean } = {}): CvResult & { l2s: number[] } {
   const opts = { ...options, ...withSelected(mode, options) };
   const qs = facts.questions;
   const folds = foldsByDatabase(qs.map((q) => q.db_id), opts.k ?? 5);
@@ -120,7 +144,8 @@ export function crossValidate(facts: SelectorFacts, mode: SelectorMode, options:
   const totals: Record<string, number> = Object.fromEntries(methods.map((m) => [m, 0]));
   const out: FoldResult[] = folds.map((dbs, fi) => {
     const test = qs.map((q, i) => (dbs.includes(q.db_id) ? i : -1)).filter((i) => i >= 0);
-    const train = qs.map((q, i) => (dbs.includes(q.db_id) ? -1 : i)).filter((i) => i >= 0);
+    const train = qs.map((q, i) => (dbs.includes(q.db_id) || !fittable(q.db_id, opts) ? -1 : i)).filter((i) => i >= 0);
+    assertFoldFittable(fi, dbs, train);
     const l2 = opts.nested ? chooseL2(train.map((i) => qs[i]!), train.map((i) => fitQs[i]!), mode, opts) : opts.l2;
     l2s.push(l2 ?? 0);
     const w = fitSelector(train.map((i) => fitQs[i]!), mode, { ...opts, ...(l2 !== undefined ? { l2 } : {}) });

@@ -190,12 +190,19 @@ def cv(a) -> int:
         # Databases whose schema text could not be read back have no text evidence to fit on.
         rows = [r for r in rows if "feats_text" in r]
     folds = folds_of(rows, a.folds)
+    # Databases no fit reads (--fit-exclude-dbs): their items are still scored by the fold that
+    # holds them, so the same folds compare fits on different sets of databases.
+    excluded = set(x for x in (a.fit_exclude_dbs or "").split(",") if x)
+    unknown = excluded - {r["db_id"] for r in rows}
+    if unknown:
+        raise SystemExit(f"blamefit: --fit-exclude-dbs names databases the data does not hold: {', '.join(sorted(unknown))}")
+    fit_rows_all = [r for r in rows if r["db_id"] not in excluded]
     per = []
     all_rows, all_ranks = [], []
     grid = [float(x) for x in a.l2_grid.split(",")] if a.l2_grid else [a.l2]
     chosen = []
     for k, dbs in enumerate(folds):
-        train = [r for r in rows if r["db_id"] not in dbs]
+        train = [r for r in fit_rows_all if r["db_id"] not in dbs]
         test = [r for r in rows if r["db_id"] in dbs and r.get("expert")]
         l2 = pick_l2(train, [f for j, f in enumerate(folds) if j != k], grid, a) if len(grid) > 1 else grid[0]
         chosen.append(l2)
@@ -209,14 +216,15 @@ def cv(a) -> int:
     folds_s = " | ".join(f"f{k} {a_:.3f}/{b:.3f}" for k, (a_, b, _) in enumerate(per))
     mean1 = sum(p[0] for p in per) / len(per)
     meanr = sum(p[1] for p in per) / len(per)
-    print(f"mode={a.mode} train={a.train} l2={'/'.join(f'{x:g}' for x in chosen)} prm={not a.no_prm}: {folds_s} | mean {mean1:.3f}/{meanr:.3f} | overall top1={t1:.3f} mrr={mrr:.3f} (n={len(all_rows)})")
+    print(f"mode={a.mode} train={a.train} l2={'/'.join(f'{x:g}' for x in chosen)} prm={not a.no_prm} fit_dbs={len({r['db_id'] for r in fit_rows_all})}: {folds_s} | mean {mean1:.3f}/{meanr:.3f} | overall top1={t1:.3f} mrr={mrr:.3f} (n={len(all_rows)})")
     if a.export:
-        l2 = pick_l2(rows, folds, grid, a) if len(grid) > 1 else grid[0]
-        names, w = fit_rows(rows, a.mode, l2, a.train, not a.no_prm)
+        l2 = pick_l2(fit_rows_all, folds, grid, a) if len(grid) > 1 else grid[0]
+        names, w = fit_rows(fit_rows_all, a.mode, l2, a.train, not a.no_prm)
         inv = sorted(names, key=names.get)
         keep = [(n, float(w[names[n]])) for n in inv if abs(float(w[names[n]])) > 1e-6]
         lin = {"features": [n for n, _ in keep], "weights": [round(v, 6) for _, v in keep],
-               "fit": {"mode": a.mode, "train": a.train, "l2": l2, "n": len(rows),
+               "fit": {"mode": a.mode, "train": a.train, "l2": l2, "n": len(fit_rows_all),
+                       "databases": sorted({r["db_id"] for r in fit_rows_all}),
                        "cv_top1": round(t1, 4), "cv_mrr": round(mrr, 4), "cv_folds_top1": [round(p[0], 4) for p in per]}}
         lin["fit"]["folds"] = "|".join(",".join(sorted(f)) for f in folds)
         with open(a.export, "w") as fh:
@@ -235,7 +243,8 @@ def main(argv=None) -> int:
     c.add_argument("--l2", type=float, default=1e-3)
     c.add_argument("--l2-grid", help="comma-separated l2 values chosen by inner cross-validation in every fold (and for --export)")
     c.add_argument("--no-prm", action="store_true")
-    c.add_argument("--export", help="also fit on every database and write {features, weights, fit} here")
+    c.add_argument("--export", help="also fit on every database (less --fit-exclude-dbs) and write {features, weights, fit} here")
+    c.add_argument("--fit-exclude-dbs", help="db,db: databases no fit reads (folds, l2, --export); their items are still scored")
     a = ap.parse_args(argv)
     return cv(a)
 

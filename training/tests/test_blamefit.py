@@ -126,3 +126,43 @@ def test_a_split_with_one_database_still_exports_weights(tmp_path, capsys):
     assert blamefit.main(["cv", "--data", str(data), "--l2-grid", "0.01,1", "--export", str(export)]) == 0
     lin = json.loads(export.read_text())
     assert dict(zip(lin["features"], lin["weights"]))["lit_missing"] > 0
+
+
+def test_excluded_databases_are_scored_but_never_fitted_on(tmp_path, capsys):
+    # Databases d and e follow the opposite rule: fitted on, they pull the combiner away from the
+    # planted rule of a, b and c; excluded, they are still scored (and missed), and the export is
+    # the rule of a, b and c alone, recording which databases it read.
+    rows = make_rows(dbs=("a", "b", "c"))
+    flipped = make_rows(dbs=("d", "e"), seed=1)
+    for r in flipped:
+        r["truth"] = r["expert"] = "FROM" if r["truth"] == "WHERE" else "WHERE"
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows + flipped))
+    folds = "a|b|c|d|e"
+    fitted, excluded = tmp_path / "all.json", tmp_path / "kept.json"
+    assert blamefit.main(["cv", "--data", str(data), "--folds", folds, "--l2", "0.01", "--export", str(fitted)]) == 0
+    all_out = capsys.readouterr().out
+    assert blamefit.main(["cv", "--data", str(data), "--folds", folds, "--l2", "0.01", "--export", str(excluded),
+                          "--fit-exclude-dbs", "d,e"]) == 0
+    kept_out = capsys.readouterr().out
+    assert "fit_dbs=3" in kept_out and "fit_dbs=5" in all_out
+    assert f"(n={len(rows) + len(flipped)})" in kept_out, "the excluded databases' items are still scored"
+    kept = json.loads(excluded.read_text())
+    assert kept["fit"]["databases"] == ["a", "b", "c"] and kept["fit"]["n"] == len(rows)
+    assert json.loads(fitted.read_text())["fit"]["databases"] == ["a", "b", "c", "d", "e"]
+    assert schema_problems(schema()["$defs"]["linearBlame"], kept, schema()) == []
+    w = dict(zip(kept["features"], kept["weights"]))
+    assert w["lit_missing"] > 0
+    folds_kept = kept["fit"]["cv_folds_top1"]
+    assert folds_kept[:3] == [1.0, 1.0, 1.0] and max(folds_kept[3:]) < 0.5
+
+
+def test_excluding_a_database_the_data_lacks_is_refused(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in make_rows()))
+    try:
+        blamefit.main(["cv", "--data", str(data), "--folds", "a|b|c|d|e", "--fit-exclude-dbs", "a,zz"])
+    except SystemExit as e:
+        assert "zz" in str(e.code)
+    else:
+        raise AssertionError("a misspelt database must not silently exclude nothing")
