@@ -9,6 +9,7 @@ import { VERSION } from './core/version.js';
 const COMMANDS: Record<string, string> = {
   split: './commands/split.js',
   annotate: './commands/annotate.js',
+  sample: './commands/sample.js',
   train: './commands/train.js',
   localize: './commands/localize.js',
   eval: './commands/eval.js',
@@ -19,6 +20,7 @@ const COMMANDS: Record<string, string> = {
 const USAGE = `usage: caper <command> [options]     (caper <command> --help for its options)
   split [--render]            SQL lines on stdin -> clause units as JSON Lines
   annotate --data DIR ...     fault injection + counterfactual -> preference tuples
+  sample --data DIR --policy P ...   real candidates from a local open code model
   train [--preset P] ...      annotation -> training -> ONNX export -> evaluation
   localize --batch IN --out OUT   blame clauses of SQL candidates
   eval rerank|localize ...    evaluate on a Spider-layout directory

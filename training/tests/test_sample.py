@@ -1,0 +1,127 @@
+"""caper_train.sample on a tiny chat GGUF the test writes: the prompt in the model's own template, the
+spread of questions over databases, the sampling rule, and runs that write the same file whether
+they go through at once, are stopped and resumed, or are split into shards. The `hf` engine runs
+everywhere the training environment does; the `llama` engine where llama-cpp-python is installed
+(training/setup-sample.sh)."""
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+
+from caper_train import sample
+from fixtures.tiny_gguf import CHAT_TEMPLATE, write_tiny_qwen2_gguf
+
+DBS = {
+    "shop": "CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT);"
+            "CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, singer_id INTEGER REFERENCES singer(singer_id));",
+    "zoo": "CREATE TABLE animal (id INTEGER PRIMARY KEY, kind TEXT);",
+    "gone": "CREATE TABLE t (a INTEGER);",
+}
+
+
+def make_split(root):
+    for db, ddl in DBS.items():
+        if db == "gone":
+            continue  # a database the split names but does not ship (as Spider train's baseball_1)
+        d = root / "database" / db
+        d.mkdir(parents=True)
+        con = sqlite3.connect(d / f"{db}.sqlite")
+        con.executescript(ddl)
+        con.close()
+    qs = [{"db_id": db, "question": f"Question {i} about {db}?", "query": "SELECT 1"}
+          for i, db in enumerate(["shop", "shop", "zoo", "gone", "shop", "zoo", "zoo"])]
+    (root / "train.json").write_text(json.dumps(qs))
+    return qs
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    pytest.importorskip("gguf")
+    d = tmp_path_factory.mktemp("gguf")
+    write_tiny_qwen2_gguf(d / "tiny.gguf", chat=True, context=1024)
+    return d / "tiny.gguf"
+
+
+def test_questions_go_round_robin_over_the_databases_it_ships(tmp_path):
+    qs = make_split(tmp_path)
+    order = sample.spread_order(qs, tmp_path)
+    assert order == [0, 2, 1, 5, 4, 6], "shop and zoo alternate; gone has no database file"
+
+
+def test_the_schema_is_the_databases_own_create_table_statements(tmp_path):
+    make_split(tmp_path)
+    ddl = sample.schema_ddl(sample.db_file(tmp_path, "shop"))
+    assert ddl.startswith("CREATE TABLE singer (singer_id INTEGER PRIMARY KEY")
+    assert "CREATE TABLE concert" in ddl and ddl.count(";") == 2
+
+
+def test_the_prompt_is_the_models_own_chat_template(tiny):
+    assert sample.gguf_chat_template(tiny) == CHAT_TEMPLATE
+    text = sample.render_chat(CHAT_TEMPLATE, sample.messages("CREATE TABLE t (a);", "How many?"))
+    assert text.startswith("<|im_start|>system\nYou are an expert in SQLite.")
+    assert "<|im_start|>user\nDatabase schema:\nCREATE TABLE t (a);\n\nQuestion: How many?<|im_end|>" in text
+    assert text.endswith("<|im_start|>assistant\n")
+
+
+def full_sort_pick(logits, rng, t, top_p):
+    x = (logits - logits.max()) / t
+    p = np.exp(x)
+    p /= p.sum()
+    order = np.argsort(-p, kind="stable")
+    keep = order[: int(np.searchsorted(np.cumsum(p[order]), top_p) + 1)]
+    return int(keep[rng.choice(len(keep), p=p[keep] / p[keep].sum())])
+
+
+def test_sampling_is_the_nucleus_rule_and_depends_only_on_the_seed():
+    rng = np.random.default_rng(1)
+    for scale in (0.5, 3.0, 12.0):
+        logits = (rng.normal(size=5000) * scale).astype(np.float32)
+        got = [sample.pick_token(logits, np.random.default_rng(s), 0.8, 0.9) for s in range(200)]
+        want = [full_sort_pick(logits.astype(np.float64), np.random.default_rng(s), 0.8, 0.9) for s in range(200)]
+        assert got == want, scale
+    logits = np.array([0.0, 5.0, 4.9], dtype=np.float32)
+    assert sample.pick_token(logits, np.random.default_rng(0), 0.0, 0.95) == 1, "temperature 0 is greedy"
+    assert {sample.pick_token(logits, np.random.default_rng(s), 1.0, 1e-6) for s in range(50)} == {1}
+    assert sample.sample_seed(0, 12, 3) == sample.sample_seed(0, 12, 3) != sample.sample_seed(0, 12, 4)
+
+
+def run(tmp_path, tiny, out, *extra, engine="hf"):
+    return sample.main(["--data", str(tmp_path), "--gguf", str(tiny), "--policy", "tiny", "--out", str(out),
+                        "--n", "3", "--max-new-tokens", "8", "--engine", engine, "--threads", "1", *extra])
+
+
+@pytest.mark.parametrize("engine", ["hf", "llama"])
+def test_one_run_a_resumed_run_and_shards_write_the_same_lines(tmp_path, tiny, engine):
+    if engine == "llama":
+        pytest.importorskip("llama_cpp")
+    make_split(tmp_path)
+    one = tmp_path / "one.jsonl"
+    assert run(tmp_path, tiny, one, engine=engine) == 0
+    lines = one.read_text().splitlines()
+    recs = [json.loads(x) for x in lines]
+    assert [r["index"] for r in recs] == [0, 2, 1, 5, 4, 6]
+    for r in recs:
+        assert [s["k"] for s in r["samples"]] == [0, 1, 2]
+        assert all(s["tokens"] <= 8 and s["stop"] in ("eos", "length") for s in r["samples"])
+        assert len({s["seed"] for s in r["samples"]}) == 3
+    assert json.loads((tmp_path / "one.jsonl.meta.json").read_text())["questions"] == 6
+    # A run killed mid-write: two whole lines and half of the third; --resume cuts the torn line off.
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:2]) + "\n" + lines[2][: len(lines[2]) // 2])
+    assert run(tmp_path, tiny, cut, "--resume", engine=engine) == 0
+    assert cut.read_text() == one.read_text()
+    for k in range(2):
+        part = tmp_path / f"tiny.shard-{k}-of-2.jsonl"
+        assert run(tmp_path, tiny, part, "--shard", f"{k}/2", engine=engine) == 0
+        assert part.read_text().splitlines() == lines[k::2]
+    # An existing output is never appended to without --resume.
+    with pytest.raises(SystemExit, match="--resume"):
+        run(tmp_path, tiny, one, engine=engine)
+
+
+def test_bad_arguments_are_refused(tmp_path, tiny):
+    make_split(tmp_path)
+    for bad, why in ((["--shard", "2/2"], "0 <= K < N"), (["--shard", "x"], "K/N"), (["--n", "0"], "--n"), (["--top-p", "0"], "--top-p")):
+        with pytest.raises(SystemExit, match=why):
+            run(tmp_path, tiny, tmp_path / "x.jsonl", *bad)
