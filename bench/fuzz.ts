@@ -16,6 +16,7 @@ import { pathToFileURL } from 'node:url';
 import { makeDbDir } from '../test/server-fixture.js';
 import { Rng } from '../src/annotate/rng.js';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
+import { shownPath } from '../src/core/paths.js';
 import { REPO, startServer, stopServer } from './lib.js';
 import { DEFAULT_LIMITS } from '../src/routes/context.js';
 
@@ -375,7 +376,7 @@ async function main(): Promise<void> {
   }
   for (const ex of rep.examples) console.log(JSON.stringify(ex));
   mkdirSync(dirname(out), { recursive: true });
-  writeFileSync(`${out}.json`, JSON.stringify({ command: `node dist/bench/fuzz.js --n ${n} --seed ${seed} --concurrency ${concurrency}`, perEndpoint: n, seed, concurrency, model: modelDir.replace(REPO + '/', ''), ...rep }, null, 2) + '\n');
+  writeFileSync(`${out}.json`, JSON.stringify({ command: `node dist/bench/fuzz.js --n ${n} --seed ${seed} --concurrency ${concurrency}`, perEndpoint: n, seed, concurrency, model: shownPath(modelDir), ...rep }, null, 2) + '\n');
   process.exitCode = rep.serverErrors || rep.failures || rep.badErrorBodies || !rep.alive || !rep.dbUnchanged ? 1 : 0;
 }
 

@@ -2,10 +2,15 @@
 // with SIGTERM like an orchestrator would, and Prometheus counters read around a load phase.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+import { PACKAGE_ROOT, shownArgs } from '../src/core/paths.js';
 
-export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const REPO = PACKAGE_ROOT;
+
+/** How a result file quotes the command that produced it: `node dist/bench/NAME.js ARGS`, paths as shownArgs writes them. */
+export function benchCommand(name: string, args: readonly string[] = process.argv.slice(2)): string {
+  return [`node dist/bench/${name}.js`, ...shownArgs(args)].join(' ');
+}
 
 export interface ServerProcess {
   child: ChildProcess;

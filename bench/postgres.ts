@@ -26,7 +26,7 @@ import { PgExecutor } from '../src/execution/postgres.js';
 import { importSqlite } from '../src/execution/pg-import.js';
 import { sameResult } from '../src/execution/equivalence.js';
 import { startPgCluster, READER, type PgCluster } from '../test/pg-fixture.js';
-import { REPO, startServer, stopServer, percentile } from './lib.js';
+import { REPO, benchCommand, startServer, stopServer, percentile } from './lib.js';
 
 const EXEC_TIMEOUT_MS = 5000;
 
@@ -120,7 +120,7 @@ async function main(): Promise<void> {
     const f = (x: number) => x.toFixed(1);
     writeFileSync(`${out}.md`, `# /rerank with execution on PostgreSQL and SQLite
 
-\`node dist/bench/postgres.js${process.argv.slice(2).map((x) => ` ${x}`).join('')}\`: two \`caper serve\` processes on models/default
+\`${benchCommand('postgres')}\`: two \`caper serve\` processes on models/default
 (--threads 1, --exec-cache-mb 0, --exec-timeout-ms ${EXEC_TIMEOUT_MS}), the Spider dev-open databases copied into
 PostgreSQL by \`caper db import-sqlite\`, the service connecting as a role with SELECT only.
 Machine: ${cpus().length} cores, load average ${loadavg().map((x) => x.toFixed(1)).join(' / ')} at the end.

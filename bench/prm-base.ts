@@ -22,6 +22,7 @@ import { executePool, type PoolExecution } from '../src/eval/pool-run.js';
 import { LABEL_SOURCES, loadLabels, rankingsFor, scoreRankings, type LabelSource } from '../src/eval/localize-labels.js';
 import { resolvePool } from '../src/eval/spider.js';
 import { candidateScore } from '../src/scoring/candidate-score.js';
+import { shownPath } from '../src/core/paths.js';
 import { REPO, writeResults } from './lib.js';
 
 /** Per query, as in `caper eval rerank`. */
@@ -44,6 +45,7 @@ export function auroc(right: number[], wrong: number[]): number {
 
 interface ModelFigures {
   model: string;
+  /** As written into the results (shownPath). */
   dir: string;
   blame: Partial<Record<LabelSource, { top1: number; mrr: number; n: number }>>;
   rerank: { n: number; prm: number; vote: number; oracle: number };
@@ -138,7 +140,7 @@ async function measure(dir: string, data: string, sources: LabelSource[], remove
     rem = { pairs: j.summary.all.n, pct_complete_higher: j.summary.all.pct_complete_higher };
   }
   const inj = injected ? await injectedPairs(dir, injected) : undefined;
-  return { model: manifest.name, dir, blame, rerank, auroc: { value: auroc(right, wrong), right: right.length, wrong: wrong.length },
+  return { model: manifest.name, dir: shownPath(dir), blame, rerank, auroc: { value: auroc(right, wrong), right: right.length, wrong: wrong.length },
     ...(rem ? { removed: rem } : {}), ...(inj ? { injected: inj } : {}), seconds: (performance.now() - t0) / 1000 };
 }
 
@@ -172,11 +174,10 @@ async function main(): Promise<void> {
     ['removed-clause pairs, complete higher %', (f) => (f.removed ? `${f1(f.removed.pct_complete_higher)} (${f.removed.pairs})` : '-')],
     ['injected-fault pairs, gold higher %', (f) => (f.injected ? `${f1(f.injected.pct_gold_higher)} (${f.injected.pairs})` : '-')],
   ];
-  const rel = (p: string) => p.replace(REPO + '/', '');
   const md = [
-    `# Clause-PRMs on ${rel(data)} (product path)`,
+    `# Clause-PRMs on ${shownPath(data)} (product path)`,
     '',
-    `\`node dist/bench/prm-base.js --data ${rel(data)} --models ${models.map(rel).join(',')} --sources ${sources.join(',')}${a.flags.has('no-removed') ? ' --no-removed' : ''}${a.flags.has('no-injected') ? ' --no-injected' : ''}\``,
+    `\`node dist/bench/prm-base.js --data ${shownPath(data)} --models ${models.map((m) => shownPath(m)).join(',')} --sources ${sources.join(',')}${a.flags.has('no-removed') ? ' --no-removed' : ''}${a.flags.has('no-injected') ? ' --no-injected' : ''}\``,
     '',
     `Databases: ${[...new Set((JSON.parse(readFileSync(join(data, 'dev.json'), 'utf8')) as { db_id: string }[]).map((q) => q.db_id))].sort().join(', ')} ` +
       '(the held-out split of training/README.md when the data is its `caper_train.dataview` view). ' +
@@ -184,12 +185,12 @@ async function main(): Promise<void> {
       `AUROC over ${figs[0]?.auroc.right ?? 0} right and ${figs[0]?.auroc.wrong ?? 0} wrong distinct pool8 candidates. ` +
       'The pool is executed once, and every column is measured against those verdicts.',
     '',
-    `| measure | ${figs.map((f) => `${f.model} (${rel(f.dir)})`).join(' | ')} |`,
+    `| measure | ${figs.map((f) => `${f.model} (${f.dir})`).join(' | ')} |`,
     `|---|${figs.map(() => '---').join('|')}|`,
     ...rows.map(([k, g]) => `| ${k} | ${figs.map(g).join(' | ')} |`),
     '',
   ].join('\n');
-  writeResults(outBase, { data: rel(data), sources, models: figs }, md);
+  writeResults(outBase, { data: shownPath(data), sources, models: figs }, md);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

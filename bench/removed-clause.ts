@@ -14,6 +14,7 @@ import { parseArgs, flagString } from '../src/commands/args.js';
 import { splitSql, topUnits, walk } from '../src/clauses/index.js';
 import { loadQuestions, dbPath } from '../src/eval/spider.js';
 import { CANDIDATE_SCORE_MODE, candidateScore, type CandidateScoreMode } from '../src/scoring/candidate-score.js';
+import { shownPath } from '../src/core/paths.js';
 import { REPO, startServer, stopServer } from './lib.js';
 
 export type RemovedKind = 'WHERE' | 'JOIN' | 'GROUP BY' | 'HAVING' | 'SETOP';
@@ -223,7 +224,7 @@ async function main(): Promise<void> {
   }
 
   const modelName = JSON.parse(readFileSync(join(modelDir, 'caper.json'), 'utf8')).name as string;
-  const result = { model: modelName, data, questions: questions.length, variants, pairs: pairs.length, dropped, build_s: buildS, score_s: scoreS, summary, by_mode: byMode, examples };
+  const result = { model: modelName, data: shownPath(data), questions: questions.length, variants, pairs: pairs.length, dropped, build_s: buildS, score_s: scoreS, summary, by_mode: byMode, examples };
   mkdirSync(dirname(outBase), { recursive: true });
   writeFileSync(outBase + '.json', JSON.stringify({ ...result, rows: scored }, null, 1) + '\n');
   const line = (k: string, s: { n: number; complete_higher: number; ties: number; pct_complete_higher: number }) =>
@@ -233,7 +234,7 @@ async function main(): Promise<void> {
   const md = [
     `# Removed-clause pairs (${modelName}, product path)`,
     '',
-    `\`node dist/bench/removed-clause.js --model ${modelDir.replace(REPO + '/', '')}\``,
+    `\`node dist/bench/removed-clause.js --model ${shownPath(modelDir)}\``,
     '',
     `${questions.length} dev-open gold queries -> ${variants} one-clause removals; kept ${pairs.length} that run and change the result ` +
       `(dropped: ${dropped.error} fail to run, ${dropped.same_result} same result, ${dropped.gold_error} gold fails). ` +

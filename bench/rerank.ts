@@ -7,7 +7,6 @@
 // Usage: node dist/bench/rerank.js [--data DIR] [--model DIR] [--fresh] [--out bench/results/rerank]
 import { existsSync, readFileSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { parseArgs, flagString } from '../src/commands/args.js';
 import { resolvePool } from '../src/eval/spider.js';
@@ -15,8 +14,8 @@ import { loadOrComputeFacts, summarize, type Facts, type EvalSummary } from '../
 import { barChartSvg, type Bar } from '../src/eval/plot.js';
 import { HYBRID_LAMBDA } from '../src/verdict/rank.js';
 import { CANDIDATE_SCORE_MODE, type CandidateScoreMode } from '../src/scoring/candidate-score.js';
-
-const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+import { shownPath } from '../src/core/paths.js';
+import { REPO, benchCommand } from './lib.js';
 
 const BARS: readonly Bar[] = [
   { key: 'prm', label: 'PRM', color: '#7aa6d6' },
@@ -95,10 +94,10 @@ never saw are in bench/results/prm-base.md.\n`
   const svgName = `${outBase.split('/').pop()}.svg`;
   const md = `# Reranking on dev-open: PRM, majority vote, hybrid
 
-Model \`${modelName}\` (${modelDir.replace(REPO + '/', '')}). EX = execution match with gold under the project's one
+Model \`${modelName}\` (${shownPath(modelDir)}). EX = execution match with gold under the project's one
 rule (src/execution/equivalence.ts, Spider test-suite semantics: a multiset of rows, column order free, row
 order only when gold has ORDER BY; 5 s limit per query): majority vote, best single and oracle reproduce the
-data README's reference table. Produced by \`node dist/bench/rerank.js${process.argv.slice(2).length ? ' ' + process.argv.slice(2).join(' ') : ''}\`
+data README's reference table. Produced by \`${benchCommand('rerank')}\`
 (the same code as \`caper eval rerank\`).
 ${caveat}
 | pool | questions | PRM | Majority vote | Hybrid | Best single | Oracle |

@@ -7,6 +7,7 @@ import { dirname, join, resolve } from 'node:path';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs, flagString, flagNumber } from '../src/commands/args.js';
 import { loadQuestions, loadPredictions, resolvePool } from '../src/eval/spider.js';
+import { shownPath } from '../src/core/paths.js';
 import { REPO, startServer, stopServer, percentile } from './lib.js';
 
 interface Row {
@@ -86,7 +87,7 @@ async function main(): Promise<void> {
   const md = `# POST /reward throughput
 
 Command: \`node dist/bench/reward.js --duration ${seconds} --concurrency ${concurrency}\` (${new Date().toISOString()}).
-Model ${modelDir.replace(REPO + '/', '')}; each group is one dev-open question with its gold and database and the
+Model ${shownPath(modelDir)}; each group is one dev-open question with its gold and database and the
 predictions of the first 8 or 16 systems (pool16 order) as samples, so every request scores and executes
 every sample plus gold. ${cpus().length} CPUs; load average at the end of the run ${load.map((x) => x.toFixed(1)).join('/')} (the server's own work included).
 
@@ -96,7 +97,7 @@ Samples/s with groups of 16 vs 8, same run: ${ratio.toFixed(2)}x (larger groups 
 `;
   mkdirSync(dirname(outBase), { recursive: true });
   writeFileSync(outBase + '.md', md);
-  writeFileSync(outBase + '.json', JSON.stringify({ model: modelDir.replace(REPO + '/', ''), seconds, concurrency, loadavg: load, rows, ratio16vs8: ratio }, null, 2) + '\n');
+  writeFileSync(outBase + '.json', JSON.stringify({ model: shownPath(modelDir), seconds, concurrency, loadavg: load, rows, ratio16vs8: ratio }, null, 2) + '\n');
 }
 
 main().catch((e) => {

@@ -23,6 +23,7 @@ import { executePool } from '../src/eval/pool-run.js';
 import { loadLabels, labelsOfUnits, scoreRankings, type LabelItem } from '../src/eval/localize-labels.js';
 import { dbPath, loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
 import { auroc } from './prm-base.js';
+import { shownPath } from '../src/core/paths.js';
 import { REPO, startServer, writeResults } from './lib.js';
 
 export const FORMS = ['caper', 'ddl', 'listing', 'prose'] as const;
@@ -158,12 +159,11 @@ async function main(): Promise<void> {
   } finally {
     server.child.kill('SIGTERM');
   }
-  const rel = (p: string) => p.replace(REPO + '/', '');
   const md = [
-    `# One split, the schema in different forms (${rel(data)}, ${rel(model)}, no database)`,
+    `# One split, the schema in different forms (${shownPath(data)}, ${shownPath(model)}, no database)`,
     '',
-    `\`node dist/bench/schema-forms.js --data ${rel(data)} --model ${rel(model)} --forms ${forms.join(',')}` +
-      `${measures.length < MEASURES.length ? ` --measures ${measures.join(',')} --reuse ${rel(resolve(reusePath!))}` : ''}\``,
+    `\`node dist/bench/schema-forms.js --data ${shownPath(data)} --model ${shownPath(model)} --forms ${forms.join(',')}` +
+      `${measures.length < MEASURES.length ? ` --measures ${measures.join(',')} --reuse ${shownPath(resolve(reusePath!))}` : ''}\``,
     '',
     `${figs[0]?.rerank.questions ?? 0} questions (pool8), blame on ${figs[0]?.blame.n ?? 0} expert labels; every request over HTTP to \`caper serve\`` +
       ' with the schema in the request and no db_id. Right and wrong: one execution of the pool against gold.' +
@@ -175,7 +175,7 @@ async function main(): Promise<void> {
       `${f.blame.top1.toFixed(3)} / ${f.blame.mrr.toFixed(3)} | ${f.rerank.schemaWarnings} of ${f.rerank.questions} |`),
     '',
   ].join('\n');
-  writeResults(outBase, { data: rel(data), model: rel(model), forms: figs }, md);
+  writeResults(outBase, { data: shownPath(data), model: shownPath(model), forms: figs }, md);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

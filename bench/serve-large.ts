@@ -13,7 +13,7 @@ import { cpus, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs, flagString, flagNumber } from '../src/commands/args.js';
 import { loadQuestions, loadPredictions, POOLS } from '../src/eval/spider.js';
-import { REPO, startServer, stopServer, memKb } from './lib.js';
+import { REPO, benchCommand, startServer, stopServer, memKb } from './lib.js';
 
 const SPEC = { hidden_size: 896, intermediate_size: 4864, num_hidden_layers: 24, num_attention_heads: 14, num_key_value_heads: 2, vocab_size: 151_936 };
 
@@ -109,7 +109,7 @@ fp16 weights in model.onnx.data (parity vs torch ${Number(exp.fp32_max_abs_diff)
 ${exp.int8_method} (max |diff| ${Number(exp.int8_max_abs_diff).toFixed(3)}), ${exp.int4_method ?? 'no int4'} (max |diff| ${Number(exp.int4_max_abs_diff).toFixed(3)}).
 Machine: ${cpus().length} CPUs shared with other work, ${(totalmem() / 2 ** 30).toFixed(0)} GiB; onnxruntime-node CPU provider, intra-op threads ${threads ?? 'default'}. No GPU in this session.
 Requests: ${bodies.length} dev-open questions, 8 pool8 candidates each, POST /rerank strategy prm, one at a time (shared-prefix path).
-Produced by \`node dist/bench/serve-large.js${process.argv.slice(2).length ? ' ' + process.argv.slice(2).join(' ') : ''}\`.
+Produced by \`${benchCommand('serve-large')}\`.
 
 | weights | files (MB) | time to ready (s) | server RSS after load (MB) | peak RSS (MB) | model tokens / request | /rerank@8 median (ms) | each (ms) |
 |---|---|---|---|---|---|---|---|

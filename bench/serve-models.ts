@@ -10,10 +10,11 @@
 // Usage: node dist/bench/serve-models.js --models models/default,models/small [--threads 2]
 //        [--duration S] [--warmup N] [--data DIR] [--out bench/results/serve-models]
 import { readFileSync, writeFileSync, mkdirSync, statSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { parseStrict, flagString, flagNumber } from '../src/commands/args.js';
-import { REPO, startServer, stopServer, memKb, dirBytes } from './lib.js';
+import { shownPath } from '../src/core/paths.js';
+import { REPO, benchCommand, startServer, stopServer, memKb, dirBytes } from './lib.js';
 import { flopsPerToken, load, loadAutocannon, matmulRate, pool8Requests, type LoadResult } from './serve.js';
 import type { ModelShape } from './onnx-graph.js';
 
@@ -74,7 +75,7 @@ async function main(): Promise<void> {
   const data = resolve(flagString(a, 'data', join(REPO, '..', 'shared', 'data', 'spider', 'dev-open'))!);
   const outBase = resolve(flagString(a, 'out', join(REPO, 'bench', 'results', 'serve-models'))!);
   const dbDir = join(data, 'database');
-  const command = `node dist/bench/serve-models.js${process.argv.length > 2 ? ' ' + process.argv.slice(2).join(' ') : ''}`;
+  const command = benchCommand('serve-models');
   const loadBefore = loadavg();
   const started = new Date();
   const manifests = dirs.map((d) => {
@@ -196,8 +197,7 @@ async function main(): Promise<void> {
     ['(c=1: server time / FLOP floor)', (_m, k) => `${n(fl[k]!.c1.ratio, 2)}x`],
   ];
   const label = (m: ModelRun) => {
-    const rel = relative(REPO, m.dir);
-    return `${m.name} (${rel && !rel.startsWith('..') ? rel : m.dir})`;
+    return `${m.name} (${shownPath(m.dir)})`;
   };
   const table = [
     `| measure | ${runs.map(label).join(' | ')} | target | ${first.name}: met? |`,
@@ -269,12 +269,12 @@ ${runs.map((m) => `- ${m.name}: ${m.flopsHow}`).join('\n')}
         seconds,
         warmup: warmupN,
         timeout_s: timeoutS,
-        data,
+        data: shownPath(data),
         requests_available: questions.length,
         targets: { ...TARGETS, judged: first.name },
         matmul: { gflops: mm.gflops, before: { gflops: mmBefore.gflops, by_size: mmBefore.bySize }, after: { gflops: mmAfter.gflops, by_size: mmAfter.bySize } },
         models: runs.map((m, k) => ({
-          dir: m.dir,
+          dir: shownPath(m.dir),
           name: m.name,
           template: m.template,
           weights: m.weights,

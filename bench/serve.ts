@@ -24,7 +24,7 @@ import { schemaFromSqlite, schemaText } from '../src/clauses/schema.js';
 import { mkdtempSync, rmSync, symlinkSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { matmulModel } from './matmul-onnx.js';
-import { REPO, startServer, stopServer, metricValue } from './lib.js';
+import { REPO, benchCommand, startServer, stopServer, metricValue } from './lib.js';
 import { modelShape, type ModelShape } from './onnx-graph.js';
 
 
@@ -342,7 +342,7 @@ Model \`${manifest.name}\` (${manifest.parameters.toLocaleString('en-US')} param
 The model directory is a prefix-tree-v1 re-export whose weights were read back from an older graph
 (\`python -m caper_train.export --from-onnx\`, max |diff| to that graph ${Number(rebuilt).toExponential(1)}).` : ''}
 "shared": one prefix-tree row per request (the default); "unshared": \`caper serve --no-prefix-sharing\`, one sequence per candidate.
-Produced by \`node dist/bench/serve.js${process.argv.slice(2).length ? ' ' + process.argv.slice(2).join(' ') : ''}\`.
+Produced by \`${benchCommand('serve')}\`.
 
 | server | connections | requests | req/s | p50 ms | p99 ms | non-2xx + errors | model tokens / request | rows per onnxruntime batch |
 |---|---|---|---|---|---|---|---|---|

@@ -15,6 +15,7 @@ import { dirname, join, resolve } from 'node:path';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
 import { loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
+import { shownPath } from '../src/core/paths.js';
 import { REPO, percentile, startServer, stopServer } from './lib.js';
 
 type Kind = 'rerank' | 'v1' | 'localize' | 'reward';
@@ -150,7 +151,7 @@ export async function soak(opts: { seconds: number; concurrency: number; modelDi
     const growthPct = ((lastMiB - firstMiB) / firstMiB) * 100;
     return {
       command: `node dist/bench/soak.js --duration ${opts.seconds} --concurrency ${opts.concurrency} --max-queue-tokens ${opts.maxQueueTokens} --warmup ${opts.warmup ? 1 : 0}${opts.execCacheMb !== undefined ? ` --exec-cache-mb ${opts.execCacheMb}` : ''}`,
-      model: opts.modelDir.replace(REPO + '/', ''),
+      model: shownPath(opts.modelDir),
       seconds: elapsed,
       concurrency: opts.concurrency,
       maxQueueTokens: opts.maxQueueTokens,

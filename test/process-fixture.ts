@@ -15,12 +15,14 @@ export interface ServeProcess {
 /**
  * Starts `caper serve --port 0 --quiet ...args` and waits for its "ready on" / "not ready on"
  * line, which carries the bound URL (the origin: a --base-path is not part of it). Rejects (after killing the process) if it exits or stays
- * silent for timeoutMs.
+ * silent for timeoutMs. `cwd` is the directory it runs in (the repo root unless a test moves it).
  */
-export async function spawnServe(args: string[], env: Record<string, string> = {}, timeoutMs = 60_000): Promise<ServeProcess> {
+export async function spawnServe(args: string[], env: Record<string, string | undefined> = {}, timeoutMs = 60_000, cwd = REPO): Promise<ServeProcess> {
+  // An undefined value unsets the variable, for tests of what happens without it.
+  const merged = Object.fromEntries(Object.entries({ ...process.env, ...env }).filter(([, v]) => v !== undefined));
   const child = spawn(process.execPath, [join(REPO, 'dist', 'src', 'cli.js'), 'serve', '--port', '0', '--quiet', ...args], {
-    cwd: REPO,
-    env: { ...process.env, ...env },
+    cwd,
+    env: merged,
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let err = '';

@@ -16,6 +16,7 @@ import { riskCoverageSvg, reliabilitySvg } from '../eval/plot.js';
 import { writeStep } from '../scoring/manifest.js';
 import { SELECTED, type SelectorMode } from '../scoring/selector.js';
 import type { CalibrationKind } from '../verdict/confidence-fit.js';
+import { shownPath } from '../core/paths.js';
 
 export const USAGE = `usage: caper eval rerank --confidence --data DIR [--pools pool8+pool16] [--modes exec,sql] [--model DIR]
        [--facts FILE] [--folds K] [--calibration isotonic|platt] [--rows all|pick] [--l2 X] [--selector-l2 X]
@@ -132,7 +133,7 @@ export async function run(argv: string[]): Promise<number> {
         thresholds: THRESHOLDS.map((t) => ({ min_confidence: t, ...rounded(atThreshold(r.cv, t)) })), reliability: reliabilityBins(r.cv.picks.map((x) => x.p), r.cv.picks.map((x) => x.right), 10).map((b) => rounded(b)),
       })),
     }, null, 2) + '\n');
-    console.log(`\nwrote ${risk}, ${rel} and ${json}`);
+    console.log(`\nwrote ${shownPath(risk)}, ${shownPath(rel)} and ${shownPath(json)}`);
   }
 
   if (fitOut) writeConfidence(fitOut, all, poolSystems[fitPool]!, fitPool, modes, k, opts, results.filter((r) => r.pool === fitPool));
@@ -185,7 +186,7 @@ function writeConfidence(modelDir: string, all: SelectorFacts, systems: string[]
       fitted_on: { data: basename(resolve(all.data)), pool, questions: facts.questions.length, databases: fittedDatabases(facts.questions.map((q) => q.db_id), opts), features: 'agreement', calibration: opts.calibration, rows: opts.rows, l2: opts.l2, selector_l2: l2Selector },
       ...(cv ? { cv: { folds: k, by: 'database', pick: rounded(figures(cv.picks.map((x) => x.p), cv.picks.map((x) => x.right))) } } : {}),
     };
-    console.log(`fitted ${mode} confidence on ${pool} (${facts.questions.length} questions, selector l2 ${l2Selector}) -> ${path}`);
+    console.log(`fitted ${mode} confidence on ${pool} (${facts.questions.length} questions, selector l2 ${l2Selector}) -> ${shownPath(path)}`);
   }
   writeStep(modelDir, 'confidence', { confidence: section });
 }

@@ -8,6 +8,7 @@ import { BLAME_STRATEGIES, DEFAULT_BLAME, type BlameStrategy } from '../verdict/
 import { evaluateLocalization, priorFromTuples } from '../eval/localize.js';
 import type { Tally } from '../eval/baselines.js';
 import { resolvePool } from '../eval/spider.js';
+import { shownPath } from '../core/paths.js';
 
 const fmt = (x: number) => x.toFixed(3);
 
@@ -100,7 +101,7 @@ async function runLabels(a: ParsedArgs): Promise<number> {
     }) + '\n').join(''));
   }
   const r = scoreRankings(items, rankings, source);
-  console.log(`labels: ${file} (${all.length} items, ${all.length - items.length} NONE not scored), source ${source}, ${r.unanswered} unanswered, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  console.log(`labels: ${shownPath(file)} (${all.length} items, ${all.length - items.length} NONE not scored), source ${source}, ${r.unanswered} unanswered, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   console.log(confusionTable(r));
   console.log(`localize ${source}: top1=${r.top1.toFixed(3)} mrr=${r.mrr.toFixed(3)} (n=${r.n})`);
   return 0;

@@ -14,6 +14,7 @@ import { fitSelector } from '../scoring/selector-fit.js';
 import { selectorSvg } from '../eval/plot.js';
 import { FEATURES, SELECTED, selectorModelFrom, type SelectorMode } from '../scoring/selector.js';
 import { readManifestFile, readStep, writeStep } from '../scoring/manifest.js';
+import { shownPath } from '../core/paths.js';
 
 export const USAGE = `usage: caper eval rerank --strategy selector --data DIR [--pools pool8+pool16] [--model DIR]
        [--facts FILE] [--folds K] [--modes exec,sql] [--l2 X] [--all-features] [--plot FILE.svg] [--json FILE] [--no-plot]
@@ -127,7 +128,7 @@ export async function run(argv: string[]): Promise<number> {
       `Selector on ${basename(resolve(data))}, ${k}-fold CV by database, model ${all.model}`,
     ));
     writeFileSync(json, JSON.stringify({ data: basename(resolve(data)), model: all.model, folds: k, l2: fixedL2 ?? 'inner-cv', results: figures }, null, 2) + '\n');
-    console.log(`\nwrote ${plot} and ${json}`);
+    console.log(`\nwrote ${shownPath(plot)} and ${shownPath(json)}`);
   }
 
   const out = flagString(a, 'out');
@@ -140,7 +141,7 @@ export async function run(argv: string[]): Promise<number> {
 function runShipped(a: ParsedArgs, all: SelectorFacts, modelDir: string, pools: string[], poolSystems: Record<string, string[]>, modes: SelectorMode[]): number {
   const path = join(modelDir, 'caper.json');
   const shipped = selectorModelFrom(readManifestFile(modelDir).selector);
-  console.log(`selector evaluation: ${all.questions.length} questions, model ${all.model}, weights shipped in ${path} (no fit)`);
+  console.log(`selector evaluation: ${all.questions.length} questions, model ${all.model}, weights shipped in ${shownPath(path)} (no fit)`);
   const figures: Record<string, unknown>[] = [];
   let firstPicks: { facts: SelectorFacts; picks: number[] } | undefined;
   for (const pool of pools) {
@@ -199,7 +200,7 @@ function writeWeights(modelDir: string, all: SelectorFacts, systems: string[], p
       fitted_on: { data: basename(resolve(all.data)), pool, questions: facts.questions.length, databases: fittedDatabases(facts.questions.map((q) => q.db_id), scope) },
       ...(cv ? { cv: { folds: k, by: 'database', ex: round1(cv.pooled), fold_mean: round1(cv.foldMean) } } : {}),
     };
-    console.log(`fitted ${mode} selector on ${pool} (${facts.questions.length} questions of ${new Set(facts.questions.map((q) => q.db_id)).size} databases, l2 ${l2}) -> ${path}`);
+    console.log(`fitted ${mode} selector on ${pool} (${facts.questions.length} questions of ${new Set(facts.questions.map((q) => q.db_id)).size} databases, l2 ${l2}) -> ${shownPath(path)}`);
   }
   writeStep(modelDir, 'selector', { selector: section });
 }

@@ -2,6 +2,7 @@
 // CAPER_* environment variable (src/config.ts holds the one table of them).
 import { parseStrict, UsageError } from './args.js';
 import { SERVE_OPTIONS, resolveServeOptions, serveHelp, envName, OptionError } from '../core/options.js';
+import { DEFAULT_MODEL_DIR } from '../core/paths.js';
 
 export const USAGE = serveHelp();
 
@@ -22,6 +23,9 @@ export async function run(argv: string[]): Promise<number> {
   }
   const str = (k: string) => v.get(k) as string | undefined;
   const num = (k: string) => v.get(k) as number | undefined;
+  // An empty value would otherwise start a server that can never be ready.
+  const model = str('model') ?? DEFAULT_MODEL_DIR;
+  if (model.trim() === '') throw new UsageError(`${a.flags.has('model') ? '--model' : envName('model')} needs a model directory, got an empty value`);
   // An explicit but empty or unusable key is refused rather than silently serving without auth.
   const apiKey = str('api-key');
   if (apiKey !== undefined) {
@@ -41,7 +45,7 @@ export async function run(argv: string[]): Promise<number> {
   const port = num('port')!;
   const opt = <T>(k: string, f: (x: T) => object) => (v.get(k) !== undefined ? f(v.get(k) as T) : {});
   const app = await buildServer({
-    ...opt<string>('model', (x) => ({ modelDir: x })),
+    modelDir: model,
     ...opt<string>('db-dir', (x) => ({ dbDir: x })),
     ...opt<string>('postgres', (x) => ({ postgresUrl: x })),
     device: str('device') as 'auto' | 'cuda' | 'cpu',

@@ -10,8 +10,7 @@ import { basename, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { flagString, parseStrict, UsageError, type ParsedArgs } from './args.js';
 import { assembleManifest, writeStep } from '../scoring/manifest.js';
 import { misplacedFlags, passThrough, trainFlagNames, trainFlagsUsage, type TrainTarget } from './train-flags.js';
-
-const ROOT = resolve(import.meta.dirname, '..', '..', '..');
+import { PACKAGE_ROOT as ROOT, shownArgs } from '../core/paths.js';
 const CLI = resolve(import.meta.dirname, '..', 'cli.js');
 
 /** What --quick runs: annotation of this many questions, training stopped after this many minutes. */
@@ -345,7 +344,7 @@ export const TRAIN_STEPS: readonly TrainStep[] = [
         console.error(`caper train: selector fit failed (exit ${sel.code}); the model is written, the selector falls back to the vote`);
         return sel.code;
       }
-      card(c, `Selector (${basename(c.evalData)}, pool ${c.pool}, cross-validated by database)`, `Output of \`caper ${args.join(' ')}\`:\n\n${sel.out}`);
+      card(c, `Selector (${basename(c.evalData)}, pool ${c.pool}, cross-validated by database)`, `Output of \`caper ${shownArgs(args).join(' ')}\`:\n\n${sel.out}`);
       return 0;
     },
   },
@@ -363,7 +362,7 @@ export const TRAIN_STEPS: readonly TrainStep[] = [
         console.error(`caper train: confidence fit failed (exit ${r.code}); the model is written, without confidence`);
         return r.code;
       }
-      card(c, `Confidence (${basename(c.evalData)}, pool ${c.pool}, cross-validated by database)`, `Output of \`caper ${args.join(' ')}\`:\n\n${r.out}`);
+      card(c, `Confidence (${basename(c.evalData)}, pool ${c.pool}, cross-validated by database)`, `Output of \`caper ${shownArgs(args).join(' ')}\`:\n\n${r.out}`);
       return 0;
     },
   },

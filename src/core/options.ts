@@ -43,7 +43,8 @@ export interface OptionSpec {
 }
 
 export const SERVE_OPTIONS: readonly OptionSpec[] = [
-  { flag: 'model', type: 'string', arg: 'DIR', defaultText: 'none (scoring answers 503)', help: 'model directory (caper.json, tokenizer.json, ONNX file)' },
+  // No `default`: the CLI supplies DEFAULT_MODEL_DIR (src/core/paths.ts), so a server built in process without a model still says it has none.
+  { flag: 'model', type: 'string', arg: 'DIR', defaultText: "models/default of this package, whatever the working directory (what npm start serves)", help: 'model directory (caper.json, tokenizer.json, ONNX file)' },
   { flag: 'db-dir', type: 'string', arg: 'DIR', defaultText: 'none (no execution)', help: 'databases: <db_id>/<db_id>.sqlite or <db_id>.sqlite, registered at start-up' },
   { flag: 'postgres', env: 'CAPER_POSTGRES_URL', type: 'string', arg: 'URL', secret: true, defaultText: 'none', help: 'PostgreSQL server whose databases are db_ids too (postgresql://user@host:port/db; a role with SELECT only, ideally on a read replica: docs/SERVICE.md)' },
   { flag: 'host', type: 'string', arg: 'ADDR', default: '127.0.0.1', help: 'address to listen on (0.0.0.0 in containers)' },

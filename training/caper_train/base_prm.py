@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from .paths import shown_command, shown_path
+
 
 def log(msg: str) -> None:
     print(f"[base_prm] {msg}", file=sys.stderr, flush=True)
@@ -159,14 +161,14 @@ def main(argv=None) -> int:
         topk.main(targs)
         served = run / "topk-head.pt"
         topk.head_file_from(run / "topk", served)
-    origin = {"family": a.family, "base": str(a.base), "layers": n, "top_k": a.top_k if a.family == "topk" else 0,
+    origin = {"family": a.family, "base": shown_path(a.base), "layers": n, "top_k": a.top_k if a.family == "topk" else 0,
               "dtype": dtype, "per_question": a.per_question, "l2": a.l2, "epochs": a.epochs if a.family == "topk" else 0,
               "blame_weight": a.blame_weight if a.family == "topk" else 0,
               "cand_weight": a.cand_weight if a.family == "topk" else 0,
               "exclude_dbs": [x for x in a.exclude_dbs.split(",") if x], "seed": a.seed, "grid": read_grid(a.base),
-              **({"init_model": str(a.init_model)} if a.init_model else {}),
+              **({"init_model": shown_path(a.init_model)} if a.init_model else {}),
               "data_hash": data_hash(a.records),
-              "command": "python -m caper_train.base_prm " + " ".join(sys.argv[1:] if argv is None else argv)}
+              "command": shown_command("caper_train.base_prm", sys.argv[1:] if argv is None else argv)}
     info = probe.export_model(a.base, served, a.out, a.name or Path(a.out).name, a.max_length, origin,
                               {"clause_prior": clause_prior(a.records, a.dbs, origin["exclude_dbs"])})
     log(f"exported {a.out} (fp32 {info['fp32_bytes']} bytes, parity {info['fp32_max_abs_diff']:.2g}) "

@@ -28,6 +28,7 @@ import torch
 
 from . import PAD_ID
 from .model import RewardModel
+from .paths import shown_command
 
 OPSET = 17
 INPUT_NAMES = ["input_ids", "position_ids", "subtree_end"]
@@ -517,7 +518,7 @@ def main(argv=None) -> int:
         write_manifest(Path(a.out), name, model, a.tokenizer, a.max_length, info,
                        {"preset": a.random if a.random in __import__("caper_train.model", fromlist=["PRESETS"]).PRESETS else None,
                         "random_init": True, "seed": a.seed, "dtype": a.dtype or "float32",
-                        "command": "python -m caper_train.export " + " ".join(sys.argv[1:] if argv is None else argv)})
+                        "command": shown_command("caper_train.export", sys.argv[1:] if argv is None else argv)})
     else:
         update_manifest(Path(a.out), info)
     print(json.dumps(info, indent=2))

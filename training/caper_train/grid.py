@@ -28,6 +28,8 @@ from pathlib import Path
 
 import torch
 
+from .paths import shown_path
+
 LEVELS = 15  # 4-bit codes
 
 
@@ -172,7 +174,7 @@ def move_base(base: Path, out: Path, block: int, embed_block: int) -> dict:
         if f.is_file() and f.name not in ("model.safetensors", "caper-base.json"):
             shutil.copyfile(f, out / f.name)
     meta = json.loads((base / "caper-base.json").read_text()) if (base / "caper-base.json").exists() else {}
-    meta["grid"] = {"bits": 4, "block": block, "embed_block": embed_block, "from": str(base), **moved,
+    meta["grid"] = {"bits": 4, "block": block, "embed_block": embed_block, "from": shown_path(base), **moved,
                     "largest_move": worst}
     (out / "caper-base.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta["grid"]

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from .model import RewardModel
+from .paths import shown_path
 
 REFERENCE = "PyTorch fp32 forward pass of the weights dequantized from the graph"
 
@@ -131,7 +132,7 @@ def main(argv=None) -> int:
     groups = question_prompts(a.records, [model_dir / man["files"]["tokenizer"]], man["max_length"], a.max_questions)
     r = measure(model, session(model_dir / man["files"]["model"], a.threads), groups, log)
     r = {**r, "reference": REFERENCE, "tokens": "identical ids", "layers": layers, "base_layers_equal": equal,
-         "trained_layers": (man.get("training") or {}).get("top_k"), "model": str(model_dir), "base": str(base),
+         "trained_layers": (man.get("training") or {}).get("top_k"), "model": shown_path(model_dir), "base": shown_path(base),
          "records": [Path(x).name for x in a.records]}
     print(table(r))
     if a.out:

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from .paths import shown_command, shown_path
+
 
 @dataclass
 class Table:
@@ -261,8 +263,8 @@ def main(argv=None) -> int:
         print(json.dumps({"candidates": len(cands), "positions": int(t.x.shape[0])}), file=sys.stderr)
         return 0
     info = export_model(a.base, a.head, a.out, a.name, a.max_length,
-                        {"family": "probe", "base": a.base,
-                         "command": "python -m caper_train.probe " + " ".join(sys.argv[1:] if argv is None else argv)})
+                        {"family": "probe", "base": shown_path(a.base),
+                         "command": shown_command("caper_train.probe", sys.argv[1:] if argv is None else argv)})
     print(json.dumps(info, indent=2))
     return 0
 

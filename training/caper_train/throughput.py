@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from .model_spec import LoraSpec, with_lora
+from .paths import shown_path
 
 
 def _peak_rss_mb() -> float:
@@ -105,7 +106,7 @@ def main(argv=None) -> int:
                 del model
     if a.out:
         lines = ["# Training throughput of the pretrained base on this machine", "",
-                 f"`python -m caper_train.throughput --base {a.base} --layers {a.layers} --tokens {a.tokens}` "
+                 f"`python -m caper_train.throughput --base {shown_path(a.base)} --layers {a.layers} --tokens {a.tokens}` "
                  f"({a.threads} threads; one packed row of {a.tokens} tokens a step; peak RSS is the process's "
                  "high-water mark so far).", "",
                  "| layers N | family | dtype | tokens/s | s/step | peak RSS MB |", "|---|---|---|---|---|---|"]

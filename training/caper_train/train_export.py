@@ -21,6 +21,7 @@ from .model import RewardModel
 from .model_card import model_card
 from .model_spec import model_record
 from .objective import evaluate
+from .paths import shown_command, shown_path
 from .train_data import Data
 
 
@@ -79,7 +80,7 @@ def write_manifest(s: Setup, model: RewardModel, data: Data, sch: Schedule, run:
         "metrics": metrics,
         "files": {"model": "model.onnx", "model_int8": "model.int8.onnx", "tokenizer": "tokenizer.json"},
         "training": {
-            "preset": None if a.base else a.preset, "base": a.base, "init": a.init,
+            "preset": None if a.base else a.preset, "base": a.base and shown_path(a.base), "init": a.init and shown_path(a.init),
             **model_record(model, s.spec, run.trained_parameters), "seed": a.seed, "steps": run.steps,
             "epochs": round(run.steps / sch.steps_per_epoch, 3), "batch_size": a.batch_size, "lr": sch.lr, "loss": a.loss,
             "pref_form": a.pref_form, "reg_weight": a.reg_weight if a.loss == "pref+reg" else None,
@@ -95,7 +96,7 @@ def write_manifest(s: Setup, model: RewardModel, data: Data, sch: Schedule, run:
             "torch_threads": torch.get_num_threads(), "device": str(s.device),
             "processes": s.dist.world, "backend": s.dist.backend,
             "torch": torch.__version__, "packed_pairs": a.pack, "train_attention": a.attn,
-            "command": "python -m caper_train.train " + " ".join(sys.argv[1:] if argv is None else argv),
+            "command": shown_command("caper_train.train", sys.argv[1:] if argv is None else argv),
         },
         "export": export_info,
     }
