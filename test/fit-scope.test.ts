@@ -75,3 +75,8 @@ test('what a fitted section records as its databases', () => {
 test('a fold left with nothing to fit on is refused, naming it', () => {
   assert.throws(() => crossValidate(facts(false), 'sql', { k: 5, l2: 1, fitExclude: ['b', 'c', 'd', 'e'] }), /fold \d \(a\) leaves no database to fit on/);
 });
+
+test('a split of one database with nothing excluded still evaluates (the vote, as before)', () => {
+  const one = { ...facts(false), questions: facts(false).questions.filter((q) => q.db_id === 'a') };
+  assert.equal(crossValidate(one, 'sql', { k: 5, l2: 1 }).folds.length, 1);
+});

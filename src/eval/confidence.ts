@@ -161,7 +161,7 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
   const out: FoldFigures[] = folds.map((dbs, fi) => {
     const testIdx = qs.map((q, i) => (dbs.includes(q.db_id) ? i : -1)).filter((i) => i >= 0);
     const trainIdx = qs.map((q, i) => (dbs.includes(q.db_id) || !fittable(q.db_id, opts) ? -1 : i)).filter((i) => i >= 0);
-    assertFoldFittable(fi, dbs, trainIdx);
+    assertFoldFittable(fi, dbs, trainIdx, opts);
     const trainQs = trainIdx.map((i) => qs[i]!);
     const l2 = opts.selectorL2 ?? chooseL2(trainQs, trainIdx.map((i) => fitQs[i]!), mode, { k, only: SELECTED[mode] });
     const w = fitSelector(trainIdx.map((i) => fitQs[i]!), mode, { l2, only: SELECTED[mode] });

@@ -39,9 +39,12 @@ export function fittable(db: string, scope: FitScope): boolean {
   return !scope.fitExclude?.includes(db);
 }
 
-/** Throws where a fold leaves nothing to fit on (every other database is excluded from the fits). */
-export function assertFoldFittable(fold: number, dbs: readonly string[], train: readonly number[]): void {
-  if (train.length === 0) throw new Error(`fold ${fold} (${dbs.join(', ')}) leaves no database to fit on: exclude fewer databases from the fits or use more folds`);
+/**
+ * Throws where the exclusions leave a fold nothing to fit on. A split of one database has no other
+ * fold to fit on either; that case keeps its old answer (the vote), since nothing was excluded.
+ */
+export function assertFoldFittable(fold: number, dbs: readonly string[], train: readonly number[], scope: FitScope): void {
+  if (train.length === 0 && scope.fitExclude?.length) throw new Error(`fold ${fold} (${dbs.join(', ')}) leaves no database to fit on: exclude fewer databases from the fits or use more folds`);
 }
 
 /** The databases a fit over `dbIds` under `scope` reads, sorted (what a fitted section records). */
@@ -145,7 +148,7 @@ export function crossValidate(facts: SelectorFacts, mode: SelectorMode, options:
   const out: FoldResult[] = folds.map((dbs, fi) => {
     const test = qs.map((q, i) => (dbs.includes(q.db_id) ? i : -1)).filter((i) => i >= 0);
     const train = qs.map((q, i) => (dbs.includes(q.db_id) || !fittable(q.db_id, opts) ? -1 : i)).filter((i) => i >= 0);
-    assertFoldFittable(fi, dbs, train);
+    assertFoldFittable(fi, dbs, train, opts);
     const l2 = opts.nested ? chooseL2(train.map((i) => qs[i]!), train.map((i) => fitQs[i]!), mode, opts) : opts.l2;
     l2s.push(l2 ?? 0);
     const w = fitSelector(train.map((i) => fitQs[i]!), mode, { ...opts, ...(l2 !== undefined ? { l2 } : {}) });
