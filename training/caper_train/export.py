@@ -368,11 +368,11 @@ LINEAR_ORDER = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "sel
 
 def graph_weights(g) -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
     """The weights a graph computes with: every initializer by name, a shipped embedding lookup's
-    table dequantized under the table's name (caper_train.ship), and the constant right operands
+    table dequantized under the table's name (caper_train.grid), and the constant right operands
     of its matrix products (MatMul, or MatMulNBits dequantized) as [K, N] in node order."""
     from onnx import numpy_helper
 
-    from .ship import embedding_values, nbits_weight
+    from .grid import embedding_values, nbits_weight
 
     arrays = {t.name: numpy_helper.to_array(t) for t in g.initializer}
     named = dict(arrays)

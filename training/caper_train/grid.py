@@ -14,6 +14,8 @@ Two layouts, each one function here so training, export and ship cannot drift ap
   (q - zp) * s is exact in fp32 and quantizing grid values gives back the same codes;
 - the embedding table (a lookup dequantized after the Gather, standard operators): per row,
   blocks of `block` values, fp16 scale and offset: w = q * s + lo.
+The served graph stores the codes two a byte; packing them (ship) and reading a graph's weights
+back (export.graph_weights) both go through the functions here, so neither depends on the other.
 
     python -m caper_train.grid --base runs/base/qwen2.5-coder-0.5b --out runs/base/qwen2.5-coder-0.5b-g128 \\
         [--block 128] [--embed-block 128]
@@ -26,6 +28,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 
 LEVELS = 15  # 4-bit codes
@@ -113,6 +116,52 @@ def table_values(q: torch.Tensor, s: torch.Tensor, lo: torch.Tensor) -> torch.Te
 
 def on_table_grid(w: torch.Tensor, block: int) -> torch.Tensor:
     return table_values(*table_codes(w, block))
+
+
+def pair_codes(codes: np.ndarray) -> np.ndarray:
+    """Two 4-bit codes a byte along the last axis, the even one in the low nibble."""
+    if codes.shape[-1] % 2:
+        codes = np.concatenate([codes, np.zeros(codes.shape[:-1] + (1,), np.uint8)], -1)
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+
+
+def unpair(packed: np.ndarray, n: int) -> np.ndarray:
+    """pair_codes undone: the first `n` 4-bit codes along the last axis."""
+    return np.stack([packed & 15, packed >> 4], -1).reshape(packed.shape[:-1] + (-1,))[..., :n]
+
+
+def nbits_weight(node, arrays: dict[str, np.ndarray]) -> np.ndarray:
+    """The [K, N] matrix a MatMulNBits node multiplies by, as the MatMul it replaced held it: its
+    codes, scales and zero points (onnxruntime's contrib layout, 4 or 8 bits, the last block of a
+    row padded) dequantized with the matrix formula above, the one the kernel computes."""
+    from onnx import helper
+
+    at = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    k, n, bits, block = at["K"], at["N"], at.get("bits", 4), at["block_size"]
+    if bits not in (4, 8):
+        raise ValueError(f"{node.name}: MatMulNBits of {bits} bits")
+    blocks = -(-k // block)
+    raw = arrays[node.input[1]].reshape(n, blocks, -1)
+    q = unpair(raw, block) if bits == 4 else raw
+    s = arrays[node.input[2]].astype(np.float32).reshape(n, blocks)
+    if len(node.input) > 3 and node.input[3]:
+        z = arrays[node.input[3]]
+        if z.dtype != np.uint8:
+            raise ValueError(f"{node.name}: zero points of type {z.dtype}, not packed codes")
+        z = z.reshape(n, -1)
+        zp = unpair(z, blocks) if bits == 4 else z
+    else:
+        zp = np.full((n, blocks), 1 << (bits - 1), np.uint8)
+    w = matrix_values(torch.from_numpy(q.reshape(n, blocks * block).copy()), torch.from_numpy(s),
+                      torch.from_numpy(zp.copy()))
+    return w[:, :k].numpy().T
+
+
+def embedding_values(arrays: dict[str, np.ndarray], table: str) -> np.ndarray:
+    """The float table ship's quantize_embedding stored as `table`.q4.* (the table values above)."""
+    codes = arrays[f"{table}.q4.codes"]
+    scale, offset = (torch.from_numpy(arrays[f"{table}.q4.{x}"].copy()) for x in ("scale", "offset"))
+    return table_values(torch.from_numpy(unpair(codes, codes.shape[1] * 2).copy()), scale, offset).numpy()
 
 
 def read_grid(base: str | Path) -> dict | None:

@@ -98,59 +98,6 @@ def save_split(model, dst: Path, max_bytes: int) -> list[str]:
     return files
 
 
-def _pairs(codes: np.ndarray) -> np.ndarray:
-    """Two 4-bit codes a byte along the last axis, the even one in the low nibble."""
-    if codes.shape[-1] % 2:
-        codes = np.concatenate([codes, np.zeros(codes.shape[:-1] + (1,), np.uint8)], -1)
-    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
-
-
-def unpair(packed: np.ndarray, n: int) -> np.ndarray:
-    """_pairs undone: the first `n` 4-bit codes along the last axis."""
-    return np.stack([packed & 15, packed >> 4], -1).reshape(packed.shape[:-1] + (-1,))[..., :n]
-
-
-def nbits_weight(node, arrays: dict[str, np.ndarray]) -> np.ndarray:
-    """The [K, N] matrix a MatMulNBits node multiplies by, as the MatMul it replaced held it: its
-    codes, scales and zero points (onnxruntime's contrib layout, 4 or 8 bits, the last block of a
-    row padded) dequantized with caper_train.grid's matrix formula, the one the kernel computes."""
-    import torch
-    from onnx import helper
-
-    from .grid import matrix_values
-
-    at = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    k, n, bits, block = at["K"], at["N"], at.get("bits", 4), at["block_size"]
-    if bits not in (4, 8):
-        raise ValueError(f"{node.name}: MatMulNBits of {bits} bits")
-    blocks = -(-k // block)
-    raw = arrays[node.input[1]].reshape(n, blocks, -1)
-    q = unpair(raw, block) if bits == 4 else raw
-    s = arrays[node.input[2]].astype(np.float32).reshape(n, blocks)
-    if len(node.input) > 3 and node.input[3]:
-        z = arrays[node.input[3]]
-        if z.dtype != np.uint8:
-            raise ValueError(f"{node.name}: zero points of type {z.dtype}, not packed codes")
-        z = z.reshape(n, -1)
-        zp = unpair(z, blocks) if bits == 4 else z
-    else:
-        zp = np.full((n, blocks), 1 << (bits - 1), np.uint8)
-    w = matrix_values(torch.from_numpy(q.reshape(n, blocks * block).copy()), torch.from_numpy(s),
-                      torch.from_numpy(zp.copy()))
-    return w[:, :k].numpy().T
-
-
-def embedding_values(arrays: dict[str, np.ndarray], table: str) -> np.ndarray:
-    """The float table quantize_embedding stored as `table`.q4.* (caper_train.grid's table values)."""
-    import torch
-
-    from .grid import table_values
-
-    codes = arrays[f"{table}.q4.codes"]
-    scale, offset = (torch.from_numpy(arrays[f"{table}.q4.{x}"].copy()) for x in ("scale", "offset"))
-    return table_values(torch.from_numpy(unpair(codes, codes.shape[1] * 2).copy()), scale, offset).numpy()
-
-
 def grid_matmuls(model, block: int) -> dict:
     """Every MatMul whose weight is a constant [K, N] matrix (K a multiple of `block`, N >= 16) as a
     MatMulNBits on caper_train.grid's matrix layout. Returns the count and the largest change
@@ -158,7 +105,7 @@ def grid_matmuls(model, block: int) -> dict:
     import torch
     from onnx import helper, numpy_helper
 
-    from .grid import exact_matrix_codes, matrix_values
+    from .grid import exact_matrix_codes, matrix_values, pair_codes
 
     g = model.graph
     inits = {t.name: t for t in g.initializer}
@@ -175,9 +122,9 @@ def grid_matmuls(model, block: int) -> dict:
         q, sc, zp = exact_matrix_codes(w, block)
         worst = max(worst, float((matrix_values(q, sc, zp) - w).abs().max()))
         pre = node.input[1]
-        new = [numpy_helper.from_array(_pairs(q.numpy().reshape(n_out, k // block, block)), pre + ".q4"),
+        new = [numpy_helper.from_array(pair_codes(q.numpy().reshape(n_out, k // block, block)), pre + ".q4"),
                numpy_helper.from_array(sc.numpy().reshape(-1).astype(np.float32), pre + ".scales"),
-               numpy_helper.from_array(_pairs(zp.numpy()).reshape(-1), pre + ".zp")]
+               numpy_helper.from_array(pair_codes(zp.numpy()).reshape(-1), pre + ".zp")]
         mm = helper.make_node("MatMulNBits", [node.input[0], pre + ".q4", pre + ".scales", pre + ".zp"], list(node.output),
                               name=(node.name or pre) + "_q4", domain="com.microsoft",
                               K=k, N=n_out, bits=4, block_size=block, accuracy_level=0)
@@ -210,7 +157,7 @@ def quantize_embedding(model, bits: int, block: int) -> dict:
         return {}
     import torch
 
-    from .grid import table_codes, table_values
+    from .grid import pair_codes, table_codes, table_values
 
     table = inits[node.input[0]]
     w = torch.from_numpy(numpy_helper.to_array(table).astype(np.float32))
@@ -219,7 +166,7 @@ def quantize_embedding(model, bits: int, block: int) -> dict:
         raise ValueError("the embedding table is stored in 4 bits (caper_train.grid's table layout)")
     q, s16, lo16 = table_codes(w, block)
     moved = float((table_values(q, s16, lo16) - w).abs().max())
-    codes, scale, offset = _pairs(q.numpy()), s16.numpy(), lo16.numpy()
+    codes, scale, offset = pair_codes(q.numpy()), s16.numpy(), lo16.numpy()
     name = node.input[0]
     pre = f"{name}.q{bits}"
     new_inits = [numpy_helper.from_array(codes, pre + ".codes"), numpy_helper.from_array(scale, pre + ".scale"),
