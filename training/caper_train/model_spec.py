@@ -14,20 +14,13 @@ from pathlib import Path
 import torch
 
 from .distributed import Dist, log
+from .lora import LoraSpec, add_lora
 from .model import RewardModel, build_from_base, build_from_preset, use_attention
 from .tok import CaperTokenizer
 
 
 class SpecError(ValueError):
     """The flags ask for a model this run cannot train as asked."""
-
-
-@dataclass(frozen=True)
-class LoraSpec:
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.05
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
 @dataclass(frozen=True)
@@ -77,25 +70,6 @@ def load_init(path: str, attn: str = "sdpa") -> RewardModel:
         raise SystemExit(f"--init {path}: neither a checkpoint (reward_model.json) nor a model directory (model.onnx)")
     use_attention(model, attn)
     return model
-
-
-def with_lora(backbone: torch.nn.Module, lora: LoraSpec) -> torch.nn.Module:
-    """`backbone` with `lora`'s adapters: the one place a LoraSpec becomes peft's configuration, so
-    what throughput.py times is what `--lora` trains."""
-    from peft import LoraConfig, get_peft_model
-    return get_peft_model(backbone, LoraConfig(
-        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules)))
-
-
-def add_lora(model: RewardModel, lora: LoraSpec) -> None:
-    model.backbone = with_lora(model.backbone, lora)
-
-
-def merge_lora(model: RewardModel) -> None:
-    """Folds the adapters into the weights they adapt: the checkpoint and the export are then a
-    plain model of the base's architecture, loadable without peft."""
-    if hasattr(model.backbone, "merge_and_unload"):
-        model.backbone = model.backbone.merge_and_unload()
 
 
 def trainable_parameters(model: RewardModel) -> list[torch.nn.Parameter]:

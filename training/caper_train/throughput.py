@@ -9,7 +9,7 @@ writes the table the training configuration is chosen from: per layer count N an
 tokens/s, s/step and peak RSS, on one packed row of --tokens tokens:
   probe     forward only, no gradients (the cost of caching features: once per record);
   top-k     the first N-k layers without gradients, the top k trained (fwd + bwd);
-  lora      the adapters `--lora` trains (model_spec.LoraSpec) on all N layers (fwd + bwd through all of them).
+  lora      the adapters `--lora` trains (lora.LoraSpec) on all N layers (fwd + bwd through all of them).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from .model_spec import LoraSpec, with_lora
+from .lora import LoraSpec, with_lora
 
 
 def _peak_rss_mb() -> float:
