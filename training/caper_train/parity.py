@@ -5,7 +5,7 @@ tokenizer: under a cut vocabulary a prompt whose words split otherwise counts ag
 so the figure mixes the vocabulary with the graph. This measures the graph alone. The PyTorch
 model is rebuilt from the graph's own weights (a model trained on caper_train.grid is stored
 exactly, so dequantizing MatMulNBits and the embedding lookup gives back the trained weights) in
-the module the export traced: the base's first N layers (features.load_truncated, its embedding
+the module the export traced (probe.rebuild): the base's first N layers (features.load_truncated, its embedding
 cut to the graph's rows) and the head, filled by export.place_weights. The held-out prompts of
 ship's parity are tokenized once with the directory's tokenizer.json, and the same ids go to
 onnxruntime (CPU) and to the fp32 forward pass; agreement is ship.agreement's.
@@ -29,35 +29,6 @@ import torch
 from .model import RewardModel
 
 REFERENCE = "PyTorch fp32 forward pass of the weights dequantized from the graph"
-
-
-def embedding_rows(g) -> int:
-    """Rows of the graph's token embedding, whole (fp32) or as ship's 4-bit lookup."""
-    for t in g.initializer:
-        if t.name.endswith(("embed_tokens.weight", "embed_tokens.weight.q4.codes")):
-            return int(t.dims[0])
-    raise ValueError("the graph holds no embed_tokens table")
-
-
-def rebuild(model_dir: Path, base: Path, layers: int | None = None) -> RewardModel:
-    """The graph's weights in the module its export traced (probe.reward_model's: the truncated
-    base and the head). `layers`: the manifest's training.layers unless given."""
-    import onnx
-
-    from .export import place_weights
-    from .features import load_truncated
-    from .manifest import read_manifest
-
-    man = read_manifest(model_dir)
-    layers = layers or (man.get("training") or {}).get("layers")
-    if not layers:
-        raise ValueError(f"{model_dir}/caper.json names no training.layers")
-    g = onnx.load(str(model_dir / man["files"]["model"])).graph
-    backbone = load_truncated(base, int(layers), torch.float32)
-    rows = embedding_rows(g)
-    if rows != backbone.config.vocab_size:
-        backbone.resize_token_embeddings(rows, mean_resizing=False)
-    return place_weights(RewardModel(backbone, backbone.config.hidden_size), g, model_dir)
 
 
 def base_layers_equal(model: RewardModel, base: Path) -> int:
@@ -116,6 +87,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write the figures as JSON")
     a = ap.parse_args(argv)
     from .manifest import read_manifest
+    from .probe import rebuild
     from .ship import question_prompts, session
 
     torch.set_num_threads(a.threads)

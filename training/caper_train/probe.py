@@ -228,6 +228,37 @@ def export_model(base: str | Path, head_file: str | Path, out: str | Path, name:
     return info
 
 
+def embedding_rows(g) -> int:
+    """Rows of the graph's token embedding, whole (fp32) or as ship's 4-bit lookup."""
+    for t in g.initializer:
+        if t.name.endswith(("embed_tokens.weight", "embed_tokens.weight.q4.codes")):
+            return int(t.dims[0])
+    raise ValueError("the graph holds no embed_tokens table")
+
+
+def rebuild(model_dir: Path, base: Path, layers: int | None = None) -> RewardModel:
+    """The graph's weights in the module its export traced (reward_model's: the truncated base and
+    the head), from a model directory alone: how a served model is read back to be trained further
+    (topk --init-model) or measured (parity). `layers`: the manifest's training.layers unless given."""
+    import onnx
+
+    from .export import place_weights
+    from .features import load_truncated
+    from .manifest import read_manifest
+    from .model import RewardModel
+
+    man = read_manifest(model_dir)
+    layers = layers or (man.get("training") or {}).get("layers")
+    if not layers:
+        raise ValueError(f"{model_dir}/caper.json names no training.layers")
+    g = onnx.load(str(model_dir / man["files"]["model"])).graph
+    backbone = load_truncated(base, int(layers), torch.float32)
+    rows = embedding_rows(g)
+    if rows != backbone.config.vocab_size:
+        backbone.resize_token_embeddings(rows, mean_resizing=False)
+    return place_weights(RewardModel(backbone, backbone.config.hidden_size), g, model_dir)
+
+
 def main(argv=None) -> int:
     import argparse
     import json

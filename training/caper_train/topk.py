@@ -89,11 +89,9 @@ class Top(torch.nn.Module):
         """The top layers, final norm and head of a served model directory (an export or a shipped
         4-bit one, whose weights are the trained grid values), so a run continues a model that was
         trained before instead of starting from the base and a probe. Its bottom layers must be the
-        frozen base's, which the cached rows were computed with: parity.rebuild reads the graph into
+        frozen base's, which the cached rows were computed with: probe.rebuild reads the graph into
         the module the export traced, and only the layers this run trains are taken from it."""
-        from .parity import rebuild
-
-        rm = rebuild(Path(model_dir), Path(base))  # at the depth its caper.json records
+        rm = probe.rebuild(Path(model_dir), Path(base))  # at the depth its caper.json records
         if len(rm.backbone.layers) != layers:
             raise ValueError(f"{model_dir} keeps {len(rm.backbone.layers)} layers, this run {layers}")
         for mine, theirs in zip(self.layers, rm.backbone.layers[from_layer:layers]):

@@ -60,12 +60,12 @@ def test_the_rebuilt_model_agrees_with_the_shipped_graph(shipped, tmp_path):
 
 
 def test_the_shipped_weights_are_the_exported_ones(shipped):
-    from caper_train import parity
+    from caper_train import probe
     from caper_train.manifest import read_manifest
 
     model, base, _, export = shipped
-    got = parity.rebuild(model, base).state_dict()
-    want = parity.rebuild(export, base).state_dict()
+    got = probe.rebuild(model, base).state_dict()
+    want = probe.rebuild(export, base).state_dict()
     emb = "backbone.embed_tokens.weight"
     assert got[emb].shape[0] == read_manifest(model)["vocab_size"] < want[emb].shape[0] == 800, "the cut table"
     for k in want:
@@ -74,10 +74,10 @@ def test_the_shipped_weights_are_the_exported_ones(shipped):
 
 
 def test_the_check_sees_a_changed_weight(shipped):
-    from caper_train import parity, ship
+    from caper_train import parity, probe, ship
 
     model, base, rec, _ = shipped
-    m = parity.rebuild(model, base)
+    m = probe.rebuild(model, base)
     groups = ship.question_prompts([str(rec)], [model / "tokenizer.json"], 256, 4)
     s = ship.session(model / "model.onnx", 1)
     assert parity.measure(m, s, groups)["max_abs_diff"] < 1e-4
@@ -94,16 +94,16 @@ def test_the_check_sees_a_changed_weight(shipped):
 def test_a_weight_that_cannot_be_placed_raises(shipped, tmp_path):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from caper_train import parity
+    from caper_train import probe
 
     model, base, _, _ = shipped
     with pytest.raises(ValueError, match="weight matrix products"):
-        parity.rebuild(model, base, layers=2)
+        probe.rebuild(model, base, layers=2)
     wider = tmp_path / "wider"
     Qwen2ForCausalLM(Qwen2Config(vocab_size=800, hidden_size=48, intermediate_size=64, num_hidden_layers=4,
                                  num_attention_heads=4, num_key_value_heads=2)).save_pretrained(wider)
     with pytest.raises(ValueError, match="has shape"):
-        parity.rebuild(model, wider)
+        probe.rebuild(model, wider)
 
 
 @pytest.mark.parametrize("bits,block,k,grid", [(4, 16, 96, True), (4, 32, 40, False), (8, 32, 40, False)])

@@ -15,7 +15,7 @@ from test_parity import shipped  # noqa: F401  (fixture)
 def test_the_graph_serves_the_average_of_the_head_and_the_probe(shipped, tmp_path):
     import onnx
 
-    from caper_train import features, parity, ship, side_probe
+    from caper_train import features, probe, ship, side_probe
     from caper_train.export import ort_rewards
 
     model_dir, base, rec, _ = shipped
@@ -31,7 +31,7 @@ def test_the_graph_serves_the_average_of_the_head_and_the_probe(shipped, tmp_pat
 
     head = side_probe.fit([str(tmp_path / "f")], 1, 1e-3, set())[0]
     norm_w, eps = side_probe.base_norm(base)
-    rebuilt = parity.rebuild(model_dir, base).eval()
+    rebuilt = probe.rebuild(model_dir, base).eval()
     groups = ship.question_prompts([str(rec)], [out / "tokenizer.json"], 256, 3)
     ids = [p.ids for g in groups for p in g[0]]
     old = ort_rewards(ship.session(model_dir / "model.onnx", 1), ids)
