@@ -26,8 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from caper_train.blamefit import DEFAULT_FOLDS
-from caper_train.clogit import FUNDAMENTAL
+from caper_train.fit.blamefit import DEFAULT_FOLDS
+from caper_train.fit.clogit import FUNDAMENTAL
 from caper_train.data import PairExample, build_dataset, in_validation, group_key
 from caper_train.export import pad_batch
 from caper_train.model import RewardModel

@@ -26,8 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from caper_train.blamefit import DEFAULT_FOLDS
-from caper_train.clogit import FUNDAMENTAL, fit, pad_lists, ranking
+from caper_train.fit.blamefit import DEFAULT_FOLDS
+from caper_train.fit.clogit import FUNDAMENTAL, fit, pad_lists, ranking
 from caper_train.data import group_key
 from caper_train.tok import CaperTokenizer
 from caper_train.distributed import log

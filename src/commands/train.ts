@@ -53,7 +53,7 @@ export const USAGE = `usage: caper train --out DIR [--force] [--quick] [--preset
   and the service's selector then falls back to the vote; confidence fits the confidence maps after it
   (caper.json confidence; --no-confidence skips it, and the service gives no confidence); blame-data and blame fit the blame combiners
   (caper.json blame.solo_linear, text_linear, fused_linear) on that split's real failures
-  (caper_train.blamefit, folds by database); --no-blame skips them
+  (caper_train.fit.blamefit, folds by database); --no-blame skips them
 training flags, passed to the Python entry point named in brackets:
 ${trainFlagsUsage()}`;
 
@@ -387,7 +387,7 @@ export const TRAIN_STEPS: readonly TrainStep[] = [
   {
     id: 'blame',
     skip: (c) => (c.noBlame ? noBlameWhy : null),
-    what: (c) => `caper_train.blamefit (solo, text, fused) on ${c.blameData} -> ${join(c.out, 'steps', 'blame.json')}`,
+    what: (c) => `caper_train.fit.blamefit (solo, text, fused) on ${c.blameData} -> ${join(c.out, 'steps', 'blame.json')}`,
     async run(c) {
       if (!existsSync(c.blameData)) {
         console.error(`caper train: ${c.blameData} is missing: run the blame-data step first`);
@@ -396,7 +396,7 @@ export const TRAIN_STEPS: readonly TrainStep[] = [
       const blame: Record<string, unknown> = {};
       for (const mode of ['solo', 'text', 'fused'] as const) {
         const file = join(c.runDir, `blame-${mode}.json`);
-        const f = await runChild(c.py, ['-m', 'caper_train.blamefit', 'cv', '--data', c.blameData, '--mode', mode, '--train', 'both',
+        const f = await runChild(c.py, ['-m', 'caper_train.fit.blamefit', 'cv', '--data', c.blameData, '--mode', mode, '--train', 'both',
           '--l2-grid', '0.001,0.01,0.1,1', '--export', file, ...fitExcludeArgs(c)], { env: c.pyEnv, capture: true });
         if (f.code !== 0 || !existsSync(file)) {
           console.error(`caper train: blame combiner fit (${mode}) failed (exit ${f.code})`);

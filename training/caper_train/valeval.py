@@ -17,8 +17,8 @@ import torch
 from .data import Dataset, build_dataset, in_validation, read_records
 from .from_onnx import recover
 from .model import use_attention
-from .tok import CaperTokenizer
 from .objective import evaluate
+from .tok import CaperTokenizer
 
 
 def main(argv=None) -> int:

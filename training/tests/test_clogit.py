@@ -1,10 +1,10 @@
-"""The conditional-logit fit the blame combiners ship with (caper_train.clogit), and weight recovery
+"""The conditional-logit fit the blame combiners ship with (caper_train.fit.clogit), and weight recovery
 from a shipped ONNX (caper_train.from_onnx)."""
 from pathlib import Path
 
 import torch
 
-from caper_train.clogit import fit, ranking
+from caper_train.fit.clogit import fit, ranking
 
 ROOT = Path(__file__).resolve().parents[2]
 

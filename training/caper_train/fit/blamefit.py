@@ -1,7 +1,7 @@
 """Blame combiner over clause evidence, fitted with cross-validation grouped by database.
 
     node dist/scripts/blame-data.js --model models/default --out runs/blame-data.jsonl
-    python -m caper_train.blamefit cv --data runs/blame-data.jsonl [--mode solo|fused]
+    python -m caper_train.fit.blamefit cv --data runs/blame-data.jsonl [--mode solo|fused]
         [--l2 L | --l2-grid 0.001,0.01,0.1,1] [--train truth|expert|both] [--export FILE.json]
 
 Input: scripts/blame-data.ts output, one distinct failing candidate a line with its top-level

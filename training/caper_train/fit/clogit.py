@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 # The clause-label vocabulary is written once, by src/clauses/labels.ts; this is its JSON copy,
 # which the node tests keep byte-equal to it (training runs from the repository).
-LABELS_PATH = Path(os.environ.get("CAPER_LABELS", Path(__file__).resolve().parents[2] / "test" / "fixtures" / "blame" / "labels.json"))
+LABELS_PATH = Path(os.environ.get("CAPER_LABELS", Path(__file__).resolve().parents[3] / "test" / "fixtures" / "blame" / "labels.json"))
 _VOCAB = json.loads(LABELS_PATH.read_text())
 CLAUSE_LABELS: list[str] = _VOCAB["clause_labels"]
 # Most fundamental first: labels a ranking does not reach are appended in it.
