@@ -1,5 +1,5 @@
 // caper-chat-v1 (src/scoring/chat-prompt.ts) against its Python original
-// (training/caper_train/chat_prompt.py): the same ids, unit positions and terminal, truncation
+// (training/caper_train/data/chat_prompt.py): the same ids, unit positions and terminal, truncation
 // included, on a small tokenizer with the chat control tokens and the pretokenizer of the base
 // (test/fixtures/chat/tokenizer.json), and on hostile text.
 import { test } from 'node:test';

@@ -1,5 +1,5 @@
 // The terminal verdict: prompts of a model whose caper.json says `terminal_verdict` end in `</s>`
-// after the last marker, built id for id as training/caper_train/prompt.py builds them; the output
+// after the last marker, built id for id as training/caper_train/data/prompt.py builds them; the output
 // there enters the candidate score; a model without the field (models/tiny) serves as before.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -25,8 +25,8 @@ annotate() { node dist/src/cli.js annotate "$@"; }
 [ -f dist/src/cli.js ] || npm run build
 bash training/setup-base.sh
 [ -f "$base-g128/caper-base.json" ] || PYTHONPATH=$pp "$py" -m caper_train.grid --base "$base" --out "$base-g128"
-[ -f runs/heldout-data/dev.json ] || PYTHONPATH=$pp "$py" -m caper_train.dataview --data "$dev" --dbs "$held" --out runs/heldout-data
-[ -f runs/train-data/dev.json ] || PYTHONPATH=$pp "$py" -m caper_train.dataview --data "$dev" --dbs "$train_dbs,world_1" --out runs/train-data
+[ -f runs/heldout-data/dev.json ] || PYTHONPATH=$pp "$py" -m caper_train.data.dataview --data "$dev" --dbs "$held" --out runs/heldout-data
+[ -f runs/train-data/dev.json ] || PYTHONPATH=$pp "$py" -m caper_train.data.dataview --data "$dev" --dbs "$train_dbs,world_1" --out runs/train-data
 
 mkdir -p "$rec/extra-shards"
 [ -f "$rec/pool16-train.jsonl" ] || annotate --data "$dev" --candidates --mutants-per-query 0 --dbs "$train_dbs,world_1" --timeout-ms 1000 --out "$rec/pool16-train.jsonl"
@@ -59,7 +59,7 @@ shipped=runs/models/prm-default-shipped
 # The side probe (training/README.md, "A side probe"): layer-9 states of the training databases' real
 # candidates and of Spider train's borrowed near misses and injected faults, cached as the continued
 # run of the README cached them, then a probe on them written into the shipped graph.
-[ -f runs/borrowed/borrowed-sql.sql ] || PYTHONPATH=$pp "$py" -m caper_train.borrowed --data "$train_split" --out runs/borrowed
+[ -f runs/borrowed/borrowed-sql.sql ] || PYTHONPATH=$pp "$py" -m caper_train.data.borrowed --data "$train_split" --out runs/borrowed
 for k in 0 1 2 3 4; do
   [ -f "$rec/borrowed/s$k.jsonl" ] || annotate --data "$train_split" --failures runs/borrowed --mutants-per-query 0 \
     --timeout-ms 1000 --shard "$k/10" --out "$rec/borrowed/s$k.jsonl"

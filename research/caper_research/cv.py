@@ -28,12 +28,12 @@ import torch.nn.functional as F
 
 from caper_train.fit.blamefit import DEFAULT_FOLDS
 from caper_train.fit.clogit import FUNDAMENTAL
-from caper_train.data import PairExample, build_dataset, in_validation, group_key
+from caper_train.data.records import PairExample, build_dataset, in_validation, group_key
 from caper_train.export import pad_batch
 from caper_train.model import RewardModel
-from caper_train.prompt import PromptError
-from caper_train.data import Encoder
-from caper_train.tok import CaperTokenizer
+from caper_train.data.prompt import PromptError
+from caper_train.data.records import Encoder
+from caper_train.data.tok import CaperTokenizer
 from caper_train.context import seed_everything
 from caper_train.distributed import log
 from caper_train.model_spec import load_init

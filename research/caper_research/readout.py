@@ -28,8 +28,8 @@ import torch.nn.functional as F
 
 from caper_train.fit.blamefit import DEFAULT_FOLDS
 from caper_train.fit.clogit import FUNDAMENTAL, fit, pad_lists, ranking
-from caper_train.data import group_key
-from caper_train.tok import CaperTokenizer
+from caper_train.data.records import group_key
+from caper_train.data.tok import CaperTokenizer
 from caper_train.distributed import log
 from caper_train.model_spec import load_init
 

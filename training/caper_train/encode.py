@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .tok import CaperTokenizer, train_tokenizer
+from .data.tok import CaperTokenizer, train_tokenizer
 
 
 def cut_tokenizer(path: str, merges_kept: int, corpus: list[str]) -> None:
@@ -44,8 +44,8 @@ def main(argv=None) -> int:
         cut_tokenizer(a.tokenizer, a.cut_vocab, [t for t in texts[:len(texts) // 2] if isinstance(t, str)])
     tok = CaperTokenizer.load(a.tokenizer)
     if a.chat or a.prompts:
-        from . import chat_prompt
-        from .prompt import PromptError, build_prompt
+        from .data import chat_prompt
+        from .data.prompt import PromptError, build_prompt
         if a.chat:
             specials = {t: tok.special_id(t) for t in chat_prompt.CONTROL}
             build = lambda x: chat_prompt.build(tok.encode, specials, x["schema"], x["question"], x["units"], x["max_length"])  # noqa: E731

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import PAD_ID
+from .data.prompt import PAD_ID
 from .model import RewardModel
 
 OPSET = 17
@@ -453,8 +453,8 @@ def random_model(spec: str, vocab_size: int, seed: int, dtype: torch.dtype) -> t
 def write_manifest(out: Path, name: str, model: RewardModel, tokenizer_path: str, max_length: int, info: dict,
                    origin: dict) -> None:
     import shutil
-    from . import MARKER, PAD_ID, SPECIAL_TOKENS, TEMPLATE
-    from .tok import CaperTokenizer
+    from .data.prompt import MARKER, PAD_ID, SPECIAL_TOKENS, TEMPLATE
+    from .data.tok import CaperTokenizer
     tok = CaperTokenizer.load(tokenizer_path)
     if Path(tokenizer_path).resolve() != (out / "tokenizer.json").resolve():
         shutil.copyfile(tokenizer_path, out / "tokenizer.json")
@@ -506,7 +506,7 @@ def main(argv=None) -> int:
     elif a.random:
         if not a.tokenizer:
             ap.error("--random needs --tokenizer")
-        from .tok import CaperTokenizer
+        from .data.tok import CaperTokenizer
         model, name = random_model(a.random, CaperTokenizer.load(a.tokenizer).vocab_size, a.seed, dtype)
     else:
         model = RewardModel.load(a.checkpoint, dtype=dtype)

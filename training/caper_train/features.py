@@ -27,9 +27,9 @@ from pathlib import Path
 
 import torch
 
-from . import chat_prompt
-from .prompt import PromptError
-from .tok import CaperTokenizer
+from .data import chat_prompt
+from .data.prompt import PromptError
+from .data.tok import CaperTokenizer
 
 MAX_LENGTH = 768
 ROW_TOKENS = 3072

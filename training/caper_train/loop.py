@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from . import PAD_ID
 from .context import Setup
-from .data import PairExample
+from .data.prompt import PAD_ID
+from .data.records import PairExample
+from .data.tok import CaperTokenizer
 from .distributed import all_max, all_sum, log, rank_share, step_counts, world_size
 from .model import RewardModel
 from .model_spec import trainable_parameters
 from .objective import compute_loss
 from .packing import collate, collate_rows, make_batches, make_row_batches
-from .tok import CaperTokenizer
 
 
 @dataclass

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
+from .data.tok import CaperTokenizer
 from .distributed import Dist, log
 from .lora import LoraSpec, add_lora
 from .model import RewardModel, build_from_base, build_from_preset, use_attention
-from .tok import CaperTokenizer
 
 
 class SpecError(ValueError):

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .data import PairExample, TrajExample
+from .data.records import PairExample, TrajExample
 from .model import RewardModel
 from .packing import ROW_TOKENS, collate_rows, pack_rows, traj_targets
 

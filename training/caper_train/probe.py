@@ -199,10 +199,10 @@ def export_model(base: str | Path, head_file: str | Path, out: str | Path, name:
     """ONNX (prefix-tree-v1) + caper.json (template caper-chat-v1) + the base's tokenizer.json."""
     import shutil
 
-    from . import chat_prompt
+    from .data import chat_prompt
     from .export import OUTPUT_NAME, export, manifest_inputs
     from .manifest import write_step
-    from .tok import CaperTokenizer
+    from .data.tok import CaperTokenizer
 
     out = Path(out)
     model, h = reward_model(base, head_file)

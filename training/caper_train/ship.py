@@ -211,9 +211,9 @@ def question_prompts(records: list[str], tok_paths: list[Path], max_length: int,
     """Per question, its caper-chat-v1 prompts under each tokenizer (a list per tokenizer, the same
     candidates in the same order): the candidates that fit max_length under every tokenizer, kept
     when there are at least two."""
-    from . import chat_prompt
+    from .data import chat_prompt
     from .features import candidate_prompts, question_groups
-    from .tok import CaperTokenizer
+    from .data.tok import CaperTokenizer
 
     toks = [CaperTokenizer.load(p) for p in tok_paths]
     specials = [{t: tok.special_id(t) for t in chat_prompt.CONTROL} for tok in toks]
@@ -390,7 +390,7 @@ def cut_vocab(src_tok: Path, dst_tok: Path, merges_kept: int, records: list[str]
 def renumber_manifest(train: dict, remap: dict[int, int], cut: dict, tok_path: Path, width: int) -> None:
     """The train step's token ids and sizes under a cut vocabulary, each id checked against the cut
     tokenizer (the service refuses a marker_id its tokenizer does not give)."""
-    from .tok import CaperTokenizer
+    from .data.tok import CaperTokenizer
 
     tok = CaperTokenizer.load(tok_path)
     named = {**({train["marker"]: train["marker_id"]} if "marker_id" in train else {}), **(train.get("special_ids") or {})}

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import SPECIAL_TOKENS
 from .context import Setup
-from .data import Dataset, build_dataset, corpus_texts, file_sha256, in_validation, read_records
+from .data.prompt import SPECIAL_TOKENS
+from .data.records import Dataset, build_dataset, corpus_texts, file_sha256, in_validation, read_records
+from .data.tok import CaperTokenizer, train_tokenizer
 from .distributed import log, same_everywhere
-from .tok import CaperTokenizer, train_tokenizer
 
 
 def load_tokenizer(a, records, preset) -> CaperTokenizer:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from . import MARKER, PAD_ID, SPECIAL_TOKENS, TEMPLATE
 from .context import Setup
+from .data.prompt import MARKER, PAD_ID, SPECIAL_TOKENS, TEMPLATE
 from .distributed import log
 from .export import manifest_inputs
 from .loop import Schedule, TrainRun
@@ -111,7 +111,7 @@ def dump_rewards(model: RewardModel, tok, records: list[dict], max_length: int, 
     """Python-side reference for the TypeScript parity test: prompts as (schema, question, units)
     plus the ids and the raw rewards at each marker."""
     from .export import torch_rewards
-    from .prompt import PromptError, build_prompt
+    from .data.prompt import PromptError, build_prompt
     rows = []
     for r in records:
         units = (list(r.get("prefix", [])) + [r["chosen"]]) if r["type"] == "pair" else [u["text"] for u in r["units"]]

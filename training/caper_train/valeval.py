@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch
 
-from .data import Dataset, build_dataset, in_validation, read_records
+from .data.records import Dataset, build_dataset, in_validation, read_records
+from .data.tok import CaperTokenizer
 from .from_onnx import recover
 from .model import use_attention
 from .objective import evaluate
-from .tok import CaperTokenizer
 
 
 def main(argv=None) -> int:

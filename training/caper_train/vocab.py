@@ -143,8 +143,8 @@ def _renumber_processor(p, remap: dict[int, int]) -> None:
 
 
 def content_tokenizer(tokenizer_json: str):
-    """The tokenizer without added tokens that encodes prompt text (caper_train.tok)."""
-    from .tok import _content_tokenizer
+    """The tokenizer without added tokens that encodes prompt text (caper_train.data.tok)."""
+    from .data.tok import _content_tokenizer
 
     return _content_tokenizer(tokenizer_json)
 
@@ -152,9 +152,9 @@ def content_tokenizer(tokenizer_json: str):
 def prompt_texts(records: Sequence[str | Path], exclude_dbs: set[str]) -> list[str]:
     """Every distinct text the caper-chat-v1 prompts of these records encode (fixed template parts,
     schemas, questions, clause units as the template spaces them), in first-seen order."""
-    from . import chat_prompt
+    from .data import chat_prompt
     from .features import question_groups
-    from .prompt import PromptError
+    from .data.prompt import PromptError
 
     seen: dict[str, None] = {}
 

@@ -28,8 +28,8 @@ def tiny_base(tmp_path_factory) -> Path:
 
 
 def chat_prompts(n: int = 3):
-    from caper_train import chat_prompt
-    from caper_train.tok import CaperTokenizer
+    from caper_train.data import chat_prompt
+    from caper_train.data.tok import CaperTokenizer
 
     tok = CaperTokenizer.load(CHAT_TOK)
     sp = {t: tok.special_id(t) for t in chat_prompt.CONTROL}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from caper_train.data import PairExample, build_dataset, read_records
+from caper_train.data.records import PairExample, build_dataset, read_records
 from caper_train.distributed import rank_share, split_points, step_counts
 from caper_train.packing import make_batches, make_row_batches
 

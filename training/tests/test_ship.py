@@ -71,7 +71,7 @@ def test_ship_cuts_the_vocabulary_to_the_training_prompts(exported, tmp_path):
 
     from caper_train import ship
     from caper_train.manifest import read_manifest
-    from caper_train.tok import CaperTokenizer
+    from caper_train.data.tok import CaperTokenizer
 
     model, rec = exported
     # the vocabulary's records: db0's candidates under other words, so the parity records'

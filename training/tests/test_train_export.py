@@ -99,7 +99,7 @@ def test_bad_data_file_is_an_error_not_a_crash(tmp_path):
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 def test_packed_rows_match_separate_sequences(fixture_path, fixture_tokenizer, attn):
     import random
-    from caper_train.data import build_dataset, read_records
+    from caper_train.data.records import build_dataset, read_records
     from caper_train.model import build_from_preset
     from caper_train.packing import collate, collate_rows, make_row_batches, pack_rows
     records, _ = read_records(fixture_path)

@@ -145,7 +145,8 @@ def test_the_string_merge_format_and_a_template_post_processor_are_renumbered():
 def test_prompt_texts_are_the_chat_template_segments_of_training_databases(tmp_path):
     from test_base_prm import write_records
 
-    from caper_train import chat_prompt, vocab
+    from caper_train import vocab
+    from caper_train.data import chat_prompt
 
     rec = tmp_path / "r.jsonl"
     write_records(rec)

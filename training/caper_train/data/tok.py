@@ -13,7 +13,7 @@ from typing import Iterable
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from tokenizers import AddedToken
 
-from . import SPECIAL_TOKENS
+from .prompt import SPECIAL_TOKENS
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 6000, min_frequency: int = 2) -> Tokenizer:

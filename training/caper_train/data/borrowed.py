@@ -14,7 +14,7 @@ the one whose wording does; a neighbour whose SQL is the same text as this quest
 skipped. One file per rule, one line per question (an empty line where the database has no other
 question), aligned with the split's question file.
 
-    python -m caper_train.borrowed --data ../shared/data/spider/train --out runs/borrowed
+    python -m caper_train.data.borrowed --data ../shared/data/spider/train --out runs/borrowed
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ of the chosen databases (label `index` renumbered to the view's dev.json) and li
 OUT/database/<db_id> to the split's folders, so every `caper eval` and bench command runs on the
 view unchanged. Nothing is copied from the databases themselves.
 
-    python -m caper_train.dataview --data ../shared/data/spider/dev-open --dbs a,b,c --out runs/heldout-data
+    python -m caper_train.data.dataview --data ../shared/data/spider/dev-open --dbs a,b,c --out runs/heldout-data
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def write_view(data: Path, dbs: set[str], out: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m caper_train.dataview")
+    ap = argparse.ArgumentParser(prog="python -m caper_train.data.dataview")
     ap.add_argument("--data", required=True)
     ap.add_argument("--dbs", required=True, help="comma-separated db_ids")
     ap.add_argument("--out", required=True)
