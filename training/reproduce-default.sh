@@ -24,7 +24,7 @@ annotate() { node dist/src/cli.js annotate "$@"; }
 
 [ -f dist/src/cli.js ] || npm run build
 bash training/setup-base.sh
-[ -f "$base-g128/caper-base.json" ] || PYTHONPATH=$pp "$py" -m caper_train.grid --base "$base" --out "$base-g128"
+[ -f "$base-g128/caper-base.json" ] || PYTHONPATH=$pp "$py" -m caper_train.model.grid --base "$base" --out "$base-g128"
 [ -f runs/heldout-data/dev.json ] || PYTHONPATH=$pp "$py" -m caper_train.data.dataview --data "$dev" --dbs "$held" --out runs/heldout-data
 [ -f runs/train-data/dev.json ] || PYTHONPATH=$pp "$py" -m caper_train.data.dataview --data "$dev" --dbs "$train_dbs,world_1" --out runs/train-data
 

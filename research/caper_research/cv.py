@@ -29,8 +29,8 @@ import torch.nn.functional as F
 from caper_train.fit.blamefit import DEFAULT_FOLDS
 from caper_train.fit.clogit import FUNDAMENTAL
 from caper_train.data.records import PairExample, build_dataset, in_validation, group_key
-from caper_train.export import pad_batch
-from caper_train.model import RewardModel
+from caper_train.model.export import pad_batch
+from caper_train.model.reward_model import RewardModel
 from caper_train.data.prompt import PromptError
 from caper_train.data.records import Encoder
 from caper_train.data.tok import CaperTokenizer

@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     from . import features, probe, throughput, topk
-    from .grid import read_grid
+    from .model.grid import read_grid
 
     torch.set_num_threads(a.threads)
     run = Path(a.run)

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from .distributed import Dist, init_distributed
-from .model import PRESETS
+from .model.reward_model import PRESETS
 from .model_spec import ModelSpec
 
 

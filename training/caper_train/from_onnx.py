@@ -20,15 +20,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .export import max_diff, ort_rewards, torch_rewards
-from .model import RewardModel
+from .model.export import max_diff, ort_rewards, torch_rewards
+from .model.reward_model import RewardModel
 
 
 def recover(model_dir: str | Path) -> tuple[RewardModel, dict]:
     """The model and its manifest; the weight mapping is export.load_from_onnx's (one reader for
     legacy and prefix-tree exports), the parity check below is this module's."""
-    from .export import load_from_onnx
-    from .manifest import read_manifest
+    from .model.export import load_from_onnx
+    from .model.manifest import read_manifest
     manifest = read_manifest(model_dir)
     return load_from_onnx(model_dir), manifest
 

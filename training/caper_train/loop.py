@@ -16,7 +16,7 @@ from .data.prompt import PAD_ID
 from .data.records import PairExample
 from .data.tok import CaperTokenizer
 from .distributed import all_max, all_sum, log, rank_share, step_counts, world_size
-from .model import RewardModel
+from .model.reward_model import RewardModel
 from .model_spec import trainable_parameters
 from .objective import compute_loss
 from .packing import collate, collate_rows, make_batches, make_row_batches
@@ -144,7 +144,7 @@ def train_loop(s: Setup, model: RewardModel, items: list, sch: Schedule) -> Trai
 
 
 def save_checkpoint(s: Setup, model: RewardModel, tok: CaperTokenizer) -> None:
-    """The torch checkpoint (`--init` and `caper_train.export --checkpoint` read it back) with its
+    """The torch checkpoint (`--init` and `caper_train.model.export --checkpoint` read it back) with its
     tokenizer, in --checkpoint or runs/<out name>."""
     a = s.a
     model.save(s.ckpt, {"preset": a.preset, "base": a.base, "max_length": s.max_length, "terminal_verdict": a.terminal})

@@ -15,8 +15,8 @@ import torch
 
 from .data.tok import CaperTokenizer
 from .distributed import Dist, log
-from .lora import LoraSpec, add_lora
-from .model import RewardModel, build_from_base, build_from_preset, use_attention
+from .model.lora import LoraSpec, add_lora
+from .model.reward_model import RewardModel, build_from_base, build_from_preset, use_attention
 
 
 class SpecError(ValueError):

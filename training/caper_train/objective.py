@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from .data.records import PairExample, TrajExample
-from .model import RewardModel
+from .model.reward_model import RewardModel
 from .packing import ROW_TOKENS, collate_rows, pack_rows, traj_targets
 
 # Mutation kinds (src/annotate/mutation-kinds.ts DELETION_KINDS) that remove whole units.

@@ -3,7 +3,7 @@
 ship's parity compares the shipped graph with the fp32 export, each reading the ids of its own
 tokenizer: under a cut vocabulary a prompt whose words split otherwise counts against the graph,
 so the figure mixes the vocabulary with the graph. This measures the graph alone. The PyTorch
-model is rebuilt from the graph's own weights (a model trained on caper_train.grid is stored
+model is rebuilt from the graph's own weights (a model trained on caper_train.model.grid is stored
 exactly, so dequantizing MatMulNBits and the embedding lookup gives back the trained weights) in
 the module the export traced (probe.rebuild): the base's first N layers (features.load_truncated, its embedding
 cut to the graph's rows) and the head, filled by export.place_weights. The held-out prompts of
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from .model import RewardModel
+from .model.reward_model import RewardModel
 
 REFERENCE = "PyTorch fp32 forward pass of the weights dequantized from the graph"
 
@@ -50,7 +50,7 @@ def base_layers_equal(model: RewardModel, base: Path) -> int:
 
 def measure(model: RewardModel, session, groups, log=None) -> dict:
     """ship.agreement of the graph (onnxruntime) with the PyTorch model on each question's prompts."""
-    from .export import torch_tree_rewards
+    from .model.export import torch_tree_rewards
     from .ship import agreement, scored, scores
 
     def questions():
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", help="write the figures as JSON")
     a = ap.parse_args(argv)
-    from .manifest import read_manifest
+    from .model.manifest import read_manifest
     from .probe import rebuild
     from .ship import question_prompts, session
 

@@ -174,7 +174,7 @@ def save_head(head: Head, layer: int, path: str | Path, info: dict) -> None:
 def reward_model(base: str | Path, head_file: str | Path):
     """The served model: the base's first `layer` layers and the probe folded into one Linear."""
     from .features import load_truncated
-    from .model import RewardModel
+    from .model.reward_model import RewardModel
 
     h = torch.load(head_file, weights_only=False)
     backbone = load_truncated(base, h["layer"], torch.float32)
@@ -200,8 +200,8 @@ def export_model(base: str | Path, head_file: str | Path, out: str | Path, name:
     import shutil
 
     from .data import chat_prompt
-    from .export import OUTPUT_NAME, export, manifest_inputs
-    from .manifest import write_step
+    from .model.export import OUTPUT_NAME, export, manifest_inputs
+    from .model.manifest import write_step
     from .data.tok import CaperTokenizer
 
     out = Path(out)
@@ -242,10 +242,10 @@ def rebuild(model_dir: Path, base: Path, layers: int | None = None) -> RewardMod
     (topk --init-model) or measured (parity). `layers`: the manifest's training.layers unless given."""
     import onnx
 
-    from .export import place_weights
+    from .model.export import place_weights
     from .features import load_truncated
-    from .manifest import read_manifest
-    from .model import RewardModel
+    from .model.manifest import read_manifest
+    from .model.reward_model import RewardModel
 
     man = read_manifest(model_dir)
     layers = layers or (man.get("training") or {}).get("layers")

@@ -2,7 +2,7 @@
 
 The export of a base Clause-PRM (caper_train.probe.export_model) is the fp32 graph: the truncated
 base's decoder layers and its whole embedding matrix, which is most of the bytes. Shipping keeps
-the graph and stores the weights in 4 bits on caper_train.grid's layouts: the decoder's matrix
+the graph and stores the weights in 4 bits on caper_train.model.grid's layouts: the decoder's matrix
 products as MatMulNBits, the embedding as a lookup of its rows' codes dequantized after the
 lookup (standard operators), so the activations stay fp32 and only the rows a request uses are
 expanded. A model trained on a base moved onto the same grid is stored exactly (every
@@ -38,13 +38,13 @@ import numpy as np
 def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int, embed_bits: int | None = None,
              max_file_bytes: int = 0, keep: list[int] | None = None) -> dict:
     """Weight-only quantization: every MatMul with a constant weight (MatMulNBits) and the
-    embedding table (quantize_embedding). In 4 bits both use caper_train.grid's layouts, so a
+    embedding table (quantize_embedding). In 4 bits both use caper_train.model.grid's layouts, so a
     model trained on that grid is stored exactly (`largest_move` 0). `keep`: the embedding rows a
     cut vocabulary keeps (caper_train.vocab), gathered before the table is quantized; the grid's
     blocks lie within a row, so a gathered row keeps its codes."""
     import onnx
 
-    from .export import matmul_nbits
+    from .model.export import matmul_nbits
 
     g = onnx.load(str(src), load_external_data=True)
     cut = {}
@@ -100,12 +100,12 @@ def save_split(model, dst: Path, max_bytes: int) -> list[str]:
 
 def grid_matmuls(model, block: int) -> dict:
     """Every MatMul whose weight is a constant [K, N] matrix (K a multiple of `block`, N >= 16) as a
-    MatMulNBits on caper_train.grid's matrix layout. Returns the count and the largest change
+    MatMulNBits on caper_train.model.grid's matrix layout. Returns the count and the largest change
     of a weight (0 when the model was trained on this grid)."""
     import torch
     from onnx import helper, numpy_helper
 
-    from .grid import exact_matrix_codes, matrix_values, pair_codes
+    from .model.grid import exact_matrix_codes, matrix_values, pair_codes
 
     g = model.graph
     inits = {t.name: t for t in g.initializer}
@@ -141,7 +141,7 @@ def grid_matmuls(model, block: int) -> dict:
 
 
 def quantize_embedding(model, bits: int, block: int) -> dict:
-    """In 4 bits (caper_train.grid's table layout; `bits` must be 4): replaces the Gather of a float embedding table by a lookup of its rows' codes (two 4-bit
+    """In 4 bits (caper_train.model.grid's table layout; `bits` must be 4): replaces the Gather of a float embedding table by a lookup of its rows' codes (two 4-bit
     codes a byte) and their blocks' scale and offset, dequantized after the lookup. Only standard
     operators of the graph's opset: onnxruntime builds without the contrib lookup serve it too,
     and only the looked-up rows are expanded."""
@@ -157,13 +157,13 @@ def quantize_embedding(model, bits: int, block: int) -> dict:
         return {}
     import torch
 
-    from .grid import pair_codes, table_codes, table_values
+    from .model.grid import pair_codes, table_codes, table_values
 
     table = inits[node.input[0]]
     w = torch.from_numpy(numpy_helper.to_array(table).astype(np.float32))
     v, h = w.shape
     if bits != 4:
-        raise ValueError("the embedding table is stored in 4 bits (caper_train.grid's table layout)")
+        raise ValueError("the embedding table is stored in 4 bits (caper_train.model.grid's table layout)")
     q, s16, lo16 = table_codes(w, block)
     moved = float((table_values(q, s16, lo16) - w).abs().max())
     codes, scale, offset = pair_codes(q.numpy()), s16.numpy(), lo16.numpy()
@@ -234,7 +234,7 @@ def question_prompts(records: list[str], tok_paths: list[Path], max_length: int,
 
 def scores(session, prompts) -> list[np.ndarray]:
     """Clause scores then the terminal's, per candidate (logits at the scored positions)."""
-    from .export import ort_rewards
+    from .model.export import ort_rewards
 
     return scored(ort_rewards(session, [p.ids for p in prompts]), prompts)
 
@@ -356,7 +356,7 @@ def main(argv=None) -> int:
         return 1
     # The train step's sections name the served files: recorded there, caper.json is reassembled
     # from the step outputs like any other model directory's.
-    from .manifest import read_manifest, read_step, section_writers, write_step
+    from .model.manifest import read_manifest, read_step, section_writers, write_step
 
     if (src / "steps").is_dir():
         shutil.copytree(src / "steps", out / "steps", dirs_exist_ok=True)
@@ -460,7 +460,7 @@ candidates of one question are packed as one prefix-tree row (`{m.get('packing')
 ## Files
 {chr(10).join(f'- `{f}`' for f in files)}
 
-Weights: {sh.get('method', '?')}. The layers were trained on this grid (`caper_train.grid`, blocks of
+Weights: {sh.get('method', '?')}. The layers were trained on this grid (`caper_train.model.grid`, blocks of
 {grid.get('block', '?')} for the matrices and {grid.get('embed_block', '?')} for the embedding), so the stored values are the
 trained ones (largest move: matrices {(sh.get('matrices') or {}).get('largest_move', '?')}, embedding
 {(sh.get('embedding') or {}).get('largest_move', '?')}). Parity against the fp32 export on {par.get('questions', '?')} questions

@@ -109,7 +109,7 @@ def write(model_dir: Path, out: Path, layer: int, head, norm: tuple[np.ndarray, 
     """A copy of `model_dir` whose graph carries the side probe; its train step records it."""
     import onnx
 
-    from .manifest import read_manifest, read_step, write_step
+    from .model.manifest import read_manifest, read_step, write_step
 
     man = read_manifest(model_dir)
     layers = (man.get("training") or {}).get("layers")

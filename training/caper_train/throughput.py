@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from .lora import LoraSpec, with_lora
+from .model.lora import LoraSpec, with_lora
 
 
 def _peak_rss_mb() -> float:

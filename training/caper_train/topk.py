@@ -30,7 +30,7 @@ import torch
 
 from . import probe
 from .features import load_truncated, packed_mask
-from .grid import GridLinear, on_matrix_grid, read_grid
+from .model.grid import GridLinear, on_matrix_grid, read_grid
 from .throughput import autocast
 
 

@@ -31,8 +31,8 @@ import torch
 from .context import setup
 from .distributed import log
 from .loop import make_schedule, save_checkpoint, train_loop
-from .lora import merge_lora
-from .model import PRESETS, use_attention
+from .model.lora import merge_lora
+from .model.reward_model import PRESETS, use_attention
 from .model_spec import SpecError, build_model, model_spec
 from .packing import ROW_TOKENS
 from .train_data import load_data

@@ -14,10 +14,10 @@ import torch
 from .context import Setup
 from .data.prompt import MARKER, PAD_ID, SPECIAL_TOKENS, TEMPLATE
 from .distributed import log
-from .export import manifest_inputs
 from .loop import Schedule, TrainRun
-from .manifest import write_step
-from .model import RewardModel
+from .model.export import manifest_inputs
+from .model.manifest import write_step
+from .model.reward_model import RewardModel
 from .model_card import model_card
 from .model_spec import model_record
 from .objective import evaluate
@@ -48,7 +48,7 @@ def export_model(s: Setup, model: RewardModel, data: Data) -> dict | None:
     ds = data.ds
     sample_seqs = [p.chosen for p in ds.pairs[:4]] + [p.rejected for p in ds.pairs[:4]] + [t.ids for t in ds.trajs[:4]]
     if not a.no_export:
-        from .export import export
+        from .model.export import export
         export_info = export(model.cpu(), s.out, sample_seqs)
         log(f"exported: {json.dumps(export_info)}")
     if a.dump_rewards:
@@ -110,7 +110,7 @@ def dump_rewards(model: RewardModel, tok, records: list[dict], max_length: int, 
                  terminal: bool = False) -> None:
     """Python-side reference for the TypeScript parity test: prompts as (schema, question, units)
     plus the ids and the raw rewards at each marker."""
-    from .export import torch_rewards
+    from .model.export import torch_rewards
     from .data.prompt import PromptError, build_prompt
     rows = []
     for r in records:

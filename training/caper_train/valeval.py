@@ -17,7 +17,7 @@ import torch
 from .data.records import Dataset, build_dataset, in_validation, read_records
 from .data.tok import CaperTokenizer
 from .from_onnx import recover
-from .model import use_attention
+from .model.reward_model import use_attention
 from .objective import evaluate
 
 

@@ -8,7 +8,7 @@ import torch
 from transformers import Qwen2Config, Qwen2Model
 
 from caper_train import train
-from caper_train.model import RewardModel
+from caper_train.model.reward_model import RewardModel
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
@@ -85,7 +85,7 @@ def test_throughput_times_the_adapters_lora_trains(base, monkeypatch):
     import peft
 
     from caper_train import throughput
-    from caper_train.lora import LoraSpec
+    from caper_train.model.lora import LoraSpec
 
     configs = []
     real = peft.get_peft_model

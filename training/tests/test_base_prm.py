@@ -96,7 +96,7 @@ def test_probe_learns_and_blames_the_root_cause(tiny_base, tmp_path):
 
 def test_resume_is_resumable_and_export_serves_chat(tiny_base, tmp_path):
     from caper_train import base_prm, topk
-    from caper_train.manifest import read_manifest
+    from caper_train.model.manifest import read_manifest
 
     rec = tmp_path / "r.jsonl"
     write_records(rec)
@@ -137,7 +137,7 @@ def test_a_run_continues_a_served_model(tmp_path):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from caper_train import base_prm
-    from caper_train.manifest import read_manifest
+    from caper_train.model.manifest import read_manifest
     from caper_train.topk import Top
 
     # Every parameter distinct, as in a pretrained base: the exporter shares one initializer among

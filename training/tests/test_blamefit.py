@@ -6,7 +6,7 @@ import math
 import random
 
 from caper_train.fit import blamefit
-from caper_train.manifest import schema, schema_problems
+from caper_train.model.manifest import schema, schema_problems
 
 
 def make_rows(n_per_db=40, dbs=("a", "b", "c", "d", "e"), seed=0):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from caper_train.manifest import (ManifestError, assemble_from_steps, manifest_problems, manifest_steps, read_manifest,
+from caper_train.model.manifest import (ManifestError, assemble_from_steps, manifest_problems, manifest_steps, read_manifest,
                                   read_step, section_writers, write_step)
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ def shipped(tiny_base, tmp_path_factory):
     from safetensors.torch import load_file, save_file
 
     from caper_train import base_prm, ship
-    from caper_train.grid import move_base
+    from caper_train.model.grid import move_base
 
     d = tmp_path_factory.mktemp("parity")
     plain = d / "plain"
@@ -61,7 +61,7 @@ def test_the_rebuilt_model_agrees_with_the_shipped_graph(shipped, tmp_path):
 
 def test_the_shipped_weights_are_the_exported_ones(shipped):
     from caper_train import probe
-    from caper_train.manifest import read_manifest
+    from caper_train.model.manifest import read_manifest
 
     model, base, _, export = shipped
     got = probe.rebuild(model, base).state_dict()
@@ -111,7 +111,7 @@ def test_matmulnbits_weights_dequantize_as_onnxruntime_computes(bits, block, k, 
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    from caper_train.export import graph_weights, matmul_nbits
+    from caper_train.model.export import graph_weights, matmul_nbits
     from caper_train.ship import grid_matmuls
 
     n = 24

@@ -25,7 +25,7 @@ def exported(tiny_base, tmp_path_factory):
 
 def test_ship_quantizes_matmuls_and_embedding_and_records_parity(exported, tmp_path):
     from caper_train import ship
-    from caper_train.manifest import read_manifest
+    from caper_train.model.manifest import read_manifest
 
     model, rec = exported
     out = tmp_path / "shipped"
@@ -70,7 +70,7 @@ def test_ship_cuts_the_vocabulary_to_the_training_prompts(exported, tmp_path):
     import onnxruntime as ort
 
     from caper_train import ship
-    from caper_train.manifest import read_manifest
+    from caper_train.model.manifest import read_manifest
     from caper_train.data.tok import CaperTokenizer
 
     model, rec = exported
@@ -159,7 +159,7 @@ def test_embedding_lookup_dequantizes_the_blocks():
     got = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"input_ids": ids})[0]
     import torch
 
-    from caper_train.grid import on_table_grid, table_codes
+    from caper_train.model.grid import on_table_grid, table_codes
     want = on_table_grid(torch.from_numpy(table), 32).numpy()
     assert np.array_equal(got[0], want[ids[0]]), "exactly the grid's values"
     step = table_codes(torch.from_numpy(table), 32)[1].float().max().item()

@@ -16,7 +16,7 @@ def test_the_graph_serves_the_average_of_the_head_and_the_probe(shipped, tmp_pat
     import onnx
 
     from caper_train import features, probe, ship, side_probe
-    from caper_train.export import ort_rewards
+    from caper_train.model.export import ort_rewards
 
     model_dir, base, rec, _ = shipped
     features.main(["--records", str(rec), "--base", str(base), "--layers", "1", "--out", str(tmp_path / "f"),

@@ -164,7 +164,7 @@ def test_embedding_rows_gathered_and_stay_on_the_grid():
     from onnx import TensorProto, helper, numpy_helper
 
     from caper_train import ship, vocab
-    from caper_train.grid import on_table_grid, table_codes
+    from caper_train.model.grid import on_table_grid, table_codes
 
     rng = np.random.default_rng(0)
     table = on_table_grid(torch.from_numpy(rng.normal(size=(50, 64)).astype(np.float32)), 32).numpy()

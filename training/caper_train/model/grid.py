@@ -2,7 +2,7 @@
 
 A base model re-rounded to 4 bits after training reorders too many candidate pairs for the
 served model to be the model that was measured. Training on the grid removes that step: the
-base's embedding and decoder matrices are moved onto the grid once (`python -m caper_train.grid`
+base's embedding and decoder matrices are moved onto the grid once (`python -m caper_train.model.grid`
 writes a base folder whose caper-base.json names the grid), features and frozen layers are
 computed from those values, the trained layers see their own grid values in every forward pass
 (straight-through), and the shipped file stores exactly the values the model was trained and
@@ -17,7 +17,7 @@ Two layouts, each one function here so training, export and ship cannot drift ap
 The served graph stores the codes two a byte; packing them (ship) and reading a graph's weights
 back (export.graph_weights) both go through the functions here, so neither depends on the other.
 
-    python -m caper_train.grid --base runs/base/qwen2.5-coder-0.5b --out runs/base/qwen2.5-coder-0.5b-g128 \\
+    python -m caper_train.model.grid --base runs/base/qwen2.5-coder-0.5b --out runs/base/qwen2.5-coder-0.5b-g128 \\
         [--block 128] [--embed-block 128]
 """
 from __future__ import annotations
@@ -228,7 +228,7 @@ def move_base(base: Path, out: Path, block: int, embed_block: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m caper_train.grid", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m caper_train.model.grid", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", required=True)
     ap.add_argument("--out", required=True)

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .data.prompt import PAD_ID
-from .model import RewardModel
+from ..data.prompt import PAD_ID
+from .reward_model import RewardModel
 
 OPSET = 17
 INPUT_NAMES = ["input_ids", "position_ids", "subtree_end"]
@@ -351,7 +351,7 @@ def load_from_onnx(model_dir: str | Path) -> RewardModel:
     models whose checkpoint is gone can be re-exported with the packed interface (place_weights).
     The result is checked against the original graph by the caller (main)."""
     import onnx
-    from .model import build_from_preset
+    from .reward_model import build_from_preset
     from .manifest import read_manifest
     d = Path(model_dir)
     man = read_manifest(d)
@@ -368,7 +368,7 @@ LINEAR_ORDER = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "sel
 
 def graph_weights(g) -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
     """The weights a graph computes with: every initializer by name, a shipped embedding lookup's
-    table dequantized under the table's name (caper_train.grid), and the constant right operands
+    table dequantized under the table's name (caper_train.model.grid), and the constant right operands
     of its matrix products (MatMul, or MatMulNBits dequantized) as [K, N] in node order."""
     from onnx import numpy_helper
 
@@ -428,7 +428,7 @@ def random_model(spec: str, vocab_size: int, seed: int, dtype: torch.dtype) -> t
     optionally vocab_size >= the tokenizer's, to match a real checkpoint's embedding table): for tests
     and benchmarks of export and serving at sizes nothing has been trained at."""
     from transformers import Qwen2Model
-    from .model import PRESETS, qwen2_config
+    from .reward_model import PRESETS, qwen2_config
     if spec in PRESETS:
         sizes, name = PRESETS[spec], spec
     else:
@@ -453,8 +453,8 @@ def random_model(spec: str, vocab_size: int, seed: int, dtype: torch.dtype) -> t
 def write_manifest(out: Path, name: str, model: RewardModel, tokenizer_path: str, max_length: int, info: dict,
                    origin: dict) -> None:
     import shutil
-    from .data.prompt import MARKER, PAD_ID, SPECIAL_TOKENS, TEMPLATE
-    from .data.tok import CaperTokenizer
+    from ..data.prompt import MARKER, PAD_ID, SPECIAL_TOKENS, TEMPLATE
+    from ..data.tok import CaperTokenizer
     tok = CaperTokenizer.load(tokenizer_path)
     if Path(tokenizer_path).resolve() != (out / "tokenizer.json").resolve():
         shutil.copyfile(tokenizer_path, out / "tokenizer.json")
@@ -506,7 +506,7 @@ def main(argv=None) -> int:
     elif a.random:
         if not a.tokenizer:
             ap.error("--random needs --tokenizer")
-        from .data.tok import CaperTokenizer
+        from ..data.tok import CaperTokenizer
         model, name = random_model(a.random, CaperTokenizer.load(a.tokenizer).vocab_size, a.seed, dtype)
     else:
         model = RewardModel.load(a.checkpoint, dtype=dtype)
@@ -515,9 +515,9 @@ def main(argv=None) -> int:
         info["rebuilt_from_onnx_max_abs_diff"] = diff
     if a.random:
         write_manifest(Path(a.out), name, model, a.tokenizer, a.max_length, info,
-                       {"preset": a.random if a.random in __import__("caper_train.model", fromlist=["PRESETS"]).PRESETS else None,
+                       {"preset": a.random if a.random in __import__("caper_train.model.reward_model", fromlist=["PRESETS"]).PRESETS else None,
                         "random_init": True, "seed": a.seed, "dtype": a.dtype or "float32",
-                        "command": "python -m caper_train.export " + " ".join(sys.argv[1:] if argv is None else argv)})
+                        "command": "python -m caper_train.model.export " + " ".join(sys.argv[1:] if argv is None else argv)})
     else:
         update_manifest(Path(a.out), info)
     print(json.dumps(info, indent=2))

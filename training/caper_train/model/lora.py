@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .model import RewardModel
+from .reward_model import RewardModel
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import os
 import re
 from pathlib import Path
 
-SCHEMA_PATH = Path(os.environ.get("CAPER_SCHEMA", Path(__file__).resolve().parents[2] / "models" / "caper.schema.json"))
+SCHEMA_PATH = Path(os.environ.get("CAPER_SCHEMA", Path(__file__).resolve().parents[3] / "models" / "caper.schema.json"))
 
 _schema: dict | None = None
 

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel, Qwen2Config, Qwen2Model
 
-from .data.prompt import PAD_ID
+from ..data.prompt import PAD_ID
 
 PRESETS: dict[str, dict] = {
     # CI and end-to-end tests: small enough that a whole training run fits in a test.
