@@ -22,8 +22,8 @@ import torch
 from caper_train.data.records import build_dataset, corpus_texts
 from caper_train.model.reward_model import PRESETS, RewardModel, qwen2_config
 from caper_train.data.tok import CaperTokenizer, train_tokenizer
-from caper_train.objective import compute_loss
-from caper_train.packing import ROW_TOKENS, collate, collate_rows, make_batches, make_row_batches
+from caper_train.scratch.objective import compute_loss
+from caper_train.scratch.packing import ROW_TOKENS, collate, collate_rows, make_batches, make_row_batches
 
 CLAUSE_RE = re.compile(r"\b(FROM|WHERE|GROUP BY|HAVING|ORDER BY|LIMIT|UNION|INTERSECT|EXCEPT)\b", re.I)
 

@@ -34,11 +34,11 @@ from caper_train.model.reward_model import RewardModel
 from caper_train.data.prompt import PromptError
 from caper_train.data.records import Encoder
 from caper_train.data.tok import CaperTokenizer
-from caper_train.context import seed_everything
-from caper_train.distributed import log
-from caper_train.model_spec import load_init
-from caper_train.objective import compute_loss, evaluate
-from caper_train.packing import collate_rows, make_row_batches
+from caper_train.scratch.context import seed_everything
+from caper_train.scratch.distributed import log
+from caper_train.scratch.model_spec import load_init
+from caper_train.scratch.objective import compute_loss, evaluate
+from caper_train.scratch.packing import collate_rows, make_row_batches
 
 
 def read_jsonl(path: str) -> list[dict]:

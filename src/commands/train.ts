@@ -293,7 +293,7 @@ export const TRAIN_STEPS: readonly TrainStep[] = [
         pyArgs = ['-m', 'caper_train.base_prm', '--records', c.tuples, '--base', resolve(c.base!), '--out', c.out, '--run', join(c.runDir, 'base'),
           '--seed', c.seed, ...(c.excludeDbs.length ? ['--exclude-dbs', c.excludeDbs.join(',')] : []), ...passThrough(c.a, 'base_prm')];
       } else {
-        pyArgs = [...(c.launcher ?? []), '-m', 'caper_train.train', '--data', c.tuples, '--out', c.out, '--preset', c.preset, '--seed', c.seed,
+        pyArgs = [...(c.launcher ?? []), '-m', 'caper_train.scratch.train', '--data', c.tuples, '--out', c.out, '--preset', c.preset, '--seed', c.seed,
           '--checkpoint', join(c.runDir, 'checkpoint')];
         if (c.base) pyArgs.push('--base', resolve(c.base));
         // The shipped models/small (the default preset) was trained with these; `caper train --preset default` repeats them.

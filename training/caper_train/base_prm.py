@@ -41,7 +41,7 @@ def data_hash(paths: list[str]) -> str:
 
 
 def clause_prior(paths: list[str], dbs: str | None, exclude: list[str]) -> dict[str, int]:
-    """Root-cause clause counts of the training databases' pairs, as caper_train.train records
+    """Root-cause clause counts of the training databases' pairs, as caper_train.scratch.train records
     them: `caper eval localize` ranks clauses by it for its prior baseline."""
     keep = set(dbs.split(",")) if dbs else None
     prior: dict[str, int] = {}

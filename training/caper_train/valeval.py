@@ -1,5 +1,5 @@
 """Held-out metrics of a shipped model directory on a training file's validation questions, the
-split `caper_train.train` holds out (same hash of (db, question)), so models trained on different files can
+split `caper_train.scratch.train` holds out (same hash of (db, question)), so models trained on different files can
 be compared on one set.
 
     python -m caper_train.valeval --data TUPLES.jsonl --model models/NAME [--terminal] [--val-frac 0.05]
@@ -16,9 +16,9 @@ import torch
 
 from .data.records import Dataset, build_dataset, in_validation, read_records
 from .data.tok import CaperTokenizer
-from .from_onnx import recover
 from .model.reward_model import use_attention
-from .objective import evaluate
+from .scratch.from_onnx import recover
+from .scratch.objective import evaluate
 
 
 def main(argv=None) -> int:

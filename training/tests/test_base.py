@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2Model
 
-from caper_train import train
+from caper_train.scratch import train
 from caper_train.model.reward_model import RewardModel
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")

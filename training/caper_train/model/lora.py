@@ -1,5 +1,5 @@
 """LoRA adapters on a reward model's backbone, in one place for the two lines that use them: the
-end-to-end trainer adds them (`caper_train.train --base DIR --lora`, model_spec) and folds them back
+end-to-end trainer adds them (`caper_train.scratch.train --base DIR --lora`, model_spec) and folds them back
 into the weights before export, and throughput times the same adapters on a pretrained base, so
 what it measures is what `--lora` trains."""
 from __future__ import annotations

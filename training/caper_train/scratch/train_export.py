@@ -11,13 +11,13 @@ from pathlib import Path
 
 import torch
 
+from ..data.prompt import MARKER, PAD_ID, SPECIAL_TOKENS, TEMPLATE
+from ..model.export import manifest_inputs
+from ..model.manifest import write_step
+from ..model.reward_model import RewardModel
 from .context import Setup
-from .data.prompt import MARKER, PAD_ID, SPECIAL_TOKENS, TEMPLATE
 from .distributed import log
 from .loop import Schedule, TrainRun
-from .model.export import manifest_inputs
-from .model.manifest import write_step
-from .model.reward_model import RewardModel
 from .model_card import model_card
 from .model_spec import model_record
 from .objective import evaluate
@@ -48,7 +48,7 @@ def export_model(s: Setup, model: RewardModel, data: Data) -> dict | None:
     ds = data.ds
     sample_seqs = [p.chosen for p in ds.pairs[:4]] + [p.rejected for p in ds.pairs[:4]] + [t.ids for t in ds.trajs[:4]]
     if not a.no_export:
-        from .model.export import export
+        from ..model.export import export
         export_info = export(model.cpu(), s.out, sample_seqs)
         log(f"exported: {json.dumps(export_info)}")
     if a.dump_rewards:
@@ -95,7 +95,7 @@ def write_manifest(s: Setup, model: RewardModel, data: Data, sch: Schedule, run:
             "torch_threads": torch.get_num_threads(), "device": str(s.device),
             "processes": s.dist.world, "backend": s.dist.backend,
             "torch": torch.__version__, "packed_pairs": a.pack, "train_attention": a.attn,
-            "command": "python -m caper_train.train " + " ".join(sys.argv[1:] if argv is None else argv),
+            "command": "python -m caper_train.scratch.train " + " ".join(sys.argv[1:] if argv is None else argv),
         },
         "export": export_info,
     }
@@ -110,8 +110,8 @@ def dump_rewards(model: RewardModel, tok, records: list[dict], max_length: int, 
                  terminal: bool = False) -> None:
     """Python-side reference for the TypeScript parity test: prompts as (schema, question, units)
     plus the ids and the raw rewards at each marker."""
-    from .model.export import torch_rewards
-    from .data.prompt import PromptError, build_prompt
+    from ..model.export import torch_rewards
+    from ..data.prompt import PromptError, build_prompt
     rows = []
     for r in records:
         units = (list(r.get("prefix", [])) + [r["chosen"]]) if r["type"] == "pair" else [u["text"] for u in r["units"]]

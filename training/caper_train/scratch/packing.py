@@ -6,8 +6,8 @@ import random
 
 import torch
 
-from .data.prompt import PAD_ID, SQL_ID
-from .data.records import PairExample, TrajExample
+from ..data.prompt import PAD_ID, SQL_ID
+from ..data.records import PairExample, TrajExample
 
 
 def item_len(it) -> int:

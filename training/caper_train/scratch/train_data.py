@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..data.prompt import SPECIAL_TOKENS
+from ..data.records import Dataset, build_dataset, corpus_texts, file_sha256, in_validation, read_records
+from ..data.tok import CaperTokenizer, train_tokenizer
 from .context import Setup
-from .data.prompt import SPECIAL_TOKENS
-from .data.records import Dataset, build_dataset, corpus_texts, file_sha256, in_validation, read_records
-from .data.tok import CaperTokenizer, train_tokenizer
 from .distributed import log, same_everywhere
 
 

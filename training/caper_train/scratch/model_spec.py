@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
-from .data.tok import CaperTokenizer
+from ..data.tok import CaperTokenizer
+from ..model.lora import LoraSpec, add_lora
+from ..model.reward_model import RewardModel, build_from_base, build_from_preset, use_attention
 from .distributed import Dist, log
-from .model.lora import LoraSpec, add_lora
-from .model.reward_model import RewardModel, build_from_base, build_from_preset, use_attention
 
 
 class SpecError(ValueError):

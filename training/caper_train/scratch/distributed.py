@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .data.records import PairExample, TrajExample
+from ..data.records import PairExample, TrajExample
 from .packing import branch_tokens, item_len, traj_targets
 
 _RANK = 0  # set by init_distributed: only rank 0 of a torchrun job prints

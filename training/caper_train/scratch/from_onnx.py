@@ -8,7 +8,7 @@ weights become anonymous `onnx::MatMul_*` initializers holding W^T, in the order
 first uses them: per layer q, k, v, o, gate, up, down, then the head. Recovery fills a preset-shaped
 model in that order and checks parity against onnxruntime, so a wrong order fails loudly.
 
-    python -m caper_train.from_onnx --model models/small --out runs/base/checkpoint
+    python -m caper_train.scratch.from_onnx --model models/small --out runs/base/checkpoint
 """
 from __future__ import annotations
 
@@ -20,15 +20,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .model.export import max_diff, ort_rewards, torch_rewards
-from .model.reward_model import RewardModel
+from ..model.export import max_diff, ort_rewards, torch_rewards
+from ..model.reward_model import RewardModel
 
 
 def recover(model_dir: str | Path) -> tuple[RewardModel, dict]:
     """The model and its manifest; the weight mapping is export.load_from_onnx's (one reader for
     legacy and prefix-tree exports), the parity check below is this module's."""
-    from .model.export import load_from_onnx
-    from .model.manifest import read_manifest
+    from ..model.export import load_from_onnx
+    from ..model.manifest import read_manifest
     manifest = read_manifest(model_dir)
     return load_from_onnx(model_dir), manifest
 

@@ -1,8 +1,8 @@
 """Train the CAPER Clause-PRM and export it.
 
-    python -m caper_train.train --data FILE.jsonl --out models/NAME --preset tiny|default
+    python -m caper_train.scratch.train --data FILE.jsonl --out models/NAME --preset tiny|default
         [--base PATH] [--steps N | --epochs E] [--seed S] [--max-length L] [--loss pref|pref+reg]
-    python -m torch.distributed.run --standalone --nproc-per-node N -m caper_train.train ...   (DDP, see
+    python -m torch.distributed.run --standalone --nproc-per-node N -m caper_train.scratch.train ...   (DDP, see
         "data parallelism" below: gloo on CPU, nccl on CUDA; --batch-size stays the global batch)
 
 Loss (per batch):
@@ -28,11 +28,11 @@ import time
 
 import torch
 
+from ..model.lora import merge_lora
+from ..model.reward_model import PRESETS, use_attention
 from .context import setup
 from .distributed import log
 from .loop import make_schedule, save_checkpoint, train_loop
-from .model.lora import merge_lora
-from .model.reward_model import PRESETS, use_attention
 from .model_spec import SpecError, build_model, model_spec
 from .packing import ROW_TOKENS
 from .train_data import load_data
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     try:
         spec = model_spec(a, torch.cuda.is_available())
     except SpecError as e:
-        print(f"caper_train.train: {e}", file=sys.stderr)
+        print(f"caper_train.scratch.train: {e}", file=sys.stderr)
         return 2
     s = setup(a, spec)
     try:

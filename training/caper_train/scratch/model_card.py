@@ -1,7 +1,7 @@
-"""MODEL_CARD.md of a model `caper_train.train` wrote, from its caper.json `train` sections."""
+"""MODEL_CARD.md of a model `caper_train.scratch.train` wrote, from its caper.json `train` sections."""
 from __future__ import annotations
 
-from .model.reward_model import RewardModel
+from ..model.reward_model import RewardModel
 
 
 def lora_line(tr: dict) -> str:

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..data.prompt import PAD_ID
+from ..data.records import PairExample
+from ..data.tok import CaperTokenizer
+from ..model.reward_model import RewardModel
 from .context import Setup
-from .data.prompt import PAD_ID
-from .data.records import PairExample
-from .data.tok import CaperTokenizer
 from .distributed import all_max, all_sum, log, rank_share, step_counts, world_size
-from .model.reward_model import RewardModel
 from .model_spec import trainable_parameters
 from .objective import compute_loss
 from .packing import collate, collate_rows, make_batches, make_row_batches

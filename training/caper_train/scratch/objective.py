@@ -1,13 +1,13 @@
 """The training loss of one step and the held-out figures of a trained model. The loss is written
-out in train.py's docstring, which is also `python -m caper_train.train --help`."""
+out in train.py's docstring, which is also `python -m caper_train.scratch.train --help`."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .data.records import PairExample, TrajExample
-from .model.reward_model import RewardModel
+from ..data.records import PairExample, TrajExample
+from ..model.reward_model import RewardModel
 from .packing import ROW_TOKENS, collate_rows, pack_rows, traj_targets
 
 # Mutation kinds (src/annotate/mutation-kinds.ts DELETION_KINDS) that remove whole units.

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..model.reward_model import PRESETS
 from .distributed import Dist, init_distributed
-from .model.reward_model import PRESETS
 from .model_spec import ModelSpec
 
 
