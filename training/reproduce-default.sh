@@ -46,7 +46,7 @@ records=("$rec/extra.jsonl" "$rec"/extra-shards/s*.jsonl "$rec/pool16-train.json
 model=runs/models/prm-default
 resume=()
 [ -f "$rec/default/topk/checkpoint.pt" ] && resume=(--resume)
-[ -f "$model/caper.json" ] || PYTHONPATH=$pp OMP_NUM_THREADS=2 "$py" -m caper_train.base_prm --records "${records[@]}" \
+[ -f "$model/caper.json" ] || PYTHONPATH=$pp OMP_NUM_THREADS=2 "$py" -m caper_train.base.base_prm --records "${records[@]}" \
   --exclude-dbs "$held" --base "$base-g128" --family topk --layers 15 --top-k 6 --epochs 1.7 --lr 3e-5 \
   --blame-weight 0.3 --max-minutes 70 --per-question 16 --threads 2 --out "$model" --run "$rec/default" "${resume[@]}"
 # The cut vocabulary is what lets 15 layers fit the size budget; it is chosen from the training
@@ -65,9 +65,9 @@ for k in 0 1 2 3 4; do
     --timeout-ms 1000 --shard "$k/10" --out "$rec/borrowed/s$k.jsonl"
 done
 feats=(--base "$base-g128" --layers 9 --rows-layer 9 --exclude-dbs "$held" --dtype float32 --threads 2 --seed 0)
-[ -f runs/side/feats-dev/meta.json ] || PYTHONPATH=$pp "$py" -m caper_train.features "${feats[@]}" --per-question 16 \
+[ -f runs/side/feats-dev/meta.json ] || PYTHONPATH=$pp "$py" -m caper_train.base.features "${feats[@]}" --per-question 16 \
   --records "$rec/pool16-train.jsonl" "$rec/extra.jsonl" "$rec"/extra-shards/s*.jsonl --out runs/side/feats-dev
-[ -f runs/side/feats-borrowed/meta.json ] || PYTHONPATH=$pp "$py" -m caper_train.features "${feats[@]}" --per-question 8 \
+[ -f runs/side/feats-borrowed/meta.json ] || PYTHONPATH=$pp "$py" -m caper_train.base.features "${feats[@]}" --per-question 8 \
   --max-questions 1000 --records "$rec"/borrowed/s{0,1,2,3,4}.jsonl "$rec"/spider-train-s{0,1,2}.jsonl \
   --out runs/side/feats-borrowed
 [ -f "$out/caper.json" ] || PYTHONPATH=$pp "$py" -m caper_train.side_probe --model "$shipped" --base "$base-g128" \

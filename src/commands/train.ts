@@ -33,7 +33,7 @@ export const USAGE = `usage: caper train --out DIR [--force] [--quick] [--preset
                   --data, training stopped after ${QUICK.minutes} minutes, no evaluation or fits (implies --no-eval: the selector
                   falls back to the vote, no confidence); for trying the pipeline, not for serving answers
   --base PATH     fine-tune a local Hugging Face checkpoint instead of training a preset; with --family probe|topk,
-                  a Clause-PRM on its first --layers N layers built for the CPU (caper_train.base_prm, training/README.md)
+                  a Clause-PRM on its first --layers N layers built for the CPU (caper_train.base.base_prm, training/README.md)
   --extra-failures DIR  with --candidates: also the failing SQL of more systems (DIR/<system>.sql, e.g.
                   ../shared/data/spider/dev-open/predictions-extra), labelled by their gold root cause
   --exclude-dbs A,B  databases of --candidates kept out of training (a held-out split)
@@ -290,7 +290,7 @@ export const TRAIN_STEPS: readonly TrainStep[] = [
       if (!c.tuples) throw new Error('--only train needs --tuples FILE (or the annotate step)');
       let pyArgs: string[];
       if (flagString(c.a, 'family') !== undefined) {
-        pyArgs = ['-m', 'caper_train.base_prm', '--records', c.tuples, '--base', resolve(c.base!), '--out', c.out, '--run', join(c.runDir, 'base'),
+        pyArgs = ['-m', 'caper_train.base.base_prm', '--records', c.tuples, '--base', resolve(c.base!), '--out', c.out, '--run', join(c.runDir, 'base'),
           '--seed', c.seed, ...(c.excludeDbs.length ? ['--exclude-dbs', c.excludeDbs.join(',')] : []), ...passThrough(c.a, 'base_prm')];
       } else {
         pyArgs = [...(c.launcher ?? []), '-m', 'caper_train.scratch.train', '--data', c.tuples, '--out', c.out, '--preset', c.preset, '--seed', c.seed,

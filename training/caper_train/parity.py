@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write the figures as JSON")
     a = ap.parse_args(argv)
     from .model.manifest import read_manifest
-    from .probe import rebuild
+    from .base.probe import rebuild
     from .ship import question_prompts, session
 
     torch.set_num_threads(a.threads)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from . import probe
+from .base import probe
 
 POOL8 = ["dail-sql-gpt4", "din-sql-gpt4", "gpt4-few-shot", "gpt4-zero-shot", "chatgpt-zero-shot",
          "c3sql-chatgpt", "din-sql-codex", "codex-few-shot"]

@@ -1,6 +1,6 @@
 """Ship a trained base Clause-PRM: a served model directory small enough to commit.
 
-The export of a base Clause-PRM (caper_train.probe.export_model) is the fp32 graph: the truncated
+The export of a base Clause-PRM (caper_train.base.probe.export_model) is the fp32 graph: the truncated
 base's decoder layers and its whole embedding matrix, which is most of the bytes. Shipping keeps
 the graph and stores the weights in 4 bits on caper_train.model.grid's layouts: the decoder's matrix
 products as MatMulNBits, the embedding as a lookup of its rows' codes dequantized after the
@@ -212,7 +212,7 @@ def question_prompts(records: list[str], tok_paths: list[Path], max_length: int,
     candidates in the same order): the candidates that fit max_length under every tokenizer, kept
     when there are at least two."""
     from .data import chat_prompt
-    from .features import candidate_prompts, question_groups
+    from .base.features import candidate_prompts, question_groups
     from .data.tok import CaperTokenizer
 
     toks = [CaperTokenizer.load(p) for p in tok_paths]

@@ -6,13 +6,13 @@ trained top fits the training databases closely; a linear probe on the frozen st
 few parameters, sees the same positions through the base's own representation, and errs
 differently on databases neither saw. The served graph already computes layer L's output on its
 way to the top, so the probe costs one dot product per position: its logit, on layer L's output
-passed through the base's final RMS norm (as caper_train.features caches it), is averaged with the
+passed through the base's final RMS norm (as caper_train.base.features caches it), is averaged with the
 top's logit at every position (equal weights: both are fitted to the same per-position targets, so
 their logits share a scale, and no weight is chosen on evaluation data).
 
-The probe is fitted (caper_train.probe.fit: BCE over clause and terminal positions plus the
+The probe is fitted (caper_train.base.probe.fit: BCE over clause and terminal positions plus the
 margin-weighted preference term) on feature caches of training records at layer L
-(caper_train.features --layers L), which the top-k run's own caches hold when L is its rows layer.
+(caper_train.base.features --layers L), which the top-k run's own caches hold when L is its rows layer.
 
     python -m caper_train.side_probe --model models/default --base runs/base/qwen2.5-coder-0.5b-g128 \\
         --cache RUN/feats [...] --layer 9 --exclude-dbs HELD_OUT --out runs/models/NAME
@@ -95,7 +95,7 @@ def attach(graph_model, layer: int, weight: np.ndarray, bias: float, norm_w: np.
 
 
 def fit(caches: list[str], layer: int, l2: float, exclude: set[str]):
-    from . import probe
+    from .base import probe
 
     cands, meta = probe.load_cache(caches, exclude=exclude)
     if layer not in meta.get("layers", []):
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m caper_train.side_probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="a shipped top-k model directory")
     ap.add_argument("--base", required=True, help="the base its frozen layers come from (for the final norm)")
-    ap.add_argument("--cache", nargs="+", required=True, help="caper_train.features caches of training records")
+    ap.add_argument("--cache", nargs="+", required=True, help="caper_train.base.features caches of training records")
     ap.add_argument("--layer", type=int, required=True)
     ap.add_argument("--l2", type=float, default=1e-2)
     ap.add_argument("--exclude-dbs", default="")

@@ -153,7 +153,7 @@ def prompt_texts(records: Sequence[str | Path], exclude_dbs: set[str]) -> list[s
     """Every distinct text the caper-chat-v1 prompts of these records encode (fixed template parts,
     schemas, questions, clause units as the template spaces them), in first-seen order."""
     from .data import chat_prompt
-    from .features import question_groups
+    from .base.features import question_groups
     from .data.prompt import PromptError
 
     seen: dict[str, None] = {}

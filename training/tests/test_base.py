@@ -84,7 +84,7 @@ def test_throughput_times_the_adapters_lora_trains(base, monkeypatch):
     trains (lora.LoraSpec), not a configuration of its own."""
     import peft
 
-    from caper_train import throughput
+    from caper_train.base import throughput
     from caper_train.model.lora import LoraSpec
 
     configs = []

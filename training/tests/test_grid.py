@@ -83,7 +83,8 @@ def test_grid_linear_uses_grid_values_and_passes_the_gradient_straight_through()
 
 
 def _train_and_ship(base, tmp_path, name: str):
-    from caper_train import base_prm, ship
+    from caper_train import ship
+    from caper_train.base import base_prm
     from caper_train.model.manifest import read_manifest
 
     rec = tmp_path / "r.jsonl"

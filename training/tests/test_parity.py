@@ -16,7 +16,8 @@ from test_base_prm import tiny_base, write_records  # noqa: F401  (fixture)
 def shipped(tiny_base, tmp_path_factory):
     from safetensors.torch import load_file, save_file
 
-    from caper_train import base_prm, ship
+    from caper_train import ship
+    from caper_train.base import base_prm
     from caper_train.model.grid import move_base
 
     d = tmp_path_factory.mktemp("parity")
@@ -60,7 +61,7 @@ def test_the_rebuilt_model_agrees_with_the_shipped_graph(shipped, tmp_path):
 
 
 def test_the_shipped_weights_are_the_exported_ones(shipped):
-    from caper_train import probe
+    from caper_train.base import probe
     from caper_train.model.manifest import read_manifest
 
     model, base, _, export = shipped
@@ -74,7 +75,8 @@ def test_the_shipped_weights_are_the_exported_ones(shipped):
 
 
 def test_the_check_sees_a_changed_weight(shipped):
-    from caper_train import parity, probe, ship
+    from caper_train import parity, ship
+    from caper_train.base import probe
 
     model, base, rec, _ = shipped
     m = probe.rebuild(model, base)
@@ -94,7 +96,7 @@ def test_the_check_sees_a_changed_weight(shipped):
 def test_a_weight_that_cannot_be_placed_raises(shipped, tmp_path):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from caper_train import probe
+    from caper_train.base import probe
 
     model, base, _, _ = shipped
     with pytest.raises(ValueError, match="weight matrix products"):

@@ -13,7 +13,7 @@ from test_base_prm import tiny_base, write_records  # noqa: F401  (fixture)
 
 @pytest.fixture(scope="module")
 def exported(tiny_base, tmp_path_factory):
-    from caper_train import base_prm
+    from caper_train.base import base_prm
 
     d = tmp_path_factory.mktemp("ship")
     rec = d / "r.jsonl"

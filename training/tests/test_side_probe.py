@@ -15,7 +15,8 @@ from test_parity import shipped  # noqa: F401  (fixture)
 def test_the_graph_serves_the_average_of_the_head_and_the_probe(shipped, tmp_path):
     import onnx
 
-    from caper_train import features, probe, ship, side_probe
+    from caper_train import ship, side_probe
+    from caper_train.base import features, probe
     from caper_train.model.export import ort_rewards
 
     model_dir, base, rec, _ = shipped

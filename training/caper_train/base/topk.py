@@ -1,9 +1,9 @@
 """The top-k family of the base Clause-PRM: the first N-k layers frozen, the top k layers and the head trained.
 
-The frozen layers' output is the same every epoch, so it is computed once (caper_train.features
+The frozen layers' output is the same every epoch, so it is computed once (caper_train.base.features
 --rows-layer N-k keeps every packed row's hidden states after layer N-k) and training runs only
 the k layers above it: per token about 3k layer-passes (forward and backward) instead of 3N.
-Targets and loss are the probe's (caper_train.probe: clause verdicts at each unit's last token, the
+Targets and loss are the probe's (caper_train.base.probe: clause verdicts at each unit's last token, the
 whole-query verdict at the terminal, the margin-weighted preference between a question's right and
 wrong candidates at the terminal). The head starts from a probe fitted on layer N, so training
 begins from the probe's solution.
@@ -11,9 +11,9 @@ begins from the probe's solution.
 A progress line every --log-every steps (step time, tokens/s, loss, ETA); a checkpoint every
 --checkpoint-minutes into --run (layers, head, optimizer, schedule, data order and position), and
 `--resume` continues from it exactly. The exported model is the base's first N layers with the
-trained top layers and head (caper_train.probe.export_model writes it).
+trained top layers and head (caper_train.base.probe.export_model writes it).
 
-    python -m caper_train.topk --cache runs/prm-base/feats-train --base runs/base/qwen2.5-coder-0.5b \\
+    python -m caper_train.base.topk --cache runs/prm-base/feats-train --base runs/base/qwen2.5-coder-0.5b \\
         --layers 8 --init-head HEAD.pt --run runs/prm-base/topk --epochs 1 [--max-minutes M] [--resume]
 """
 from __future__ import annotations
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import torch
 
+from ..model.grid import GridLinear, on_matrix_grid, read_grid
 from . import probe
 from .features import load_truncated, packed_mask
-from .model.grid import GridLinear, on_matrix_grid, read_grid
 from .throughput import autocast
 
 
@@ -183,12 +183,12 @@ def row_loss(model: Top, row: dict, cands: list[dict], pref_weight: float, delta
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m caper_train.topk")
+    ap = argparse.ArgumentParser(prog="python -m caper_train.base.topk")
     ap.add_argument("--cache", nargs="+", required=True, help="feature caches written with --rows-layer")
     ap.add_argument("--base", required=True)
     ap.add_argument("--layers", type=int, required=True, help="N: the served model keeps the first N layers")
     ap.add_argument("--from-layer", type=int, help="the cache's --rows-layer (default: read from the cache)")
-    ap.add_argument("--init-head", help="probe head fitted on layer N (caper_train.probe fit)")
+    ap.add_argument("--init-head", help="probe head fitted on layer N (caper_train.base.probe fit)")
     ap.add_argument("--init-model", help="a served model directory of the same base and N whose top layers and head "
                                          "start the run (continued training); the cache must come from the same base")
     ap.add_argument("--run", required=True, help="checkpoint directory")

@@ -4,7 +4,7 @@ Machines differ: where the CPU has bf16 instructions bf16 autocast is the faster
 only AVX2 bf16 is emulated and fp32 is. `faster_dtype` times one forward pass of each on the model
 a run is about to use, so every run takes the faster one for the machine it is on.
 
-`python -m caper_train.throughput --base DIR --layers 6,12,24 --out bench/results/train-throughput.md`
+`python -m caper_train.base.throughput --base DIR --layers 6,12,24 --out bench/results/train-throughput.md`
 writes the table the training configuration is chosen from: per layer count N and family,
 tokens/s, s/step and peak RSS, on one packed row of --tokens tokens:
   probe     forward only, no gradients (the cost of caching features: once per record);
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from .model.lora import LoraSpec, with_lora
+from ..model.lora import LoraSpec, with_lora
 
 
 def _peak_rss_mb() -> float:
@@ -77,7 +77,7 @@ def family_step(family: str, model, ids, dt, k: int = 2):
 def main(argv=None) -> int:
     from .features import load_truncated
 
-    ap = argparse.ArgumentParser(prog="python -m caper_train.throughput")
+    ap = argparse.ArgumentParser(prog="python -m caper_train.base.throughput")
     ap.add_argument("--base", required=True)
     ap.add_argument("--layers", default="6,12,24")
     ap.add_argument("--families", default="probe,top-k,lora")
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
                 del model
     if a.out:
         lines = ["# Training throughput of the pretrained base on this machine", "",
-                 f"`python -m caper_train.throughput --base {a.base} --layers {a.layers} --tokens {a.tokens}` "
+                 f"`python -m caper_train.base.throughput --base {a.base} --layers {a.layers} --tokens {a.tokens}` "
                  f"({a.threads} threads; one packed row of {a.tokens} tokens a step; peak RSS is the process's "
                  "high-water mark so far).", "",
                  "| layers N | family | dtype | tokens/s | s/step | peak RSS MB |", "|---|---|---|---|---|---|"]

@@ -1,6 +1,6 @@
 """The probe family of the base Clause-PRM: a head trained on frozen base features.
 
-Inputs are feature caches (caper_train.features). Per candidate, positions are its units' last
+Inputs are feature caches (caper_train.base.features). Per candidate, positions are its units' last
 tokens then the terminal. Targets:
   - unit k: 1 when the clause is not the record's root cause, 0 at the root cause (annotate marks
     it with reward -1); a right candidate's units are all 1. The served output at a unit is then
@@ -174,7 +174,7 @@ def save_head(head: Head, layer: int, path: str | Path, info: dict) -> None:
 def reward_model(base: str | Path, head_file: str | Path):
     """The served model: the base's first `layer` layers and the probe folded into one Linear."""
     from .features import load_truncated
-    from .model.reward_model import RewardModel
+    from ..model.reward_model import RewardModel
 
     h = torch.load(head_file, weights_only=False)
     backbone = load_truncated(base, h["layer"], torch.float32)
@@ -199,10 +199,10 @@ def export_model(base: str | Path, head_file: str | Path, out: str | Path, name:
     """ONNX (prefix-tree-v1) + caper.json (template caper-chat-v1) + the base's tokenizer.json."""
     import shutil
 
-    from .data import chat_prompt
-    from .model.export import OUTPUT_NAME, export, manifest_inputs
-    from .model.manifest import write_step
-    from .data.tok import CaperTokenizer
+    from ..data import chat_prompt
+    from ..model.export import OUTPUT_NAME, export, manifest_inputs
+    from ..model.manifest import write_step
+    from ..data.tok import CaperTokenizer
 
     out = Path(out)
     model, h = reward_model(base, head_file)
@@ -242,10 +242,10 @@ def rebuild(model_dir: Path, base: Path, layers: int | None = None) -> RewardMod
     (topk --init-model) or measured (parity). `layers`: the manifest's training.layers unless given."""
     import onnx
 
-    from .model.export import place_weights
+    from ..model.export import place_weights
     from .features import load_truncated
-    from .model.manifest import read_manifest
-    from .model.reward_model import RewardModel
+    from ..model.manifest import read_manifest
+    from ..model.reward_model import RewardModel
 
     man = read_manifest(model_dir)
     layers = layers or (man.get("training") or {}).get("layers")
@@ -264,7 +264,7 @@ def main(argv=None) -> int:
     import json
     import sys
 
-    ap = argparse.ArgumentParser(prog="python -m caper_train.probe")
+    ap = argparse.ArgumentParser(prog="python -m caper_train.base.probe")
     sub = ap.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fit", help="fit the head on feature caches")
     f.add_argument("--cache", nargs="+", required=True)
@@ -293,7 +293,7 @@ def main(argv=None) -> int:
         return 0
     info = export_model(a.base, a.head, a.out, a.name, a.max_length,
                         {"family": "probe", "base": a.base,
-                         "command": "python -m caper_train.probe " + " ".join(sys.argv[1:] if argv is None else argv)})
+                         "command": "python -m caper_train.base.probe " + " ".join(sys.argv[1:] if argv is None else argv)})
     print(json.dumps(info, indent=2))
     return 0
 

@@ -1,6 +1,6 @@
 """Frozen-base features: one forward pass of the first N layers of a pretrained base per question.
 
-The probe family of the base Clause-PRM (caper_train.probe) trains a head on the base's hidden
+The probe family of the base Clause-PRM (caper_train.base.probe) trains a head on the base's hidden
 states at the scored positions (each clause's last token and the terminal `<|im_end|>`, see
 chat_prompt.py). The base is frozen, so those states are computed once and cached; training the
 head afterwards costs seconds. A question's candidates share the prompt head, so each question is
@@ -12,7 +12,7 @@ Cache layout (a directory): `part-NNNNN.pt` files, each a list of candidate dict
 with positions = the units' last tokens then the terminal, and `meta.json` (base, layers, template,
 max_length). Questions already in a part are skipped, so a stopped extraction resumes.
 
-    python -m caper_train.features --records A.jsonl [B.jsonl] --base runs/base/qwen2.5-coder-0.5b \\
+    python -m caper_train.base.features --records A.jsonl [B.jsonl] --base runs/base/qwen2.5-coder-0.5b \\
         --layers 4,6,8,12 --out runs/prm-base/feats-NAME [--dbs a,b | --exclude-dbs a,b] \\
         [--per-question K] [--max-minutes M] [--dtype float32|bfloat16]
 """
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import torch
 
-from .data import chat_prompt
-from .data.prompt import PromptError
-from .data.tok import CaperTokenizer
+from ..data import chat_prompt
+from ..data.prompt import PromptError
+from ..data.tok import CaperTokenizer
 
 MAX_LENGTH = 768
 ROW_TOKENS = 3072
@@ -183,7 +183,7 @@ def extract_question(model, tap: LayerTap, prompts: list, row_tokens: int,
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m caper_train.features")
+    ap = argparse.ArgumentParser(prog="python -m caper_train.base.features")
     ap.add_argument("--records", nargs="+", required=True, help="caper annotate output (trajectories are used)")
     ap.add_argument("--base", required=True)
     ap.add_argument("--layers", default="4,6,8,12", help="decoder layers whose (normed) output is kept")

@@ -9,7 +9,7 @@ an ordinary Hugging Face folder (config.json, model.safetensors, tokenizer.json)
 transformers dequantizes a GGUF on load (`gguf_file=`) but will not save a model loaded that way,
 so the model is rebuilt from its config and the dequantized state dict is copied into it.
 
-    PYTHONPATH=training:runs/base-pkgs training/.venv/bin/python -m caper_train.base \
+    PYTHONPATH=training:runs/base-pkgs training/.venv/bin/python -m caper_train.base.checkpoint \
         --name qwen2.5-coder-0.5b --out runs/base/qwen2.5-coder-0.5b
 """
 from __future__ import annotations
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         s = build(a.name, out, Path(a.work), a.dtype, a.keep_gguf)
     except (FileNotFoundError, ChecksumError, RuntimeError) as e:
-        print(f"caper_train.base: {e}", file=sys.stderr)
+        print(f"caper_train.base.checkpoint: {e}", file=sys.stderr)
         return 1
     print(json.dumps(s))
     return 0

@@ -2,16 +2,16 @@
 
 Steps, each resumable (its output is a file under --run; a step whose output exists is skipped):
   1. dtype: the faster of fp32 and bf16 autocast on this machine, measured on the truncated base
-     (caper_train.throughput.faster_dtype), recorded in RUN/dtype.json;
+     (caper_train.base.throughput.faster_dtype), recorded in RUN/dtype.json;
   2. features: one forward pass of the first N layers per question over the training records
-     (caper_train.features, packed prefix-tree rows), cached in RUN/feats;
-  3. head: the probe head on layer N's states (caper_train.probe.fit), RUN/head.pt;
+     (caper_train.base.features, packed prefix-tree rows), cached in RUN/feats;
+  3. head: the probe head on layer N's states (caper_train.base.probe.fit), RUN/head.pt;
   4. top-k (--family topk): the top k layers and the head trained on the cached rows
-     (caper_train.topk), RUN/topk/checkpoint.pt, continued exactly with --resume;
+     (caper_train.base.topk), RUN/topk/checkpoint.pt, continued exactly with --resume;
   5. export: the first N layers (with the trained top layers) and the head as the served ONNX
-     model, caper-chat-v1 prompt, the base's tokenizer (caper_train.probe.export_model).
+     model, caper-chat-v1 prompt, the base's tokenizer (caper_train.base.probe.export_model).
 
-    python -m caper_train.base_prm --records R.jsonl [...] --base runs/base/qwen2.5-coder-0.5b \\
+    python -m caper_train.base.base_prm --records R.jsonl [...] --base runs/base/qwen2.5-coder-0.5b \\
         --out MODEL_DIR --run RUN_DIR [--family probe|topk] [--layers 8] [--top-k 2] [--per-question 16] \\
         [--exclude-dbs a,b] [--l2 1e-3] [--epochs 1] [--max-minutes M] [--resume]
 """
@@ -59,7 +59,7 @@ def clause_prior(paths: list[str], dbs: str | None, exclude: list[str]) -> dict[
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m caper_train.base_prm", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m caper_train.base.base_prm", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", nargs="+", required=True)
     ap.add_argument("--base", required=True)
@@ -78,9 +78,9 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--max-minutes", type=float, help="wall-time cap of the top-k training")
     ap.add_argument("--blame-weight", type=float, default=0.0,
-                    help="--family topk: weight of the listwise blame term (caper_train.topk --blame)")
+                    help="--family topk: weight of the listwise blame term (caper_train.base.topk --blame)")
     ap.add_argument("--cand-weight", type=float, default=0.0,
-                    help="--family topk: weight of the candidate-score term (caper_train.topk --cand)")
+                    help="--family topk: weight of the candidate-score term (caper_train.base.topk --cand)")
     ap.add_argument("--max-length", type=int, default=768)
     ap.add_argument("--threads", type=int, default=max(1, torch.get_num_threads()))
     ap.add_argument("--resume", action="store_true")
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     from . import features, probe, throughput, topk
-    from .model.grid import read_grid
+    from ..model.grid import read_grid
 
     torch.set_num_threads(a.threads)
     run = Path(a.run)
@@ -166,7 +166,7 @@ def main(argv=None) -> int:
               "exclude_dbs": [x for x in a.exclude_dbs.split(",") if x], "seed": a.seed, "grid": read_grid(a.base),
               **({"init_model": str(a.init_model)} if a.init_model else {}),
               "data_hash": data_hash(a.records),
-              "command": "python -m caper_train.base_prm " + " ".join(sys.argv[1:] if argv is None else argv)}
+              "command": "python -m caper_train.base.base_prm " + " ".join(sys.argv[1:] if argv is None else argv)}
     info = probe.export_model(a.base, served, a.out, a.name or Path(a.out).name, a.max_length, origin,
                               {"clause_prior": clause_prior(a.records, a.dbs, origin["exclude_dbs"])})
     log(f"exported {a.out} (fp32 {info['fp32_bytes']} bytes, parity {info['fp32_max_abs_diff']:.2g}) "
