@@ -42,7 +42,7 @@ test('prompts with and without the terminal match Python token for token, trunca
   const dir = mkdtempSync(join(tmpdir(), 'caper-terminal-'));
   try {
     writeFileSync(join(dir, 'in.json'), JSON.stringify(inputs));
-    const r = spawnSync(PY, ['-m', 'caper_train.encode', '--tokenizer', join(TINY, 'tokenizer.json'), '--prompts',
+    const r = spawnSync(PY, ['-m', 'caper_train.ship.encode', '--tokenizer', join(TINY, 'tokenizer.json'), '--prompts',
       '--in', join(dir, 'in.json'), '--out', join(dir, 'out.json')],
     { env: { ...process.env, PYTHONPATH: join(ROOT, 'training') }, encoding: 'utf8', timeout: 55_000 });
     assert.equal(r.status, 0, r.stderr);

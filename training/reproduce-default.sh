@@ -53,7 +53,7 @@ resume=()
 # records only. Parity compares with the whole-vocabulary export, so held-out prompts whose words
 # were cut count against it: the floor is lowered from ship's default to say that this is expected.
 shipped=runs/models/prm-default-shipped
-[ -f "$shipped/caper.json" ] || PYTHONPATH=$pp "$py" -m caper_train.ship --model "$model" --out "$shipped" \
+[ -f "$shipped/caper.json" ] || PYTHONPATH=$pp "$py" -m caper_train.ship.ship --model "$model" --out "$shipped" \
   --records "$rec/pool16-heldout.jsonl" --max-questions 120 --min-agreement 0.95 \
   --vocab 48000 --vocab-records "${records[@]}"
 # The side probe (training/README.md, "A side probe"): layer-9 states of the training databases' real
@@ -70,7 +70,7 @@ feats=(--base "$base-g128" --layers 9 --rows-layer 9 --exclude-dbs "$held" --dty
 [ -f runs/side/feats-borrowed/meta.json ] || PYTHONPATH=$pp "$py" -m caper_train.base.features "${feats[@]}" --per-question 8 \
   --max-questions 1000 --records "$rec"/borrowed/s{0,1,2,3,4}.jsonl "$rec"/spider-train-s{0,1,2}.jsonl \
   --out runs/side/feats-borrowed
-[ -f "$out/caper.json" ] || PYTHONPATH=$pp "$py" -m caper_train.side_probe --model "$shipped" --base "$base-g128" \
+[ -f "$out/caper.json" ] || PYTHONPATH=$pp "$py" -m caper_train.ship.side_probe --model "$shipped" --base "$base-g128" \
   --cache runs/side/feats-dev runs/side/feats-borrowed --layer 9 --exclude-dbs "$held" --out "$out"
 rm -rf "runs/$(basename "$out")"
 force=()

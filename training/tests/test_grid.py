@@ -50,7 +50,7 @@ def test_matmulnbits_computes_with_the_grid_values():
     from onnx import TensorProto, helper, numpy_helper
 
     from caper_train.model.grid import on_matrix_grid
-    from caper_train.ship import grid_matmuls
+    from caper_train.ship.ship import grid_matmuls
 
     k, n, block = 96, 24, 32  # three blocks a row: an odd count, so zero points pad their last byte
     w = awkward(n, k)
@@ -83,7 +83,7 @@ def test_grid_linear_uses_grid_values_and_passes_the_gradient_straight_through()
 
 
 def _train_and_ship(base, tmp_path, name: str):
-    from caper_train import ship
+    from caper_train.ship import ship
     from caper_train.base import base_prm
     from caper_train.model.manifest import read_manifest
 

@@ -1,4 +1,4 @@
-"""caper_train.parity on a tiny top-k Clause-PRM trained on a grid base and shipped with a cut
+"""caper_train.ship.parity on a tiny top-k Clause-PRM trained on a grid base and shipped with a cut
 vocabulary: the PyTorch model rebuilt from the shipped graph holds the trained weights exactly,
 agrees with onnxruntime on identical ids, and the check sees a changed weight; a rebuild that
 cannot place every weight raises. MatMulNBits is dequantized as onnxruntime computes it."""
@@ -16,7 +16,7 @@ from test_base_prm import tiny_base, write_records  # noqa: F401  (fixture)
 def shipped(tiny_base, tmp_path_factory):
     from safetensors.torch import load_file, save_file
 
-    from caper_train import ship
+    from caper_train.ship import ship
     from caper_train.base import base_prm
     from caper_train.model.grid import move_base
 
@@ -45,7 +45,7 @@ def shipped(tiny_base, tmp_path_factory):
 
 
 def test_the_rebuilt_model_agrees_with_the_shipped_graph(shipped, tmp_path):
-    from caper_train import parity
+    from caper_train.ship import parity
 
     model, base, rec, _ = shipped
     out = tmp_path / "parity.json"
@@ -75,7 +75,7 @@ def test_the_shipped_weights_are_the_exported_ones(shipped):
 
 
 def test_the_check_sees_a_changed_weight(shipped):
-    from caper_train import parity, ship
+    from caper_train.ship import parity, ship
     from caper_train.base import probe
 
     model, base, rec, _ = shipped
@@ -114,7 +114,7 @@ def test_matmulnbits_weights_dequantize_as_onnxruntime_computes(bits, block, k, 
     from onnx import TensorProto, helper, numpy_helper
 
     from caper_train.model.export import graph_weights, matmul_nbits
-    from caper_train.ship import grid_matmuls
+    from caper_train.ship.ship import grid_matmuls
 
     n = 24
     w = np.random.default_rng(0).normal(size=(k, n)).astype(np.float32)

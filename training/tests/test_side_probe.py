@@ -1,4 +1,4 @@
-"""caper_train.side_probe on the tiny shipped top-k model of test_parity: the graph it writes serves
+"""caper_train.ship.side_probe on the tiny shipped top-k model of test_parity: the graph it writes serves
 the average of the shipped head's logit and the probe on the base-normed layer-L states (checked
 against a PyTorch forward pass of the weights rebuilt from the graph), records itself in caper.json,
 and refuses a second probe or a layer the model does not run below its top."""
@@ -15,7 +15,7 @@ from test_parity import shipped  # noqa: F401  (fixture)
 def test_the_graph_serves_the_average_of_the_head_and_the_probe(shipped, tmp_path):
     import onnx
 
-    from caper_train import ship, side_probe
+    from caper_train.ship import ship, side_probe
     from caper_train.base import features, probe
     from caper_train.model.export import ort_rewards
 

@@ -13,7 +13,7 @@ onnxruntime (CPU) and to the fp32 forward pass; agreement is ship.agreement's.
 The base also says how many of the bottom layers still hold its values: a top-k model's frozen
 layers do when it was trained on that base.
 
-    python -m caper_train.parity --model models/default --base runs/base/qwen2.5-coder-0.5b-g128 \\
+    python -m caper_train.ship.parity --model models/default --base runs/base/qwen2.5-coder-0.5b-g128 \\
         --records runs/prm-base/pool16-heldout.jsonl [--max-questions N] [--threads 2] [--out FILE.json]
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from .model.reward_model import RewardModel
+from ..model.reward_model import RewardModel
 
 REFERENCE = "PyTorch fp32 forward pass of the weights dequantized from the graph"
 
@@ -50,7 +50,7 @@ def base_layers_equal(model: RewardModel, base: Path) -> int:
 
 def measure(model: RewardModel, session, groups, log=None) -> dict:
     """ship.agreement of the graph (onnxruntime) with the PyTorch model on each question's prompts."""
-    from .model.export import torch_tree_rewards
+    from ..model.export import torch_tree_rewards
     from .ship import agreement, scored, scores
 
     def questions():
@@ -76,7 +76,7 @@ def table(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m caper_train.parity", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m caper_train.ship.parity", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="a shipped model directory (model.onnx, tokenizer.json, caper.json)")
     ap.add_argument("--base", required=True, help="the base folder the model was trained on (its architecture)")
@@ -86,8 +86,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", help="write the figures as JSON")
     a = ap.parse_args(argv)
-    from .model.manifest import read_manifest
-    from .base.probe import rebuild
+    from ..model.manifest import read_manifest
+    from ..base.probe import rebuild
     from .ship import question_prompts, session
 
     torch.set_num_threads(a.threads)

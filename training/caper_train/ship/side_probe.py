@@ -14,7 +14,7 @@ The probe is fitted (caper_train.base.probe.fit: BCE over clause and terminal po
 margin-weighted preference term) on feature caches of training records at layer L
 (caper_train.base.features --layers L), which the top-k run's own caches hold when L is its rows layer.
 
-    python -m caper_train.side_probe --model models/default --base runs/base/qwen2.5-coder-0.5b-g128 \\
+    python -m caper_train.ship.side_probe --model models/default --base runs/base/qwen2.5-coder-0.5b-g128 \\
         --cache RUN/feats [...] --layer 9 --exclude-dbs HELD_OUT --out runs/models/NAME
 """
 from __future__ import annotations
@@ -95,7 +95,7 @@ def attach(graph_model, layer: int, weight: np.ndarray, bias: float, norm_w: np.
 
 
 def fit(caches: list[str], layer: int, l2: float, exclude: set[str]):
-    from .base import probe
+    from ..base import probe
 
     cands, meta = probe.load_cache(caches, exclude=exclude)
     if layer not in meta.get("layers", []):
@@ -109,7 +109,7 @@ def write(model_dir: Path, out: Path, layer: int, head, norm: tuple[np.ndarray, 
     """A copy of `model_dir` whose graph carries the side probe; its train step records it."""
     import onnx
 
-    from .model.manifest import read_manifest, read_step, write_step
+    from ..model.manifest import read_manifest, read_step, write_step
 
     man = read_manifest(model_dir)
     layers = (man.get("training") or {}).get("layers")
@@ -137,7 +137,7 @@ def write(model_dir: Path, out: Path, layer: int, head, norm: tuple[np.ndarray, 
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m caper_train.side_probe", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m caper_train.ship.side_probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="a shipped top-k model directory")
     ap.add_argument("--base", required=True, help="the base its frozen layers come from (for the final norm)")
     ap.add_argument("--cache", nargs="+", required=True, help="caper_train.base.features caches of training records")

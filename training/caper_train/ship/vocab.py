@@ -144,7 +144,7 @@ def _renumber_processor(p, remap: dict[int, int]) -> None:
 
 def content_tokenizer(tokenizer_json: str):
     """The tokenizer without added tokens that encodes prompt text (caper_train.data.tok)."""
-    from .data.tok import _content_tokenizer
+    from ..data.tok import _content_tokenizer
 
     return _content_tokenizer(tokenizer_json)
 
@@ -152,9 +152,9 @@ def content_tokenizer(tokenizer_json: str):
 def prompt_texts(records: Sequence[str | Path], exclude_dbs: set[str]) -> list[str]:
     """Every distinct text the caper-chat-v1 prompts of these records encode (fixed template parts,
     schemas, questions, clause units as the template spaces them), in first-seen order."""
-    from .data import chat_prompt
-    from .base.features import question_groups
-    from .data.prompt import PromptError
+    from ..data import chat_prompt
+    from ..base.features import question_groups
+    from ..data.prompt import PromptError
 
     seen: dict[str, None] = {}
 

@@ -1,12 +1,12 @@
 """Reference encodings for the TypeScript parity tests.
 
-    python -m caper_train.encode --tokenizer tokenizer.json --in strings.json --out ids.json
+    python -m caper_train.ship.encode --tokenizer tokenizer.json --in strings.json --out ids.json
         [--train-vocab N]   # first train a tokenizer of N ids on the input strings, save it at --tokenizer
-        [--cut-vocab K]     # then cut it (caper_train.vocab) to its first K merges and the tokens of the
+        [--cut-vocab K]     # then cut it (caper_train.ship.vocab) to its first K merges and the tokens of the
                             # first half of the input strings, save it at --tokenizer
-    python -m caper_train.encode --tokenizer tokenizer.json --prompts --in prompts.json --out built.json
+    python -m caper_train.ship.encode --tokenizer tokenizer.json --prompts --in prompts.json --out built.json
         # prompts.json: [{schema, question, units, max_length, terminal}], built: [{ids, markers, terminal} | {error}]
-    python -m caper_train.encode --tokenizer tokenizer.json --chat --in prompts.json --out built.json
+    python -m caper_train.ship.encode --tokenizer tokenizer.json --chat --in prompts.json --out built.json
         # the same with caper-chat-v1 (chat_prompt.py); the tokenizer must hold <|im_start|> and <|im_end|>
 """
 from __future__ import annotations
@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from .data.tok import CaperTokenizer, train_tokenizer
+from ..data.tok import CaperTokenizer, train_tokenizer
 
 
 def cut_tokenizer(path: str, merges_kept: int, corpus: list[str]) -> None:
-    """The tokenizer at `path` rewritten with a cut vocabulary (the way caper_train.ship --vocab cuts it)."""
+    """The tokenizer at `path` rewritten with a cut vocabulary (the way caper_train.ship.ship --vocab cuts it)."""
     from pathlib import Path
 
     from . import vocab
@@ -44,8 +44,8 @@ def main(argv=None) -> int:
         cut_tokenizer(a.tokenizer, a.cut_vocab, [t for t in texts[:len(texts) // 2] if isinstance(t, str)])
     tok = CaperTokenizer.load(a.tokenizer)
     if a.chat or a.prompts:
-        from .data import chat_prompt
-        from .data.prompt import PromptError, build_prompt
+        from ..data import chat_prompt
+        from ..data.prompt import PromptError, build_prompt
         if a.chat:
             specials = {t: tok.special_id(t) for t in chat_prompt.CONTROL}
             build = lambda x: chat_prompt.build(tok.encode, specials, x["schema"], x["question"], x["units"], x["max_length"])  # noqa: E731

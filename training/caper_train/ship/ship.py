@@ -8,7 +8,7 @@ lookup (standard operators), so the activations stay fp32 and only the rows a re
 expanded. A model trained on a base moved onto the same grid is stored exactly (every
 `largest_move` 0); any other model is re-rounded, and parity says what that costs.
 
-The vocabulary is kept whole unless --vocab K cuts it (caper_train.vocab): the embedding keeps the
+The vocabulary is kept whole unless --vocab K cuts it (caper_train.ship.vocab): the embedding keeps the
 rows of the byte alphabet, the control tokens, the first K merges' results and every token of the
 --vocab-records prompts, and the served tokenizer.json is renumbered to those rows. The training
 prompts tokenize exactly as before; other text may split into more, smaller tokens, which parity
@@ -17,10 +17,10 @@ measures by tokenizing each side with its own tokenizer.
 Parity is measured, not assumed: every candidate of the --records questions is scored by both
 graphs (the fp32 export matches torch to its recorded fp32_max_abs_diff), and the shipped
 caper.json records the largest clause-score difference and the share of a question's candidate
-pairs that keep their order under the candidate score the service ranks by. caper_train.parity
+pairs that keep their order under the candidate score the service ranks by. caper_train.ship.parity
 compares the shipped graph with the PyTorch model its weights rebuild, on identical token ids.
 
-    python -m caper_train.ship --model runs/models/NAME --out models/default \
+    python -m caper_train.ship.ship --model runs/models/NAME --out models/default \
         --records runs/prm-base/pool16-heldout.jsonl [--bits 4] [--block B] [--embed-block B] [--max-questions 0] \
         [--vocab K --vocab-records TRAINING_RECORDS...]
 """
@@ -40,11 +40,11 @@ def quantize(src: Path, dst: Path, bits: int, block: int, embed_block: int, embe
     """Weight-only quantization: every MatMul with a constant weight (MatMulNBits) and the
     embedding table (quantize_embedding). In 4 bits both use caper_train.model.grid's layouts, so a
     model trained on that grid is stored exactly (`largest_move` 0). `keep`: the embedding rows a
-    cut vocabulary keeps (caper_train.vocab), gathered before the table is quantized; the grid's
+    cut vocabulary keeps (caper_train.ship.vocab), gathered before the table is quantized; the grid's
     blocks lie within a row, so a gathered row keeps its codes."""
     import onnx
 
-    from .model.export import matmul_nbits
+    from ..model.export import matmul_nbits
 
     g = onnx.load(str(src), load_external_data=True)
     cut = {}
@@ -105,7 +105,7 @@ def grid_matmuls(model, block: int) -> dict:
     import torch
     from onnx import helper, numpy_helper
 
-    from .model.grid import exact_matrix_codes, matrix_values, pair_codes
+    from ..model.grid import exact_matrix_codes, matrix_values, pair_codes
 
     g = model.graph
     inits = {t.name: t for t in g.initializer}
@@ -157,7 +157,7 @@ def quantize_embedding(model, bits: int, block: int) -> dict:
         return {}
     import torch
 
-    from .model.grid import pair_codes, table_codes, table_values
+    from ..model.grid import pair_codes, table_codes, table_values
 
     table = inits[node.input[0]]
     w = torch.from_numpy(numpy_helper.to_array(table).astype(np.float32))
@@ -211,9 +211,9 @@ def question_prompts(records: list[str], tok_paths: list[Path], max_length: int,
     """Per question, its caper-chat-v1 prompts under each tokenizer (a list per tokenizer, the same
     candidates in the same order): the candidates that fit max_length under every tokenizer, kept
     when there are at least two."""
-    from .data import chat_prompt
-    from .base.features import candidate_prompts, question_groups
-    from .data.tok import CaperTokenizer
+    from ..data import chat_prompt
+    from ..base.features import candidate_prompts, question_groups
+    from ..data.tok import CaperTokenizer
 
     toks = [CaperTokenizer.load(p) for p in tok_paths]
     specials = [{t: tok.special_id(t) for t in chat_prompt.CONTROL} for tok in toks]
@@ -234,7 +234,7 @@ def question_prompts(records: list[str], tok_paths: list[Path], max_length: int,
 
 def scores(session, prompts) -> list[np.ndarray]:
     """Clause scores then the terminal's, per candidate (logits at the scored positions)."""
-    from .model.export import ort_rewards
+    from ..model.export import ort_rewards
 
     return scored(ort_rewards(session, [p.ids for p in prompts]), prompts)
 
@@ -294,7 +294,7 @@ def session(model: Path, threads: int):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m caper_train.ship", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m caper_train.ship.ship", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="an exported base Clause-PRM directory (fp32 model.onnx)")
     ap.add_argument("--out", required=True)
@@ -356,7 +356,7 @@ def main(argv=None) -> int:
         return 1
     # The train step's sections name the served files: recorded there, caper.json is reassembled
     # from the step outputs like any other model directory's.
-    from .model.manifest import read_manifest, read_step, section_writers, write_step
+    from ..model.manifest import read_manifest, read_step, section_writers, write_step
 
     if (src / "steps").is_dir():
         shutil.copytree(src / "steps", out / "steps", dirs_exist_ok=True)
@@ -372,7 +372,7 @@ def main(argv=None) -> int:
 
 
 def cut_vocab(src_tok: Path, dst_tok: Path, merges_kept: int, records: list[str], exclude_dbs: set[str]):
-    """Writes the cut tokenizer (caper_train.vocab) and returns the kept old ids, the old -> new id
+    """Writes the cut tokenizer (caper_train.ship.vocab) and returns the kept old ids, the old -> new id
     map and the record of the cut. Refuses a cut under which a training prompt tokenizes otherwise,
     or under which hostile text has unknown pieces or does not decode back to itself."""
     from . import vocab
@@ -390,7 +390,7 @@ def cut_vocab(src_tok: Path, dst_tok: Path, merges_kept: int, records: list[str]
 def renumber_manifest(train: dict, remap: dict[int, int], cut: dict, tok_path: Path, width: int) -> None:
     """The train step's token ids and sizes under a cut vocabulary, each id checked against the cut
     tokenizer (the service refuses a marker_id its tokenizer does not give)."""
-    from .data.tok import CaperTokenizer
+    from ..data.tok import CaperTokenizer
 
     tok = CaperTokenizer.load(tok_path)
     named = {**({train["marker"]: train["marker_id"]} if "marker_id" in train else {}), **(train.get("special_ids") or {})}
@@ -428,7 +428,7 @@ def card(m: dict) -> str:
     side = (m.get("export") or {}).get("side_probe")
     if side:
         trained += (f"; the served output at each position is the average of that head's and of a linear probe on the\n"
-                    f"frozen layer {side['layer']}'s states (`caper_train.side_probe`, fitted on {side.get('candidates', 0):,} "
+                    f"frozen layer {side['layer']}'s states (`caper_train.ship.side_probe`, fitted on {side.get('candidates', 0):,} "
                     f"training candidates of {side.get('databases', 0)} databases)")
     voc = sh.get("vocab")
     vocab_text = (f"""
@@ -440,7 +440,7 @@ bytes, so any input still tokenizes and decodes back to itself. Parity below tok
 tokenizer: {_num(par.get('tokenization_changed'), '.1%')} of its prompts tokenize differently from the base.
 """ if voc else "")
     tokens = (" (each graph reading the ids of its own tokenizer, the whole tokenizer on the fp32 side, so both\n"
-              "include what the cut vocabulary changes; `python -m caper_train.parity` compares the shipped graph\n"
+              "include what the cut vocabulary changes; `python -m caper_train.ship.parity` compares the shipped graph\n"
               "alone with the PyTorch model its weights rebuild, on identical token ids)" if voc
               else " (both graphs reading identical token ids)")
     return f"""# CAPER Clause-PRM: {m['name']}
