@@ -2,7 +2,7 @@
 split `caper_train.scratch.train` holds out (same hash of (db, question)), so models trained on different files can
 be compared on one set.
 
-    python -m caper_train.valeval --data TUPLES.jsonl --model models/NAME [--terminal] [--val-frac 0.05]
+    PYTHONPATH=training:research python -m caper_research.valeval --data TUPLES.jsonl --model models/NAME [--terminal] [--val-frac 0.05]
 
 --terminal builds the terminal-verdict prompts and pairs (default: what the model's caper.json says).
 """
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch
 
-from .data.records import Dataset, build_dataset, in_validation, read_records
-from .data.tok import CaperTokenizer
-from .model.reward_model import use_attention
-from .scratch.from_onnx import recover
-from .scratch.objective import evaluate
+from caper_train.data.records import Dataset, build_dataset, in_validation, read_records
+from caper_train.data.tok import CaperTokenizer
+from caper_train.model.reward_model import use_attention
+from caper_train.scratch.from_onnx import recover
+from caper_train.scratch.objective import evaluate
 
 
 def main(argv=None) -> int:

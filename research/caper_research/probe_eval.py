@@ -7,8 +7,8 @@ wrong distinct pool8 candidates). The product figures come from `caper eval` on 
 these are the same measures on the torch side, used by `cv` to pick layer and regularization by
 cross-validation grouped by database on the training databases only.
 
-    python -m caper_train.probe_eval cv --cache runs/prm-base/feats-train --data DIR --layers 4,6,8 --l2 1e-3,1e-2
-    python -m caper_train.probe_eval eval --cache runs/prm-base/feats-heldout --head HEAD.pt --data DIR
+    PYTHONPATH=training:research python -m caper_research.probe_eval cv --cache runs/prm-base/feats-train --data DIR --layers 4,6,8 --l2 1e-3,1e-2
+    PYTHONPATH=training:research python -m caper_research.probe_eval eval --cache runs/prm-base/feats-heldout --head HEAD.pt --data DIR
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .base import probe
+from caper_train.base import probe
 
 POOL8 = ["dail-sql-gpt4", "din-sql-gpt4", "gpt4-few-shot", "gpt4-zero-shot", "chatgpt-zero-shot",
          "c3sql-chatgpt", "din-sql-codex", "codex-few-shot"]
@@ -177,7 +177,7 @@ def evaluate(a) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m caper_train.probe_eval")
+    ap = argparse.ArgumentParser(prog="python -m caper_research.probe_eval")
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("cv")
     c.add_argument("--cache", nargs="+", required=True)
