@@ -180,7 +180,7 @@ async function main(): Promise<void> {
     `\`node dist/bench/prm-base.js --data ${shownPath(data)} --models ${models.map((m) => shownPath(m)).join(',')} --sources ${sources.join(',')}${a.flags.has('no-removed') ? ' --no-removed' : ''}${a.flags.has('no-injected') ? ' --no-injected' : ''}\``,
     '',
     `Databases: ${[...new Set((JSON.parse(readFileSync(join(data, 'dev.json'), 'utf8')) as { db_id: string }[]).map((q) => q.db_id))].sort().join(', ')} ` +
-      '(the held-out split of training/README.md when the data is its `caper_train.dataview` view). ' +
+      '(the held-out split of training/README.md when the data is its `caper_train.data.dataview` view). ' +
       `${figs[0]?.rerank.n ?? 0} questions; blame on ${figs[0]?.blame[sources[0]!]?.n ?? 0} expert labels naming a clause; ` +
       `AUROC over ${figs[0]?.auroc.right ?? 0} right and ${figs[0]?.auroc.wrong ?? 0} wrong distinct pool8 candidates. ` +
       'The pool is executed once, and every column is measured against those verdicts.',

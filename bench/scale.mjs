@@ -72,7 +72,7 @@ const partRecords = [0, 1].map((k) => readFileSync(join(work, `part-${k}.jsonl`)
 const identical = sha(full) === sha(join(work, 'merged.jsonl'));
 
 // ---- training
-const trainArgs = (tag, threads) => ['-m', 'caper_train.train', '--data', full, '--out', join(work, tag), '--checkpoint', join(work, `${tag}-ckpt`),
+const trainArgs = (tag, threads) => ['-m', 'caper_train.scratch.train', '--data', full, '--out', join(work, tag), '--checkpoint', join(work, `${tag}-ckpt`),
   '--preset', 'tiny', '--steps', String(steps), '--batch-size', String(batch), '--seed', '0', '--threads', String(threads),
   '--curve', join(work, `${tag}.curve.jsonl`), '--dump-rewards', join(work, `${tag}.dump.json`), '--dump-count', '32', '--log-every', '50'];
 const env = { PYTHONPATH: join(root, 'training') };

@@ -38,7 +38,7 @@ async function main(): Promise<void> {
     const t0 = performance.now();
     const r = spawnSync(
       py,
-      ['-m', 'caper_train.export', '--random', JSON.stringify(SPEC), '--tokenizer', join(REPO, 'models', 'small', 'tokenizer.json'),
+      ['-m', 'caper_train.model.export', '--random', JSON.stringify(SPEC), '--tokenizer', join(REPO, 'models', 'small', 'tokenizer.json'),
         '--out', dir, '--dtype', 'bfloat16', '--external-data', '--int4'],
       { cwd: join(REPO, 'training'), env: { ...process.env, PYTHONPATH: join(REPO, 'training') }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
     );
@@ -104,7 +104,7 @@ async function main(): Promise<void> {
 
 Model: Qwen2 with hidden 896, 24 layers, 14 heads (2 KV), FFN 4864, vocabulary 151,936 (the tokenizer
 uses the first ${manifest.vocab_size.toLocaleString('en-US')} ids) + reward head: ${manifest.parameters.toLocaleString('en-US')} parameters, random weights in bf16,
-exported by \`python -m caper_train.export --random ... --dtype bfloat16 --external-data --int4\`${Number.isFinite(exportS) ? ` in ${exportS.toFixed(0)} s` : ''}:
+exported by \`python -m caper_train.model.export --random ... --dtype bfloat16 --external-data --int4\`${Number.isFinite(exportS) ? ` in ${exportS.toFixed(0)} s` : ''}:
 fp16 weights in model.onnx.data (parity vs torch ${Number(exp.fp32_max_abs_diff).toExponential(2)}, packed vs unpacked rows ${Number(exp.packed_max_abs_diff).toExponential(2)}),
 ${exp.int8_method} (max |diff| ${Number(exp.int8_max_abs_diff).toFixed(3)}), ${exp.int4_method ?? 'no int4'} (max |diff| ${Number(exp.int4_max_abs_diff).toFixed(3)}).
 Machine: ${cpus().length} CPUs shared with other work, ${(totalmem() / 2 ** 30).toFixed(0)} GiB; onnxruntime-node CPU provider, intra-op threads ${threads ?? 'default'}. No GPU in this session.

@@ -8,7 +8,7 @@
 //   3. server time vs the FLOP floor (model FLOPs for the tokens the shared path computes / this
 //      machine's measured onnxruntime MatMul rate);
 //   4. single-pass vs one-pass-per-prefix scoring (and the two agree to 1e-4).
-// The model must be a prefix-tree-v1 export (python -m caper_train.export --from-onnx DIR --out DIR
+// The model must be a prefix-tree-v1 export (python -m caper_train.model.export --from-onnx DIR --out DIR
 // upgrades an older preset model without changing its weights).
 // Usage: node dist/bench/serve.js [--data DIR] [--model DIR] [--duration S] [--threads N] [--out bench/results/serve]
 import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
@@ -197,7 +197,7 @@ async function main(): Promise<void> {
 
   const model = await loadModel(modelDir, { device: 'cpu', ...(threads ? { threads: Number(threads) } : {}) });
   if (!model.packing) {
-    throw new Error(`${modelDir} was exported before prefix-tree packing: python -m caper_train.export --from-onnx ${modelDir} --out NEW_DIR`);
+    throw new Error(`${modelDir} was exported before prefix-tree packing: python -m caper_train.model.export --from-onnx ${modelDir} --out NEW_DIR`);
   }
   const scorer = new Scorer(model, null);
   const schemas = new Map<string, string>();
@@ -340,7 +340,7 @@ async function main(): Promise<void> {
 Model \`${manifest.name}\` (${manifest.parameters.toLocaleString('en-US')} parameters, prefix-tree-v1 export) on CPU, ${cpus().length} CPUs, onnxruntime intra-op threads: ${threads ?? 'default'}
 (shared with other work while this ran), ${seconds} s per load level, ${questions.length} distinct request bodies.${rebuilt !== undefined ? `
 The model directory is a prefix-tree-v1 re-export whose weights were read back from an older graph
-(\`python -m caper_train.export --from-onnx\`, max |diff| to that graph ${Number(rebuilt).toExponential(1)}).` : ''}
+(\`python -m caper_train.model.export --from-onnx\`, max |diff| to that graph ${Number(rebuilt).toExponential(1)}).` : ''}
 "shared": one prefix-tree row per request (the default); "unshared": \`caper serve --no-prefix-sharing\`, one sequence per candidate.
 Produced by \`${benchCommand('serve')}\`.
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 # Run as a script from the repository root: the product package it builds on sits in training/.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
-from caper_train.probe_eval import auroc as auroc_of  # noqa: E402
+from caper_research.probe_eval import auroc as auroc_of  # noqa: E402
 from lm_judge import END, continuations, prompt_text  # noqa: E402
 
 ASK = "Is this SQL query a correct answer to the question? Answer Yes or No."

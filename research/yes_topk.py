@@ -35,8 +35,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
-from caper_train import topk  # noqa: E402
-from caper_train.features import LayerTap, load_truncated, packed_mask  # noqa: E402
+from caper_train.base import topk  # noqa: E402
+from caper_train.base.features import LayerTap, load_truncated, packed_mask  # noqa: E402
 from lm_judge import END, prompt_text  # noqa: E402
 from lm_verify import ASK, distinct_candidates  # noqa: E402
 

@@ -1,4 +1,4 @@
-// The data the blame combiner is fitted on (training/caper_train/blamefit.py): every distinct
+// The data the blame combiner is fitted on (training/caper_train/fit/blamefit.py): every distinct
 // failing candidate of a Spider-layout candidate pool (pool16 by default), with
 //   labels     the clause label of each top-level unit (unitLabel)
 //   raw        the Clause-PRM's output at each unit's marker (the model given by --model)

@@ -32,7 +32,7 @@ test('the fused weight comes from caper.json when valid', () => {
   assert.equal(fusedBetaOf({ blame: { fused_beta: 'x' } }), FUSED_BETA);
 });
 
-test('blame features: the definitions caper_train.blamefit fits (same example as research/tests/test_research_readout.py)', () => {
+test('blame features: the definitions caper_train.fit.blamefit fits (same example as research/tests/test_research_readout.py)', () => {
   const raw = [2, 0, 1];
   const f = blameFeatures(raw, 3, ['SELECT', 'FROM', 'WHERE'], ['WHERE', 'SELECT']);
   const sd = Math.sqrt(2 / 3);

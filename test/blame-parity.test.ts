@@ -41,7 +41,7 @@ const labelsNow = () => ({
 
 const round = (x: number): number => Number(x.toFixed(9));
 
-/** The model and consensus features caper_train.blamefit computes beside the evidence facts. */
+/** The model and consensus features caper_train.fit.blamefit computes beside the evidence facts. */
 const FITTED_MODEL_FEATURES = ['z', 'rr', 'top', 'has_z', 'raw', ...CLAUSE_LABELS.map((l) => `raw*${l}`)];
 
 /** What the TypeScript verdict answers for one case: the blame, its clause ranking, and the

@@ -1,5 +1,5 @@
 // caper-chat-v1 (src/scoring/chat-prompt.ts) against its Python original
-// (training/caper_train/chat_prompt.py): the same ids, unit positions and terminal, truncation
+// (training/caper_train/data/chat_prompt.py): the same ids, unit positions and terminal, truncation
 // included, on a small tokenizer with the chat control tokens and the pretokenizer of the base
 // (test/fixtures/chat/tokenizer.json), and on hostile text.
 import { test } from 'node:test';
@@ -43,7 +43,7 @@ test('chat prompts match Python id for id, truncation and hostile text included'
   const dir = mkdtempSync(join(tmpdir(), 'caper-chat-'));
   try {
     writeFileSync(join(dir, 'in.json'), JSON.stringify(xs));
-    const r = spawnSync(PY, ['-m', 'caper_train.encode', '--tokenizer', TOK, '--chat', '--in', join(dir, 'in.json'),
+    const r = spawnSync(PY, ['-m', 'caper_train.ship.encode', '--tokenizer', TOK, '--chat', '--in', join(dir, 'in.json'),
       '--out', join(dir, 'out.json')], { env: { ...process.env, PYTHONPATH: join(ROOT, 'training') }, encoding: 'utf8', timeout: 55_000 });
     assert.equal(r.status, 0, r.stderr);
     const py = JSON.parse(readFileSync(join(dir, 'out.json'), 'utf8')) as ({ ids: number[]; markers: number[]; terminal: number } | { error: string })[];

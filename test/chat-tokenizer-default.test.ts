@@ -215,7 +215,7 @@ function buildAll() {
     const dir = mkdtempSync(join(tmpdir(), 'caper-chat-default-'));
     try {
       writeFileSync(join(dir, 'in.json'), JSON.stringify(all.map((c) => c.input)));
-      const r = spawnSync(PY, ['-m', 'caper_train.encode', '--tokenizer', tokPath, '--chat', '--in', join(dir, 'in.json'),
+      const r = spawnSync(PY, ['-m', 'caper_train.ship.encode', '--tokenizer', tokPath, '--chat', '--in', join(dir, 'in.json'),
         '--out', join(dir, 'out.json')], { env: { ...process.env, PYTHONPATH: join(ROOT, 'training') }, encoding: 'utf8', timeout: 170_000 });
       assert.equal(r.status, 0, `python encode failed: ${r.error?.message ?? ''} ${r.stderr}`);
       const py = JSON.parse(readFileSync(join(dir, 'out.json'), 'utf8')) as Built[];

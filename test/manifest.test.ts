@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { REPO, TINY } from './server-fixture.js';
 import { assembleFromSteps, manifestProblems, manifestSchema, manifestSteps, readManifestFile, readStep, sectionWriters, writeStep } from '../src/scoring/manifest.js';
 import { loadModel } from '../src/scoring/onnx.js';
-import { STEPS } from '../src/commands/train.js';
+import { STEPS } from '../src/commands/train-steps.js';
 
 const FIXTURES = join(REPO, 'test', 'fixtures', 'manifest');
 const readJson = (p: string) => JSON.parse(readFileSync(p, 'utf8'));

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { withCardSection } from '../src/commands/train.js';
+import { withCardSection } from '../src/commands/train-steps.js';
 
 const head = '# CAPER Clause-PRM: m\n\nWhat the model is.\n';
 

@@ -1,7 +1,7 @@
 // The committed model cards, manifests and benchmark results name paths relative to the repo (or
 // the data root beside it), never a directory of the machine that wrote them: on another checkout
 // such a path means nothing, and it tells readers about one person's disk. The writers name paths
-// through src/core/paths.ts and training/caper_train/paths.py (test/paths.test.ts).
+// through src/core/paths.ts and training/caper_train/model/paths.py (test/paths.test.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';

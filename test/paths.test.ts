@@ -1,5 +1,5 @@
 // How the writers of committed files (model cards, manifests, benchmark results) name paths:
-// src/core/paths.ts, on the cases training/tests/test_paths.py runs caper_train.paths on too, so
+// src/core/paths.ts, on the cases training/tests/test_paths.py runs caper_train.model.paths on too, so
 // the TypeScript and Python writers agree.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,7 +10,7 @@ import { shownArgs, shownPath } from '../src/core/paths.js';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-test('shownPath and shownArgs on the cases training/caper_train/paths.py is tested on too (test/fixtures/shown-paths.json)', () => {
+test('shownPath and shownArgs on the cases training/caper_train/model/paths.py is tested on too (test/fixtures/shown-paths.json)', () => {
   const cases = JSON.parse(readFileSync(join(REPO, 'test', 'fixtures', 'shown-paths.json'), 'utf8')) as {
     root: string; paths: [string, string][]; args: [string[], string[]][];
   };

@@ -20,7 +20,7 @@ before(() => {
   const spec = JSON.stringify({ hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2 });
   const r = spawnSync(
     PY,
-    ['-m', 'caper_train.export', '--random', spec, '--tokenizer', join(TINY, 'tokenizer.json'), '--out', join(dir, 'm'),
+    ['-m', 'caper_train.model.export', '--random', spec, '--tokenizer', join(TINY, 'tokenizer.json'), '--out', join(dir, 'm'),
       '--dtype', 'bfloat16', '--external-data', '--int4', '--seed', '5'],
     { cwd: join(REPO, 'training'), env: { ...process.env, PYTHONPATH: join(REPO, 'training') }, encoding: 'utf8', timeout: 300_000 },
   );

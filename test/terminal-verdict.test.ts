@@ -1,5 +1,5 @@
 // The terminal verdict: prompts of a model whose caper.json says `terminal_verdict` end in `</s>`
-// after the last marker, built id for id as training/caper_train/prompt.py builds them; the output
+// after the last marker, built id for id as training/caper_train/data/prompt.py builds them; the output
 // there enters the candidate score; a model without the field (models/tiny) serves as before.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -42,7 +42,7 @@ test('prompts with and without the terminal match Python token for token, trunca
   const dir = mkdtempSync(join(tmpdir(), 'caper-terminal-'));
   try {
     writeFileSync(join(dir, 'in.json'), JSON.stringify(inputs));
-    const r = spawnSync(PY, ['-m', 'caper_train.encode', '--tokenizer', join(TINY, 'tokenizer.json'), '--prompts',
+    const r = spawnSync(PY, ['-m', 'caper_train.ship.encode', '--tokenizer', join(TINY, 'tokenizer.json'), '--prompts',
       '--in', join(dir, 'in.json'), '--out', join(dir, 'out.json')],
     { env: { ...process.env, PYTHONPATH: join(ROOT, 'training') }, encoding: 'utf8', timeout: 55_000 });
     assert.equal(r.status, 0, r.stderr);

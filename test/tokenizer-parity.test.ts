@@ -77,7 +77,7 @@ function pythonEncode(dir: string, tokenizer: string, texts: string[], trainVoca
   const inp = join(dir, 'strings.json');
   const out = join(dir, 'ids.json');
   writeFileSync(inp, JSON.stringify(texts));
-  const args = ['-m', 'caper_train.encode', '--tokenizer', tokenizer, '--in', inp, '--out', out];
+  const args = ['-m', 'caper_train.ship.encode', '--tokenizer', tokenizer, '--in', inp, '--out', out];
   if (trainVocab) args.push('--train-vocab', String(trainVocab));
   if (cutVocab !== undefined) args.push('--cut-vocab', String(cutVocab));
   const r = spawnSync(PY, args, { env: { ...process.env, PYTHONPATH: join(ROOT, 'training') }, encoding: 'utf8' });
@@ -110,9 +110,9 @@ test('1,000 strings: TS ids == Python ids (tokenizer trained on them, 2k vocab)'
   }
 });
 
-// caper_train.ship --vocab serves a tokenizer cut to the training prompts' tokens: the merges it
+// caper_train.ship.ship --vocab serves a tokenizer cut to the training prompts' tokens: the merges it
 // lacks must leave the TS side splitting text exactly where the Python side does.
-test('1,000 strings: TS ids == Python ids with a cut vocabulary (caper_train.vocab)', { skip: SKIP }, async () => {
+test('1,000 strings: TS ids == Python ids with a cut vocabulary (caper_train.ship.vocab)', { skip: SKIP }, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'caper-tokparity-'));
   try {
     const texts = parityStrings(1000, 11);

@@ -26,7 +26,7 @@ test('tiny preset: Python train + export, TypeScript reproduces the rewards to 1
   try {
     const out = join(dir, 'model');
     const dumpPath = join(dir, 'rewards.json');
-    const r = spawnSync(PY, ['-m', 'caper_train.train', '--data', join(ROOT, 'training', 'tests', 'fixtures', 'tuples.jsonl'),
+    const r = spawnSync(PY, ['-m', 'caper_train.scratch.train', '--data', join(ROOT, 'training', 'tests', 'fixtures', 'tuples.jsonl'),
       '--out', out, '--checkpoint', join(dir, 'ckpt'), '--preset', 'tiny', '--steps', '15', '--batch-size', '8',
       '--seed', '5', '--dump-rewards', dumpPath, '--dump-count', '20', '--log-every', '5'],
     { env: { ...process.env, PYTHONPATH: join(ROOT, 'training') }, encoding: 'utf8', timeout: 110_000 });

@@ -25,4 +25,4 @@ if [ -f "$out/caper-base.json" ] && [ -f "$out/model.safetensors" ]; then
   exit 0
 fi
 PYTHONPATH="$here:$pkgs${PYTHONPATH:+:$PYTHONPATH}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" \
-  "$py" -m caper_train.base --name "$name" --out "$out" --work "$root/runs/base" --dtype "$dtype"
+  "$py" -m caper_train.base.checkpoint --name "$name" --out "$out" --work "$root/runs/base" --dtype "$dtype"

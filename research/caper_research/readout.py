@@ -26,12 +26,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from caper_train.blamefit import DEFAULT_FOLDS
-from caper_train.clogit import FUNDAMENTAL, fit, pad_lists, ranking
-from caper_train.data import group_key
-from caper_train.tok import CaperTokenizer
-from caper_train.distributed import log
-from caper_train.model_spec import load_init
+from caper_train.fit.blamefit import DEFAULT_FOLDS
+from caper_train.fit.clogit import FUNDAMENTAL, fit, pad_lists, ranking
+from caper_train.data.records import group_key
+from caper_train.data.tok import CaperTokenizer
+from caper_train.scratch.distributed import log
+from caper_train.scratch.model_spec import load_init
 
 from caper_research.cv import rank_metrics, read_jsonl, score_items
 

@@ -1,4 +1,4 @@
-// Input of training/caper_train/encoder_blame.py: blame-data's failing candidates with what an
+// Input of research/caper_research/encoder_blame.py: blame-data's failing candidates with what an
 // encoder reads, the question, the schema text and the SQL cut into its top-level units (the text
 // between two units goes with the later one, so the pieces concatenate to the SQL).
 // Usage: node dist/research/scripts/encoder-items.js [--data DIR] [--blame runs/blame-data.jsonl] [--out runs/encoder-items.jsonl]

@@ -1,4 +1,4 @@
-// Items for the Clause-PRM cross-validation (training/caper_train/cv.py): every pool candidate of
+// Items for the Clause-PRM cross-validation (research/caper_research/cv.py): every pool candidate of
 // every dev-open question as the scorer sees it (schema text, question, depth-0 units with the
 // clause label each unit stands for), the expert label where the labels file has the item, and,
 // with --consensus, the gold-free consensus ranking from the other pool8 candidates (the input of

@@ -1,5 +1,5 @@
 // `caper sample`: real candidates from a local open code model over a Spider-layout split. The
-// generation is Python (training/caper_train/sample.py, run with the interpreter
+// generation is Python (training/caper_train/data/sample.py, run with the interpreter
 // training/setup-sample.sh builds); this command runs it, merges shards, and writes the
 // predictions layout (src/eval/sampled.ts) that every evaluation and `caper annotate` reads.
 import { spawn } from 'node:child_process';
@@ -103,7 +103,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   mkdirSync(join(out, 'samples'), { recursive: true });
   const file = join(out, 'samples', m ? `${policy}.shard-${m[1]}-of-${m[2]}.jsonl` : `${policy}.jsonl`);
-  const args = ['-m', 'caper_train.sample', '--data', data, '--gguf', gguf, '--policy', policy, '--out', file, '--engine', engine];
+  const args = ['-m', 'caper_train.data.sample', '--data', data, '--gguf', gguf, '--policy', policy, '--out', file, '--engine', engine];
   for (const f of GEN.filter((x) => !['gguf', 'engine'].includes(x))) {
     const v = flagString(a, f);
     if (v !== undefined) args.push(`--${f}`, v);

@@ -1,5 +1,5 @@
 // The training flags of `caper train`, once: which Python entry point each goes to
-// (caper_train.train for presets and --base full fine-tuning, caper_train.base_prm for the base
+// (caper_train.scratch.train for presets and --base full fine-tuning, caper_train.base.base_prm for the base
 // Clause-PRM families), whether it takes a value, and its help line. The strict parser's accepted
 // flags, the pass-through to Python and the usage text all derive from this table, so a new flag is
 // one row here and one argparse line in the Python it names.

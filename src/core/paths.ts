@@ -2,7 +2,7 @@
 // the package rather than the working directory lets the commands find what the package ships
 // (models/default) from any directory. Model cards, manifests, benchmark results and the command
 // lines they quote are committed, so a path in them must mean the same on every checkout, not name
-// a directory of the machine that wrote them; training/caper_train/paths.py applies the same rule
+// a directory of the machine that wrote them; training/caper_train/model/paths.py applies the same rule
 // to what Python writes.
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 

@@ -1,4 +1,4 @@
-// A split's sampled candidates (training/caper_train/sample.py writes OUT/samples/<policy>.jsonl)
+// A split's sampled candidates (training/caper_train/data/sample.py writes OUT/samples/<policy>.jsonl)
 // in the layout every evaluation reads: OUT/<questions file> with the sampled questions,
 // OUT/predictions/<policy>-s<k>.sql aligned with it, and links to the split's databases, so
 // `caper eval rerank`, `caper annotate --candidates` and the benches take a policy's samples as

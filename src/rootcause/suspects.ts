@@ -10,7 +10,7 @@
 //  - which tables does the question name that the query never reads?
 // Facts are numbers per top-level unit. Query-level facts are crossed with the unit's clause label
 // (`fact&LABEL`) so that a fitted linear combiner learns which clause each fact points at; no
-// weight is set by hand. The combiner is fitted by caper_train.blamefit with cross-validation
+// weight is set by hand. The combiner is fitted by caper_train.fit.blamefit with cross-validation
 // grouped by database and ships in caper.json (`blame.solo_linear`, `blame.fused_linear`).
 import { splitSql, topUnits, walk, quoteIdent as qid, type SplitResult, type TreeNode } from '../clauses/index.js';
 import { tokenize, significant, identName } from '../clauses/lexer.js';

@@ -1,4 +1,4 @@
-// caper-chat-v1 (training/caper_train/chat_prompt.py, the exact mirror): the prompt of a
+// caper-chat-v1 (training/caper_train/data/chat_prompt.py, the exact mirror): the prompt of a
 // Clause-PRM built on a pretrained chat code model. The schema and question are the user's turn,
 // the SQL the assistant's answer inside a ```sql fence; no marker tokens are added, the output for
 // clause k is read at the last token of unit k and the whole-query verdict at the `<|im_end|>`

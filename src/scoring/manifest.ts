@@ -1,5 +1,5 @@
 // caper.json, the manifest of a model directory: described once in models/caper.schema.json, which
-// training/caper_train/manifest.py reads too. Both validate with the same small subset of JSON
+// training/caper_train/model/manifest.py reads too. Both validate with the same small subset of JSON
 // Schema (the keywords the schema uses), and test/fixtures/manifest/ holds manifests with the
 // verdict both must reach, so the two languages cannot drift apart without a test failing.
 //
@@ -49,7 +49,7 @@ const fits = (t: string, v: unknown) => t === typeOf(v) || (t === 'number' && ty
 /**
  * Problems of `value` against `schema`, one "path: what" line each (path as a JSON pointer, "/"
  * for the root), in document order; empty when it conforms. The wording is shared with
- * caper_train/manifest.py: the fixtures compare the lines themselves.
+ * caper_train/model/manifest.py: the fixtures compare the lines themselves.
  */
 export function schemaProblems(schema: Schema, value: unknown, root: Schema = schema, path = ''): string[] {
   if (schema.$ref) {

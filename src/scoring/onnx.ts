@@ -8,7 +8,7 @@ import { CaperTokenizer } from './tokenizer.js';
 import { plainRow, type PackedRow } from './packing.js';
 import { ManifestError, readManifestFile } from './manifest.js';
 
-/** The packed-row interface of training/caper_train/export.py (caper.json `packing`). */
+/** The packed-row interface of training/caper_train/model/export.py (caper.json `packing`). */
 export const PACKING = 'prefix-tree-v1';
 
 export interface Manifest {

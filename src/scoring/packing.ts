@@ -3,7 +3,7 @@
 // whole candidates and clause openings ("SELECT count(*) FROM ..."). The sequences are merged
 // into a prefix tree (trie) over token ids and the tree is laid out depth-first in one row, so
 // every shared token is computed once. A model exported with the prefix-tree-v1 interface
-// (training/caper_train/export.py) takes, per token, its depth in the tree as position id and
+// (training/caper_train/model/export.py) takes, per token, its depth in the tree as position id and
 // `subtree_end`: token i attends to token j iff j <= i < subtree_end[j], i.e. to itself and its
 // ancestors. Under causal attention a token's output depends only on the tokens before it in its
 // own sequence, which are exactly its ancestors, at the same positions: every output equals

@@ -1,4 +1,4 @@
-// caper-prompt-v1 (docs/FORMATS.md), the exact mirror of training/caper_train/prompt.py:
+// caper-prompt-v1 (docs/FORMATS.md), the exact mirror of training/caper_train/data/prompt.py:
 //   [<s>] enc(schema) [<q>] enc(question) [<sql>] enc(unit_1) [<clause>] ... enc(unit_n) [<clause>]
 // Built segment by segment so marker positions are exact. Truncation: the SQL part is never cut;
 // the question is cut to its first 96 tokens, then the schema (head kept) to what is left, and if

@@ -1,4 +1,4 @@
-// Byte-level BPE tokenizer of a CAPER model (tokenizer.json written by training/caper_train/tok.py).
+// Byte-level BPE tokenizer of a CAPER model (tokenizer.json written by training/caper_train/data/tok.py).
 // Content text is encoded by a copy of the tokenizer without added tokens, exactly as the Python
 // side does, so text containing "<clause>" can never inject a marker: special tokens enter a
 // prompt only by id (prompt.ts).

@@ -66,7 +66,7 @@ export const sigmoid = (x: number): number => 1 / (1 + Math.exp(-x));
  * point at, no gold). Per unit, suspicion = -raw standardized over the candidate's units (the "min"
  * readout, scale-free) plus beta times the reciprocal rank of the unit's clause label in the
  * consensus ranking. beta comes from the model's caper.json (`blame.fused_beta`, fitted by
- * cross-validation grouped by database on dev-open's expert labels, caper_train.clogit and caper_train.blamefit) or
+ * cross-validation grouped by database on dev-open's expert labels, caper_train.fit.clogit and caper_train.fit.blamefit) or
  * FUSED_BETA. Without a consensus ranking the order is the model's alone.
  *
  * @param raw    model outputs at the units' markers
@@ -101,14 +101,14 @@ export function fusedBetaOf(manifest: { [k: string]: unknown }): number {
 /** Clause labels in the order of the one-hot features of a fitted blame combiner (research/caper_research/readout.py LABELS). */
 export const BLAME_LABELS = CLAUSE_LABELS;
 
-/** A linear blame combiner fitted by caper_train.blamefit (caper.json `blame.fused_linear`). */
+/** A linear blame combiner fitted by caper_train.fit.blamefit (caper.json `blame.fused_linear`). */
 export interface LinearBlame {
   features: string[];
   weights: number[];
 }
 
 /**
- * Per-unit features of caper_train.clogit and caper_train.blamefit (same names, same definitions):
+ * Per-unit features of caper_train.fit.clogit and caper_train.fit.blamefit (same names, same definitions):
  *   z      -raw standardized over the candidate's units (higher = more suspect)
  *   rr     reciprocal rank of the unit's label in the consensus ranking (0 if absent or no consensus)
  *   top    1 if the unit's label is the consensus's first

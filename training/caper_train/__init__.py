@@ -1,8 +1,5 @@
-"""CAPER Clause-PRM training: tokenizer, reward model, data, loss, ONNX export."""
-
-TEMPLATE = "caper-prompt-v1"
-# Fixed by docs/FORMATS.md: the TypeScript scorer relies on these ids.
-SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>", "<clause>", "<q>", "<sql>"]
-PAD_ID, BOS_ID, EOS_ID, UNK_ID, CLAUSE_ID, Q_ID, SQL_ID = range(7)
-MARKER = "<clause>"
-QUESTION_MAX_TOKENS = 96
+"""CAPER's Clause-PRM training, one subpackage per stage (the map opens training/README.md):
+data (records, tokenizer, prompts) <- model (the reward model, its export, caper.json) <- the two
+model lines, scratch (end to end) and base (a pretrained base on a CPU) <- ship (a trained model
+stored and checked for serving); fit (the blame combiners) and reward_client (the client RL
+trainers import) stand apart. tests/test_layout.py keeps the imports to that direction."""

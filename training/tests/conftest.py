@@ -16,7 +16,7 @@ def fixture_path() -> Path:
 
 @pytest.fixture(scope="session")
 def fixture_tokenizer():
-    from caper_train.data import corpus_texts, read_records
-    from caper_train.tok import CaperTokenizer, train_tokenizer
+    from caper_train.data.records import corpus_texts, read_records
+    from caper_train.data.tok import CaperTokenizer, train_tokenizer
     records, _ = read_records(FIXTURE)
     return CaperTokenizer(train_tokenizer(corpus_texts(records), vocab_size=600))

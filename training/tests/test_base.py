@@ -7,8 +7,8 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2Model
 
-from caper_train import train
-from caper_train.model import RewardModel
+from caper_train.scratch import train
+from caper_train.model.reward_model import RewardModel
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
@@ -81,11 +81,11 @@ def test_lora_without_base_is_an_error(tmp_path, fixture_path, capsys):
 
 def test_throughput_times_the_adapters_lora_trains(base, monkeypatch):
     """The throughput table the training configuration is chosen from times the adapters `--lora`
-    trains (model_spec.LoraSpec), not a configuration of its own."""
+    trains (lora.LoraSpec), not a configuration of its own."""
     import peft
 
-    from caper_train import throughput
-    from caper_train.model_spec import LoraSpec
+    from caper_train.base import throughput
+    from caper_train.model.lora import LoraSpec
 
     configs = []
     real = peft.get_peft_model

@@ -1,4 +1,4 @@
-"""The base Clause-PRM path (caper_train.base_prm) end to end on a tiny random Qwen2 base with the
+"""The base Clause-PRM path (caper_train.base.base_prm) end to end on a tiny random Qwen2 base with the
 chat tokenizer fixture: features equal an unpacked forward pass, the probe learns a separable
 target, top-k training resumes exactly, the export serves the caper-chat-v1 prompt and matches torch."""
 import json
@@ -28,8 +28,8 @@ def tiny_base(tmp_path_factory) -> Path:
 
 
 def chat_prompts(n: int = 3):
-    from caper_train import chat_prompt
-    from caper_train.tok import CaperTokenizer
+    from caper_train.data import chat_prompt
+    from caper_train.data.tok import CaperTokenizer
 
     tok = CaperTokenizer.load(CHAT_TOK)
     sp = {t: tok.special_id(t) for t in chat_prompt.CONTROL}
@@ -40,7 +40,7 @@ def chat_prompts(n: int = 3):
 
 
 def test_packed_features_equal_unpacked(tiny_base):
-    from caper_train.features import LayerTap, extract_question, load_truncated
+    from caper_train.base.features import LayerTap, extract_question, load_truncated
 
     model = load_truncated(tiny_base, 3, torch.float32)
     tap = LayerTap(model, [2, 3])
@@ -76,7 +76,7 @@ def write_records(path: Path, n_q: int = 12, seed: int = 0) -> None:
 
 
 def test_probe_learns_and_blames_the_root_cause(tiny_base, tmp_path):
-    from caper_train import features, probe
+    from caper_train.base import features, probe
 
     rec = tmp_path / "r.jsonl"
     write_records(rec)
@@ -95,8 +95,8 @@ def test_probe_learns_and_blames_the_root_cause(tiny_base, tmp_path):
 
 
 def test_resume_is_resumable_and_export_serves_chat(tiny_base, tmp_path):
-    from caper_train import base_prm, topk
-    from caper_train.manifest import read_manifest
+    from caper_train.base import base_prm, topk
+    from caper_train.model.manifest import read_manifest
 
     rec = tmp_path / "r.jsonl"
     write_records(rec)
@@ -136,9 +136,9 @@ def test_a_run_continues_a_served_model(tmp_path):
     a probe), base_prm passes it on and records it, and a model of another depth is refused."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from caper_train import base_prm
-    from caper_train.manifest import read_manifest
-    from caper_train.topk import Top
+    from caper_train.base import base_prm
+    from caper_train.model.manifest import read_manifest
+    from caper_train.base.topk import Top
 
     # Every parameter distinct, as in a pretrained base: the exporter shares one initializer among
     # parameters of equal values (a fresh Qwen2's zero biases, unit norms), which a graph cannot be
@@ -178,7 +178,7 @@ def test_a_run_continues_a_served_model(tmp_path):
 
 
 def test_clause_prior_counts_the_training_databases_pairs(tmp_path):
-    from caper_train.base_prm import clause_prior
+    from caper_train.base.base_prm import clause_prior
 
     rec = tmp_path / "p.jsonl"
     rows = [{"type": "pair", "db_id": "a", "clause": "WHERE"}, {"type": "pair", "db_id": "a", "clause": "WHERE"},
@@ -190,7 +190,7 @@ def test_clause_prior_counts_the_training_databases_pairs(tmp_path):
 
 
 def test_blame_term_ranks_the_root_cause_lowest_among_a_wrong_candidates_units():
-    from caper_train.topk import blame_loss
+    from caper_train.base.topk import blame_loss
 
     # candidate 0: wrong, root cause at its second unit (reward -1); candidate 1: right
     cands = [{"rewards": [0.0, -1.0, 0.0], "correct": False}, {"rewards": [0.0, 0.0], "correct": True}]
@@ -211,7 +211,7 @@ def test_blame_term_ranks_the_root_cause_lowest_among_a_wrong_candidates_units()
 
 
 def test_candidate_term_separates_the_candidates_lowest_outputs():
-    from caper_train.topk import candidate_loss
+    from caper_train.base.topk import candidate_loss
 
     # candidate 0 wrong (positions 0-2), candidate 1 right (positions 3-5); the last of each is the terminal
     cands = [{"rewards": [0.0, -1.0], "correct": False}, {"rewards": [0.0, 0.0], "correct": True}]

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from caper_train import blamefit, clogit  # noqa: E402
+from caper_train.fit import blamefit, clogit  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "test" / "fixtures" / "blame"
 LABELS = json.loads((FIXTURES / "labels.json").read_text())

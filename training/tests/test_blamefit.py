@@ -1,12 +1,12 @@
-"""The evidence blame combiner (caper_train.blamefit): features with the service's names, a fit that
+"""The evidence blame combiner (caper_train.fit.blamefit): features with the service's names, a fit that
 recovers a planted rule under cross-validation by database, the execution-error override, and the
 weights written into a caper.json as src/scoring/blame.ts reads them."""
 import json
 import math
 import random
 
-from caper_train import blamefit
-from caper_train.manifest import schema, schema_problems
+from caper_train.fit import blamefit
+from caper_train.model.manifest import schema, schema_problems
 
 
 def make_rows(n_per_db=40, dbs=("a", "b", "c", "d", "e"), seed=0):

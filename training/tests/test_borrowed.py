@@ -2,7 +2,7 @@
 the same SQL, never another database's; one line per question."""
 import json
 
-from caper_train.borrowed import main, neighbours
+from caper_train.data.borrowed import main, neighbours
 
 QS = [
     {"db_id": "a", "question": "names of singers from France", "query": "SELECT name FROM singer WHERE country = 'France'"},

@@ -1,10 +1,10 @@
-"""The conditional-logit fit the blame combiners ship with (caper_train.clogit), and weight recovery
-from a shipped ONNX (caper_train.from_onnx)."""
+"""The conditional-logit fit the blame combiners ship with (caper_train.fit.clogit), and weight recovery
+from a shipped ONNX (caper_train.scratch.from_onnx)."""
 from pathlib import Path
 
 import torch
 
-from caper_train.clogit import fit, ranking
+from caper_train.fit.clogit import fit, ranking
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,7 @@ def test_listwise_fit_learns_which_feature_points_at_the_root():
 
 
 def test_weights_recovered_from_the_tiny_model_reproduce_onnxruntime():
-    from caper_train.from_onnx import check_parity, recover
+    from caper_train.scratch.from_onnx import check_parity, recover
     model, manifest = recover(ROOT / "models" / "tiny")
     assert check_parity(model, ROOT / "models" / "tiny") < 1e-4
     assert model.parameter_count() == manifest["parameters"]

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from caper_train.data import PairExample, build_dataset, read_records
-from caper_train.distributed import rank_share, split_points, step_counts
-from caper_train.packing import make_batches, make_row_batches
+from caper_train.data.records import PairExample, build_dataset, read_records
+from caper_train.scratch.distributed import rank_share, split_points, step_counts
+from caper_train.scratch.packing import make_batches, make_row_batches
 
 ROOT = Path(__file__).resolve().parents[1]
 LOSS_TOL = 1e-4
@@ -30,11 +30,11 @@ REWARD_TOL = 1e-3
 def run_train(args: list[str], nproc: int, tmp: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     if nproc == 1:
-        cmd = [sys.executable, "-m", "caper_train.train", *args]
+        cmd = [sys.executable, "-m", "caper_train.scratch.train", *args]
     else:
         # --standalone: a local rendezvous on a free port (tests may run beside other jobs)
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-               "-m", "caper_train.train", *args]
+               "-m", "caper_train.scratch.train", *args]
     return subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -8,8 +8,8 @@ import onnx
 import onnxruntime as ort
 import torch
 
-from caper_train import export as ex
-from caper_train.model import build_from_preset
+from caper_train.model import export as ex
+from caper_train.model.reward_model import build_from_preset
 
 SAMPLES = [[1, 10, 11, 12, 5, 13, 6, 14, 15, 4, 16, 4], [1, 10, 11, 5, 13, 6, 17, 4, 18, 19, 4]]
 

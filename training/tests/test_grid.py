@@ -1,4 +1,4 @@
-"""caper_train.grid: grid values are fixed points of the quantizer, MatMulNBits computes with the
+"""caper_train.model.grid: grid values are fixed points of the quantizer, MatMulNBits computes with the
 same values the grid gives, trained layers see their grid values and get the full gradient, and a
 Clause-PRM trained on a base moved onto the grid ships with not one weight changed."""
 import json
@@ -22,7 +22,7 @@ def awkward(rows: int, cols: int) -> torch.Tensor:
 
 
 def test_grid_values_are_fixed_points():
-    from caper_train.grid import exact_matrix_codes, matrix_values, on_matrix_grid, on_table_grid
+    from caper_train.model.grid import exact_matrix_codes, matrix_values, on_matrix_grid, on_table_grid
 
     w = awkward(8, 64)
     for f, back in ((on_matrix_grid, lambda g: matrix_values(*exact_matrix_codes(g, 16))), (on_table_grid, None)):
@@ -32,7 +32,7 @@ def test_grid_values_are_fixed_points():
 
 
 def test_a_grid_block_spanning_fewer_codes_keeps_its_values():
-    from caper_train.grid import exact_matrix_codes, matrix_values, on_matrix_grid
+    from caper_train.model.grid import exact_matrix_codes, matrix_values, on_matrix_grid
 
     # codes 1..15 with zero point 8: the block's range is 14 steps, so the plain rounding picks
     # a scale of 14/15 of the grid's and moves the values; the exact codes find the grid's scale
@@ -49,8 +49,8 @@ def test_matmulnbits_computes_with_the_grid_values():
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    from caper_train.grid import on_matrix_grid
-    from caper_train.ship import grid_matmuls
+    from caper_train.model.grid import on_matrix_grid
+    from caper_train.ship.ship import grid_matmuls
 
     k, n, block = 96, 24, 32  # three blocks a row: an odd count, so zero points pad their last byte
     w = awkward(n, k)
@@ -69,7 +69,7 @@ def test_matmulnbits_computes_with_the_grid_values():
 
 
 def test_grid_linear_uses_grid_values_and_passes_the_gradient_straight_through():
-    from caper_train.grid import GridLinear, on_matrix_grid
+    from caper_train.model.grid import GridLinear, on_matrix_grid
 
     lin = torch.nn.Linear(32, 4)
     with torch.no_grad():
@@ -83,8 +83,9 @@ def test_grid_linear_uses_grid_values_and_passes_the_gradient_straight_through()
 
 
 def _train_and_ship(base, tmp_path, name: str):
-    from caper_train import base_prm, ship
-    from caper_train.manifest import read_manifest
+    from caper_train.ship import ship
+    from caper_train.base import base_prm
+    from caper_train.model.manifest import read_manifest
 
     rec = tmp_path / "r.jsonl"
     write_records(rec)
@@ -100,7 +101,7 @@ def _train_and_ship(base, tmp_path, name: str):
 
 
 def test_a_model_trained_on_the_grid_ships_exactly(tiny_base, tmp_path):
-    from caper_train.grid import move_base, read_grid
+    from caper_train.model.grid import move_base, read_grid
 
     moved = tmp_path / "base-g16"
     info = move_base(tiny_base, moved, 16, 16)

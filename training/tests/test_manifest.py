@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from caper_train.manifest import (ManifestError, assemble_from_steps, manifest_problems, manifest_steps, read_manifest,
+from caper_train.model.manifest import (ManifestError, assemble_from_steps, manifest_problems, manifest_steps, read_manifest,
                                   read_step, section_writers, write_step)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,7 +57,7 @@ def test_a_step_writes_only_its_own_sections(tmp_path):
 
 
 def test_loading_a_model_directory_refuses_an_invalid_manifest(tmp_path):
-    from caper_train.from_onnx import recover
+    from caper_train.scratch.from_onnx import recover
     d = tmp_path / "m"
     shutil.copytree(REPO / "models" / "tiny", d)
     m = json.loads((d / "caper.json").read_text())

@@ -1,4 +1,4 @@
-"""caper_train.parity on a tiny top-k Clause-PRM trained on a grid base and shipped with a cut
+"""caper_train.ship.parity on a tiny top-k Clause-PRM trained on a grid base and shipped with a cut
 vocabulary: the PyTorch model rebuilt from the shipped graph holds the trained weights exactly,
 agrees with onnxruntime on identical ids, and the check sees a changed weight; a rebuild that
 cannot place every weight raises. MatMulNBits is dequantized as onnxruntime computes it."""
@@ -16,8 +16,9 @@ from test_base_prm import tiny_base, write_records  # noqa: F401  (fixture)
 def shipped(tiny_base, tmp_path_factory):
     from safetensors.torch import load_file, save_file
 
-    from caper_train import base_prm, ship
-    from caper_train.grid import move_base
+    from caper_train.ship import ship
+    from caper_train.base import base_prm
+    from caper_train.model.grid import move_base
 
     d = tmp_path_factory.mktemp("parity")
     plain = d / "plain"
@@ -44,7 +45,7 @@ def shipped(tiny_base, tmp_path_factory):
 
 
 def test_the_rebuilt_model_agrees_with_the_shipped_graph(shipped, tmp_path):
-    from caper_train import parity
+    from caper_train.ship import parity
 
     model, base, rec, _ = shipped
     out = tmp_path / "parity.json"
@@ -60,12 +61,12 @@ def test_the_rebuilt_model_agrees_with_the_shipped_graph(shipped, tmp_path):
 
 
 def test_the_shipped_weights_are_the_exported_ones(shipped):
-    from caper_train import parity
-    from caper_train.manifest import read_manifest
+    from caper_train.base import probe
+    from caper_train.model.manifest import read_manifest
 
     model, base, _, export = shipped
-    got = parity.rebuild(model, base).state_dict()
-    want = parity.rebuild(export, base).state_dict()
+    got = probe.rebuild(model, base).state_dict()
+    want = probe.rebuild(export, base).state_dict()
     emb = "backbone.embed_tokens.weight"
     assert got[emb].shape[0] == read_manifest(model)["vocab_size"] < want[emb].shape[0] == 800, "the cut table"
     for k in want:
@@ -74,10 +75,11 @@ def test_the_shipped_weights_are_the_exported_ones(shipped):
 
 
 def test_the_check_sees_a_changed_weight(shipped):
-    from caper_train import parity, ship
+    from caper_train.ship import parity, ship
+    from caper_train.base import probe
 
     model, base, rec, _ = shipped
-    m = parity.rebuild(model, base)
+    m = probe.rebuild(model, base)
     groups = ship.question_prompts([str(rec)], [model / "tokenizer.json"], 256, 4)
     s = ship.session(model / "model.onnx", 1)
     assert parity.measure(m, s, groups)["max_abs_diff"] < 1e-4
@@ -94,16 +96,16 @@ def test_the_check_sees_a_changed_weight(shipped):
 def test_a_weight_that_cannot_be_placed_raises(shipped, tmp_path):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from caper_train import parity
+    from caper_train.base import probe
 
     model, base, _, _ = shipped
     with pytest.raises(ValueError, match="weight matrix products"):
-        parity.rebuild(model, base, layers=2)
+        probe.rebuild(model, base, layers=2)
     wider = tmp_path / "wider"
     Qwen2ForCausalLM(Qwen2Config(vocab_size=800, hidden_size=48, intermediate_size=64, num_hidden_layers=4,
                                  num_attention_heads=4, num_key_value_heads=2)).save_pretrained(wider)
     with pytest.raises(ValueError, match="has shape"):
-        parity.rebuild(model, wider)
+        probe.rebuild(model, wider)
 
 
 @pytest.mark.parametrize("bits,block,k,grid", [(4, 16, 96, True), (4, 32, 40, False), (8, 32, 40, False)])
@@ -111,8 +113,8 @@ def test_matmulnbits_weights_dequantize_as_onnxruntime_computes(bits, block, k, 
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    from caper_train.export import graph_weights, matmul_nbits
-    from caper_train.ship import grid_matmuls
+    from caper_train.model.export import graph_weights, matmul_nbits
+    from caper_train.ship.ship import grid_matmuls
 
     n = 24
     w = np.random.default_rng(0).normal(size=(k, n)).astype(np.float32)

@@ -1,10 +1,10 @@
-"""caper_train.paths on the cases test/paths.test.ts checks src/core/paths.ts against
+"""caper_train.model.paths on the cases test/paths.test.ts checks src/core/paths.ts against
 (test/fixtures/shown-paths.json), so Python and TypeScript write paths into committed files alike;
 and the `command` a manifest records quotes the repo's paths relative to it."""
 import json
 from pathlib import Path
 
-from caper_train.paths import REPO, shown_args, shown_command, shown_path
+from caper_train.model.paths import REPO, shown_args, shown_command, shown_path
 
 CASES = json.loads((Path(__file__).resolve().parents[2] / "test" / "fixtures" / "shown-paths.json").read_text())
 

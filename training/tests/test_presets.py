@@ -3,7 +3,7 @@ measurements in bench/results), so a comment cannot drift from the numbers besid
 import re
 from pathlib import Path
 
-MODEL = Path(__file__).resolve().parents[1] / "caper_train" / "model.py"
+MODEL = Path(__file__).resolve().parents[1] / "caper_train" / "model" / "reward_model.py"
 
 
 def test_preset_comments_hold_no_figures():

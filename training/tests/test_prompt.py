@@ -1,7 +1,6 @@
 import pytest
 
-from caper_train import BOS_ID, CLAUSE_ID, Q_ID, SQL_ID
-from caper_train.prompt import PromptError, build_from_ids, build_prompt
+from caper_train.data.prompt import BOS_ID, CLAUSE_ID, Q_ID, SQL_ID, PromptError, build_from_ids, build_prompt
 
 SPECIALS = {"<s>": BOS_ID, "<q>": Q_ID, "<sql>": SQL_ID, "<clause>": CLAUSE_ID}
 

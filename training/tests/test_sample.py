@@ -1,4 +1,4 @@
-"""caper_train.sample on a tiny chat GGUF the test writes: the prompt in the model's own template, the
+"""caper_train.data.sample on a tiny chat GGUF the test writes: the prompt in the model's own template, the
 spread of questions over databases, the sampling rule, and runs that write the same file whether
 they go through at once, are stopped and resumed, or are split into shards. The `hf` engine runs
 everywhere the training environment does; the `llama` engine where llama-cpp-python is installed
@@ -9,7 +9,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from caper_train import sample
+from caper_train.data import sample
 from fixtures.tiny_gguf import CHAT_TEMPLATE, write_tiny_qwen2_gguf
 
 DBS = {

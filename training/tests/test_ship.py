@@ -1,4 +1,4 @@
-"""caper_train.ship on an exported tiny chat Clause-PRM: the decoder's matrix products and the
+"""caper_train.ship.ship on an exported tiny chat Clause-PRM: the decoder's matrix products and the
 embedding become 4-bit blocks, the graph still serves the same inputs, parity is measured on the
 given records and recorded in the train step, a ship whose order agreement falls below the
 floor writes no manifest, and --vocab cuts the embedding and tokenizer to the training prompts'
@@ -13,7 +13,7 @@ from test_base_prm import tiny_base, write_records  # noqa: F401  (fixture)
 
 @pytest.fixture(scope="module")
 def exported(tiny_base, tmp_path_factory):
-    from caper_train import base_prm
+    from caper_train.base import base_prm
 
     d = tmp_path_factory.mktemp("ship")
     rec = d / "r.jsonl"
@@ -24,8 +24,8 @@ def exported(tiny_base, tmp_path_factory):
 
 
 def test_ship_quantizes_matmuls_and_embedding_and_records_parity(exported, tmp_path):
-    from caper_train import ship
-    from caper_train.manifest import read_manifest
+    from caper_train.ship import ship
+    from caper_train.model.manifest import read_manifest
 
     model, rec = exported
     out = tmp_path / "shipped"
@@ -69,9 +69,9 @@ def test_ship_cuts_the_vocabulary_to_the_training_prompts(exported, tmp_path):
     import numpy as np
     import onnxruntime as ort
 
-    from caper_train import ship
-    from caper_train.manifest import read_manifest
-    from caper_train.tok import CaperTokenizer
+    from caper_train.ship import ship
+    from caper_train.model.manifest import read_manifest
+    from caper_train.data.tok import CaperTokenizer
 
     model, rec = exported
     # the vocabulary's records: db0's candidates under other words, so the parity records'
@@ -107,7 +107,7 @@ def test_ship_cuts_the_vocabulary_to_the_training_prompts(exported, tmp_path):
     assert p["questions"] == 12 and p["candidates"] == 48
     card = (cut / "MODEL_CARD.md").read_text()
     assert f"Vocabulary: {k:,} of the base's 800 ids" in card and "first 20 BPE merges" in card and "train.jsonl" in card
-    assert "each graph reading the ids of its own tokenizer" in card and "`python -m caper_train.parity`" in card
+    assert "each graph reading the ids of its own tokenizer" in card and "`python -m caper_train.ship.parity`" in card
 
     # on the training prompts the cut model is the whole one: the same tokens, renumbered, and
     # the same scores
@@ -122,7 +122,7 @@ def test_ship_cuts_the_vocabulary_to_the_training_prompts(exported, tmp_path):
 
 
 def test_ship_vocab_needs_training_records(exported, tmp_path):
-    from caper_train import ship
+    from caper_train.ship import ship
 
     model, rec = exported
     with pytest.raises(SystemExit):
@@ -130,7 +130,7 @@ def test_ship_vocab_needs_training_records(exported, tmp_path):
 
 
 def test_ship_refuses_below_the_agreement_floor(exported, tmp_path):
-    from caper_train import ship
+    from caper_train.ship import ship
 
     model, rec = exported
     out = tmp_path / "refused"
@@ -144,7 +144,7 @@ def test_embedding_lookup_dequantizes_the_blocks():
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    from caper_train import ship
+    from caper_train.ship import ship
 
     rng = np.random.default_rng(0)
     table = rng.normal(size=(50, 64)).astype(np.float32)
@@ -159,7 +159,7 @@ def test_embedding_lookup_dequantizes_the_blocks():
     got = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"input_ids": ids})[0]
     import torch
 
-    from caper_train.grid import on_table_grid, table_codes
+    from caper_train.model.grid import on_table_grid, table_codes
     want = on_table_grid(torch.from_numpy(table), 32).numpy()
     assert np.array_equal(got[0], want[ids[0]]), "exactly the grid's values"
     step = table_codes(torch.from_numpy(table), 32)[1].float().max().item()
@@ -171,7 +171,7 @@ def test_save_split_keeps_every_file_under_the_limit_and_serves_the_same(tmp_pat
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    from caper_train import ship
+    from caper_train.ship import ship
 
     rng = np.random.default_rng(0)
     ws = [rng.normal(size=(64, 64)).astype(np.float32) for _ in range(5)]  # 16 KB each

@@ -1,4 +1,4 @@
-"""caper_train.side_probe on the tiny shipped top-k model of test_parity: the graph it writes serves
+"""caper_train.ship.side_probe on the tiny shipped top-k model of test_parity: the graph it writes serves
 the average of the shipped head's logit and the probe on the base-normed layer-L states (checked
 against a PyTorch forward pass of the weights rebuilt from the graph), records itself in caper.json,
 and refuses a second probe or a layer the model does not run below its top."""
@@ -15,8 +15,9 @@ from test_parity import shipped  # noqa: F401  (fixture)
 def test_the_graph_serves_the_average_of_the_head_and_the_probe(shipped, tmp_path):
     import onnx
 
-    from caper_train import features, parity, ship, side_probe
-    from caper_train.export import ort_rewards
+    from caper_train.ship import ship, side_probe
+    from caper_train.base import features, probe
+    from caper_train.model.export import ort_rewards
 
     model_dir, base, rec, _ = shipped
     features.main(["--records", str(rec), "--base", str(base), "--layers", "1", "--out", str(tmp_path / "f"),
@@ -31,7 +32,7 @@ def test_the_graph_serves_the_average_of_the_head_and_the_probe(shipped, tmp_pat
 
     head = side_probe.fit([str(tmp_path / "f")], 1, 1e-3, set())[0]
     norm_w, eps = side_probe.base_norm(base)
-    rebuilt = parity.rebuild(model_dir, base).eval()
+    rebuilt = probe.rebuild(model_dir, base).eval()
     groups = ship.question_prompts([str(rec)], [out / "tokenizer.json"], 256, 3)
     ids = [p.ids for g in groups for p in g[0]]
     old = ort_rewards(ship.session(model_dir / "model.onnx", 1), ids)

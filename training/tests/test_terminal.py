@@ -4,12 +4,11 @@ import argparse
 import pytest
 import torch
 
-from caper_train import BOS_ID, CLAUSE_ID, EOS_ID, Q_ID, SQL_ID
-from caper_train.data import TERMINAL_MARGIN, build_dataset
-from caper_train.prompt import PromptError, build_from_ids, build_prompt
-from caper_train.distributed import step_counts
-from caper_train.objective import compute_loss
-from caper_train.packing import collate, collate_rows, pack_rows
+from caper_train.data.prompt import BOS_ID, CLAUSE_ID, EOS_ID, Q_ID, SQL_ID, PromptError, build_from_ids, build_prompt
+from caper_train.data.records import TERMINAL_MARGIN, build_dataset
+from caper_train.scratch.distributed import step_counts
+from caper_train.scratch.objective import compute_loss
+from caper_train.scratch.packing import collate, collate_rows, pack_rows
 
 SPECIALS = {"<s>": BOS_ID, "<q>": Q_ID, "<sql>": SQL_ID, "<clause>": CLAUSE_ID, "</s>": EOS_ID}
 SCHEMA = "singer: singer_id*, name, country, age"

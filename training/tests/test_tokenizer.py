@@ -1,5 +1,5 @@
-from caper_train import SPECIAL_TOKENS
-from caper_train.tok import CaperTokenizer, train_tokenizer
+from caper_train.data.prompt import SPECIAL_TOKENS
+from caper_train.data.tok import CaperTokenizer, train_tokenizer
 
 
 def test_special_ids_are_fixed(fixture_tokenizer):

@@ -5,9 +5,9 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from caper_train import train
-from caper_train.export import ort_packed_rewards, ort_rewards, pack_tree, torch_rewards
-from caper_train.model import RewardModel
+from caper_train.scratch import train
+from caper_train.model.export import ort_packed_rewards, ort_rewards, pack_tree, torch_rewards
+from caper_train.model.reward_model import RewardModel
 
 
 @pytest.fixture(scope="module")
@@ -99,9 +99,9 @@ def test_bad_data_file_is_an_error_not_a_crash(tmp_path):
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 def test_packed_rows_match_separate_sequences(fixture_path, fixture_tokenizer, attn):
     import random
-    from caper_train.data import build_dataset, read_records
-    from caper_train.model import build_from_preset
-    from caper_train.packing import collate, collate_rows, make_row_batches, pack_rows
+    from caper_train.data.records import build_dataset, read_records
+    from caper_train.model.reward_model import build_from_preset
+    from caper_train.scratch.packing import collate, collate_rows, make_row_batches, pack_rows
     records, _ = read_records(fixture_path)
     ds = build_dataset(records, fixture_tokenizer, 512)
     model = build_from_preset("tiny", fixture_tokenizer.vocab_size, 0, attn=attn).eval()

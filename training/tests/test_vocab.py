@@ -1,4 +1,4 @@
-"""caper_train.vocab on the chat tokenizer fixture (a byte-level BPE with the Qwen pre-tokenizer and
+"""caper_train.ship.vocab on the chat tokenizer fixture (a byte-level BPE with the Qwen pre-tokenizer and
 chat control tokens): the kept ids are closed under their merges, the training texts keep their
 tokens through the id map, hostile text has no unknown piece and decodes back to itself, the
 embedding rows follow the kept ids, and a cut that breaks any of this is refused."""
@@ -26,7 +26,7 @@ def spec_and_json():
 
 
 def cut(k: int, texts=CORPUS):
-    from caper_train import vocab
+    from caper_train.ship import vocab
 
     spec, raw = spec_and_json()
     keep = vocab.choose(spec, k, vocab.used_ids(raw, texts))
@@ -59,7 +59,7 @@ def test_kept_ids_are_closed_and_hold_alphabet_specials_and_first_merges():
 
 
 def test_corpus_tokenizes_identically_through_the_id_map():
-    from caper_train.vocab import check, content_tokenizer
+    from caper_train.ship.vocab import check, content_tokenizer
 
     spec, raw, keep, _new, nj, remap = cut(0)
     old, newt = content_tokenizer(raw), content_tokenizer(nj)
@@ -75,7 +75,7 @@ def test_corpus_tokenizes_identically_through_the_id_map():
 
 
 def test_hostile_text_has_no_unknowns_and_decodes_back():
-    from caper_train.vocab import HOSTILE, check, content_tokenizer
+    from caper_train.ship.vocab import HOSTILE, check, content_tokenizer
 
     _spec, raw, keep, _new, nj, remap = cut(0)
     info = check(raw, nj, remap, CORPUS)
@@ -90,7 +90,7 @@ def test_hostile_text_has_no_unknowns_and_decodes_back():
 
 
 def test_a_cut_that_misses_a_merge_part_is_refused():
-    from caper_train import vocab
+    from caper_train.ship import vocab
 
     spec, raw, keep, new, nj, remap = cut(0)
     # drop a merge part that a kept merge needs: the corpus then tokenizes otherwise
@@ -124,7 +124,7 @@ def qwen_layout():
 
 
 def test_the_string_merge_format_and_a_template_post_processor_are_renumbered():
-    from caper_train import vocab
+    from caper_train.ship import vocab
 
     spec, raw = qwen_layout()
     n = len(spec["model"]["vocab"])
@@ -145,7 +145,8 @@ def test_the_string_merge_format_and_a_template_post_processor_are_renumbered():
 def test_prompt_texts_are_the_chat_template_segments_of_training_databases(tmp_path):
     from test_base_prm import write_records
 
-    from caper_train import chat_prompt, vocab
+    from caper_train.ship import vocab
+    from caper_train.data import chat_prompt
 
     rec = tmp_path / "r.jsonl"
     write_records(rec)
@@ -162,8 +163,8 @@ def test_embedding_rows_gathered_and_stay_on_the_grid():
     import torch
     from onnx import TensorProto, helper, numpy_helper
 
-    from caper_train import ship, vocab
-    from caper_train.grid import on_table_grid, table_codes
+    from caper_train.ship import ship, vocab
+    from caper_train.model.grid import on_table_grid, table_codes
 
     rng = np.random.default_rng(0)
     table = on_table_grid(torch.from_numpy(rng.normal(size=(50, 64)).astype(np.float32)), 32).numpy()
@@ -198,7 +199,7 @@ def test_embedding_rows_gathered_and_stay_on_the_grid():
 def test_cut_embedding_refuses_a_second_use_of_the_vocabulary():
     from onnx import TensorProto, helper, numpy_helper
 
-    from caper_train import vocab
+    from caper_train.ship import vocab
 
     rng = np.random.default_rng(0)
     table = rng.normal(size=(50, 16)).astype(np.float32)
@@ -222,7 +223,7 @@ def test_cut_embedding_refuses_a_second_use_of_the_vocabulary():
 
 
 def test_manifest_ids_are_renumbered_and_checked_against_the_cut_tokenizer(tmp_path):
-    from caper_train import ship, vocab
+    from caper_train.ship import ship, vocab
 
     spec, raw = qwen_layout()
     n = len(spec["model"]["vocab"])

@@ -1,0 +1,469 @@
+"""Real candidates from an open code model: N sampled replies per question of a Spider-layout split.
+
+    python -m caper_train.data.sample --data DIR --gguf FILE --policy NAME --out SAMPLES.jsonl
+        [--n 8] [--temperature 0.8] [--top-p 0.95] [--seed 0] [--max-new-tokens 200]
+        [--limit N] [--shard K/N] [--resume] [--max-minutes M] [--engine llama|hf] [--threads 2]
+
+What a verifier learns from must be what policies get wrong, on every database it trains on. This
+step asks a local GGUF chat model for SQL, in the model's own chat template, with the database's
+CREATE TABLE statements and the question; `caper sample` (src/commands/sample.ts) drives it and
+turns the replies into the predictions layout (the SQL is cut out of each reply by the service's
+own extractor, so what a policy wrote is read the way /rerank reads it).
+
+Output: one JSON line per question, appended as each question finishes:
+    {"index", "db_id", "question", "policy", "prompt_tokens",
+     "samples": [{"k", "seed", "temperature", "top_p", "reply", "tokens", "stop"}]}
+Questions are taken round-robin over the databases (the r-th question of every database before
+any database's r+1-th), so a --limit spreads over all of them. Every sample draws from its own
+generator seeded by (--seed, question index, k) and the samples of a question are decoded
+together, the same way in every run, so a run stopped and resumed (--resume) or split into shards
+writes the same lines as one run. Sampling (temperature, then nucleus) is done here on the
+engine's logits, not by the engine, so both engines sample by the same rule.
+
+Engines: `llama` (llama-cpp-python, built for this CPU by training/setup-sample.sh): the prompt is
+decoded once and its cache shared by the N sequences, which are then decoded as one batch per
+step. `hf` (transformers, the GGUF dequantized): the same loop on a torch model, for machines
+without llama.cpp and for the tests.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+SYSTEM = ("You are an expert in SQLite. Given a database schema and a question, write one SQLite "
+          "query that answers the question. Reply with the query in a ```sql code block.")
+
+
+# ---------------------------------------------------------------- questions and prompts
+
+def load_split(data: Path) -> list[dict]:
+    """The split's questions in file order (train.json, dev.json or questions.json)."""
+    for name in ("train.json", "dev.json", "questions.json"):
+        p = data / name
+        if p.is_file():
+            return json.loads(p.read_text())
+    raise FileNotFoundError(f"{data} has no train.json, dev.json or questions.json")
+
+
+def db_file(data: Path, db_id: str) -> Path:
+    return data / "database" / db_id / f"{db_id}.sqlite"
+
+
+def spread_order(questions: list[dict], data: Path) -> list[int]:
+    """Question indexes round-robin over the databases (sorted by name), skipping databases the
+    split does not ship: every database is reached before any gets a second question."""
+    by_db: dict[str, list[int]] = {}
+    for i, q in enumerate(questions):
+        by_db.setdefault(q["db_id"], []).append(i)
+    dbs = [d for d in sorted(by_db) if db_file(data, d).is_file()]
+    out = []
+    for r in range(max((len(by_db[d]) for d in dbs), default=0)):
+        out += [by_db[d][r] for d in dbs if r < len(by_db[d])]
+    return out
+
+
+def schema_ddl(db: Path) -> str:
+    """The database's CREATE TABLE statements as SQLite keeps them (what a prompt shows a policy)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = con.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL "
+                           "AND name NOT LIKE 'sqlite_%' ORDER BY rowid").fetchall()
+    finally:
+        con.close()
+    return "\n\n".join(r[0].strip().rstrip(";") + ";" for r in rows)
+
+
+def messages(ddl: str, question: str) -> list[dict]:
+    return [{"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"Database schema:\n{ddl}\n\nQuestion: {question}"}]
+
+
+def gguf_chat_template(gguf: Path) -> str:
+    """The chat template the GGUF carries (tokenizer.chat_template)."""
+    from gguf import GGUFReader
+
+    f = GGUFReader(str(gguf)).fields.get("tokenizer.chat_template")
+    if f is None:
+        raise ValueError(f"{gguf} carries no chat template (tokenizer.chat_template)")
+    return bytes(f.parts[f.data[0]]).decode("utf-8")
+
+
+def render_chat(template: str, msgs: list[dict]) -> str:
+    """The template rendered as Hugging Face renders chat templates, with the assistant turn opened."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message):
+        raise ValueError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(template).render(messages=msgs, add_generation_prompt=True, tools=None)
+
+
+# ---------------------------------------------------------------- sampling
+
+def sample_seed(seed: int, index: int, k: int) -> int:
+    """A sample's own seed: the same for (run seed, question, sample) whatever else the run does."""
+    h = hashlib.sha256(f"{seed}:{index}:{k}".encode()).digest()
+    return int.from_bytes(h[:8], "little") >> 1
+
+
+def pick_token(logits: np.ndarray, rng: np.random.Generator, temperature: float, top_p: float) -> int:
+    """Temperature, then nucleus (the smallest set of tokens whose probability reaches top_p);
+    temperature 0 is greedy."""
+    x = np.asarray(logits, dtype=np.float64)
+    if temperature <= 0:
+        return int(np.argmax(x))
+    top = float(x.max())
+    p = np.exp((x - top) / temperature)
+    mass = float(p.sum(dtype=np.float64))
+    # Sorting a whole vocabulary per token would cost more than the model's step on a small policy.
+    # The nucleus (the most likely tokens until their mass reaches top_p) lies among the tokens
+    # above any cut whose mass already reaches top_p, so only those are sorted; ties break by id,
+    # as a stable sort of the whole vocabulary would.
+    for gap in (8.0, 16.0, float("inf")):
+        idx = np.flatnonzero(x >= top - gap * temperature)
+        if float(p[idx].sum(dtype=np.float64)) >= top_p * mass or gap == float("inf"):
+            break
+    order = idx[np.lexsort((idx, -p[idx]))]
+    cum = np.cumsum(p[order], dtype=np.float64) / mass
+    keep = order[: int(min(np.searchsorted(cum, top_p), len(order) - 1)) + 1]
+    q = p[keep].astype(np.float64)
+    q /= q.sum()
+    return int(keep[rng.choice(len(keep), p=q)])
+
+
+@dataclass
+class Reply:
+    tokens: list[int]
+    stop: str  # "eos" or "length"
+
+
+class Engine:
+    """Decodes N continuations of one prompt together; subclasses supply the model calls."""
+    name = "?"
+
+    def tokenize(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def detokenize(self, ids: list[int]) -> str:
+        raise NotImplementedError
+
+    def is_end(self, tok: int) -> bool:
+        raise NotImplementedError
+
+    def start(self, prompt: list[int], n: int) -> np.ndarray:
+        """Decodes the prompt once for n sequences; returns the logits after it (vocab,)."""
+        raise NotImplementedError
+
+    def step(self, tokens: list[int], seqs: list[int], pos: int) -> np.ndarray:
+        """Feeds one token to each of `seqs` at position `pos`; returns their logits (len(seqs), vocab)."""
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        pass
+
+    def generate(self, prompt: list[int], rngs: list[np.random.Generator], temperature: float, top_p: float,
+                 max_new: int) -> list[Reply]:
+        n = len(rngs)
+        first = self.start(prompt, n)
+        out = [Reply([], "length") for _ in range(n)]
+        live = []
+        for s in range(n):
+            t = pick_token(first, rngs[s], temperature, top_p)
+            if self.is_end(t):
+                out[s].stop = "eos"
+            else:
+                out[s].tokens.append(t)
+                live.append(s)
+        pos = len(prompt)
+        while live and pos < len(prompt) + max_new - 1:
+            logits = self.step([out[s].tokens[-1] for s in live], live, pos)
+            pos += 1
+            nxt = []
+            for row, s in enumerate(live):
+                t = pick_token(logits[row], rngs[s], temperature, top_p)
+                if self.is_end(t):
+                    out[s].stop = "eos"
+                else:
+                    out[s].tokens.append(t)
+                    nxt.append(s)
+            live = nxt
+        self.finish()
+        return out
+
+
+class LlamaEngine(Engine):
+    """llama.cpp through llama-cpp-python's C API: one context, the prompt in sequence 0 shared
+    with sequences 1..n-1 by reference (no copy of its cache), then one batch per step."""
+    name = "llama"
+
+    def __init__(self, gguf: Path, threads: int, n_ctx: int = 8192, n_batch: int = 512):
+        import llama_cpp as L
+
+        self.L = L
+        L.llama_backend_init()
+        mp = L.llama_model_default_params()
+        self.model = L.llama_model_load_from_file(str(gguf).encode(), mp)
+        if not self.model:
+            raise RuntimeError(f"llama.cpp could not load {gguf}")
+        self.vocab = L.llama_model_get_vocab(self.model)
+        self.n_vocab = L.llama_vocab_n_tokens(self.vocab)
+        cp = L.llama_context_default_params()
+        cp.n_ctx = n_ctx
+        cp.n_batch = n_batch
+        cp.n_ubatch = n_batch
+        cp.n_seq_max = 64
+        cp.n_threads = threads
+        cp.n_threads_batch = threads
+        self.ctx = L.llama_init_from_model(self.model, cp)
+        if not self.ctx:
+            raise RuntimeError("llama.cpp could not create a context")
+        self.n_batch = n_batch
+        self.batch = L.llama_batch_init(max(n_batch, 64), 0, 64)
+        self.mem = L.llama_get_memory(self.ctx)
+
+    def tokenize(self, text: str) -> list[int]:
+        L = self.L
+        raw = text.encode("utf-8")
+        buf = (L.llama_token * (len(raw) + 16))()
+        n = L.llama_tokenize(self.vocab, raw, len(raw), buf, len(buf), False, True)
+        if n < 0:
+            raise RuntimeError("tokenization overflow")
+        return list(buf[:n])
+
+    def detokenize(self, ids: list[int]) -> str:
+        import ctypes
+
+        L = self.L
+        out = bytearray()
+        buf = ctypes.create_string_buffer(256)
+        for t in ids:
+            n = L.llama_token_to_piece(self.vocab, t, buf, len(buf), 0, False)
+            out += buf.raw[: max(n, 0)]
+        return out.decode("utf-8", errors="replace")
+
+    def is_end(self, tok: int) -> bool:
+        return bool(self.L.llama_vocab_is_eog(self.vocab, tok))
+
+    def _fill(self, items: list[tuple[int, int, list[int], bool]]) -> None:
+        b = self.batch
+        b.n_tokens = len(items)
+        for i, (tok, pos, seqs, logits) in enumerate(items):
+            b.token[i] = tok
+            b.pos[i] = pos
+            b.n_seq_id[i] = len(seqs)
+            for j, s in enumerate(seqs):
+                b.seq_id[i][j] = s
+            b.logits[i] = logits
+
+    def _decode(self) -> None:
+        rc = self.L.llama_decode(self.ctx, self.batch)
+        if rc != 0:
+            raise RuntimeError(f"llama_decode returned {rc}")
+
+    def _logits(self, i: int) -> np.ndarray:
+        p = self.L.llama_get_logits_ith(self.ctx, i)
+        return np.ctypeslib.as_array(p, shape=(self.n_vocab,)).copy()
+
+    def start(self, prompt: list[int], n: int) -> np.ndarray:
+        self.L.llama_memory_clear(self.mem, True)
+        seqs = list(range(n))
+        for at in range(0, len(prompt), self.n_batch):
+            chunk = prompt[at: at + self.n_batch]
+            last = at + len(chunk) == len(prompt)
+            # Every sequence reads the prompt's cells: one copy of its keys and values.
+            self._fill([(t, at + j, seqs, last and j == len(chunk) - 1) for j, t in enumerate(chunk)])
+            self._decode()
+        return self._logits(len(chunk) - 1)
+
+    def step(self, tokens: list[int], seqs: list[int], pos: int) -> np.ndarray:
+        self._fill([(t, pos, [s], True) for t, s in zip(tokens, seqs)])
+        self._decode()
+        return np.stack([self._logits(i) for i in range(len(seqs))])
+
+
+class HfEngine(Engine):
+    """transformers on the GGUF (dequantized): the prompt once, its cache repeated for n rows."""
+    name = "hf"
+
+    def __init__(self, gguf: Path, threads: int):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        torch.set_num_threads(threads)
+        self.torch = torch
+        kw = {"gguf_file": Path(gguf).name}
+        self.tok = AutoTokenizer.from_pretrained(str(Path(gguf).parent), **kw)
+        self.model = AutoModelForCausalLM.from_pretrained(str(Path(gguf).parent), dtype=torch.float32, **kw).eval()
+        ends = {self.tok.eos_token_id}
+        for name in ("<|im_end|>", "<|endoftext|>"):
+            t = self.tok.convert_tokens_to_ids(name)
+            if isinstance(t, int) and t != self.tok.unk_token_id:
+                ends.add(t)
+        self.ends = {t for t in ends if t is not None}
+        self.cache = None
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.tok(text, add_special_tokens=False)["input_ids"]
+
+    def detokenize(self, ids: list[int]) -> str:
+        return self.tok.decode(ids, skip_special_tokens=False)
+
+    def is_end(self, tok: int) -> bool:
+        return tok in self.ends
+
+    def start(self, prompt: list[int], n: int) -> np.ndarray:
+        torch = self.torch
+        with torch.no_grad():
+            out = self.model(torch.tensor([prompt]), use_cache=True)
+        self.cache = out.cache
+        self.cache.batch_repeat_interleave(n)
+        self.rows = list(range(n))
+        return out.logits[0, -1].float().numpy()
+
+    def step(self, tokens: list[int], seqs: list[int], pos: int) -> np.ndarray:
+        torch = self.torch
+        if seqs != self.rows:
+            # finished sequences leave the batch, as in the llama engine
+            keep = torch.tensor([self.rows.index(s) for s in seqs])
+            self.cache.batch_select_indices(keep)
+            self.rows = list(seqs)
+        with torch.no_grad():
+            out = self.model(torch.tensor(tokens)[:, None], cache=self.cache, use_cache=True,
+                             position_ids=torch.full((len(tokens), 1), pos))
+        self.cache = out.cache
+        return out.logits[:, -1].float().numpy()
+
+    def finish(self) -> None:
+        self.cache = None
+
+
+def make_engine(name: str, gguf: Path, threads: int) -> Engine:
+    if name == "llama":
+        return LlamaEngine(gguf, threads)
+    if name == "hf":
+        return HfEngine(gguf, threads)
+    raise ValueError(f"unknown engine {name}")
+
+
+# ---------------------------------------------------------------- the run
+
+def parse_shard(s: str | None) -> tuple[int, int]:
+    if not s:
+        return 0, 1
+    try:
+        k, n = (int(x) for x in s.split("/"))
+    except ValueError:
+        raise SystemExit(f"--shard takes K/N, got {s!r}") from None
+    if not 0 <= k < n:
+        raise SystemExit(f"--shard K/N needs 0 <= K < N, got {s!r}")
+    return k, n
+
+
+def done_indexes(out: Path) -> set[int]:
+    """Questions already in the output; a torn last line (a run killed mid-write) is cut off."""
+    if not out.exists():
+        return set()
+    data = out.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end != len(data):
+        with open(out, "r+b") as f:
+            f.truncate(end)
+    return {json.loads(line)["index"] for line in data[:end].splitlines() if line.strip()}
+
+
+def run(a) -> int:
+    data = Path(a.data)
+    questions = load_split(data)
+    order = spread_order(questions, data)
+    if a.limit:
+        order = order[: a.limit]
+    k, n = parse_shard(a.shard)
+    mine = order[k::n]
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not a.resume:
+        raise SystemExit(f"{out} exists: --resume continues it (or remove it)")
+    # What a shard holds and how it was made: `caper sample --merge` checks every part is complete
+    # and that all were made alike before joining them.
+    meta = {"policy": a.policy, "data": str(data), "gguf": Path(a.gguf).name, "engine": a.engine, "n": a.n,
+            "temperature": a.temperature, "top_p": a.top_p, "seed": a.seed, "max_new_tokens": a.max_new_tokens,
+            "limit": a.limit, "shard": [k, n], "questions": len(mine)}
+    Path(str(out) + ".meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    done = done_indexes(out) if a.resume else set()
+    todo = [i for i in mine if i not in done]
+    print(f"sample: {a.policy} ({a.engine}) on {data}: {len(mine)} questions"
+          f"{f' (shard {k}/{n} of {len(order)})' if n > 1 else ''}, {len(mine) - len(todo)} already done, "
+          f"{a.n} samples each, temperature {a.temperature}, top-p {a.top_p}, seed {a.seed}", file=sys.stderr)
+    if not todo:
+        return 0
+    gguf = Path(a.gguf)
+    template = gguf_chat_template(gguf)
+    engine = make_engine(a.engine, gguf, a.threads)
+    ddl_of: dict[str, str] = {}
+    t0 = time.time()
+    gen_tokens = 0
+    with open(out, "a") as fh:
+        for j, qi in enumerate(todo):
+            if a.max_minutes and time.time() - t0 > a.max_minutes * 60:
+                print(f"sample: --max-minutes {a.max_minutes} reached after {j} questions; --resume continues", file=sys.stderr)
+                break
+            q = questions[qi]
+            if q["db_id"] not in ddl_of:
+                ddl_of[q["db_id"]] = schema_ddl(db_file(data, q["db_id"]))
+            prompt = engine.tokenize(render_chat(template, messages(ddl_of[q["db_id"]], q["question"])))
+            seeds = [sample_seed(a.seed, qi, s) for s in range(a.n)]
+            replies = engine.generate(prompt, [np.random.default_rng(x) for x in seeds], a.temperature, a.top_p, a.max_new_tokens)
+            gen_tokens += sum(len(r.tokens) for r in replies)
+            rec = {"index": qi, "db_id": q["db_id"], "question": q["question"], "policy": a.policy,
+                   "prompt_tokens": len(prompt),
+                   "samples": [{"k": s, "seed": seeds[s], "temperature": a.temperature, "top_p": a.top_p,
+                                "reply": engine.detokenize(r.tokens), "tokens": len(r.tokens), "stop": r.stop}
+                               for s, r in enumerate(replies)]}
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            fh.flush()
+            secs = time.time() - t0
+            left = len(todo) - j - 1
+            if (j + 1) % a.progress_every == 0 or left == 0:
+                print(f"  {j + 1}/{len(todo)} questions, {(j + 1) / secs:.3f} q/s, {gen_tokens / secs:.1f} generated tokens/s, "
+                      f"eta {left * secs / (j + 1) / 60:.1f} min", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True, help="Spider-layout split: its questions file and database/<db>/<db>.sqlite")
+    ap.add_argument("--gguf", required=True, help="the policy: a GGUF chat model with its chat template")
+    ap.add_argument("--policy", required=True, help="its name in the output (predictions/<policy>-s<k>.sql)")
+    ap.add_argument("--out", required=True, help="samples JSONL, one line per question")
+    ap.add_argument("--n", type=int, default=8, help="samples per question")
+    ap.add_argument("--temperature", type=float, default=0.8)
+    ap.add_argument("--top-p", type=float, default=0.95)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-new-tokens", type=int, default=200)
+    ap.add_argument("--limit", type=int, default=0, help="the first N questions of the spread order (0: all)")
+    ap.add_argument("--shard", help="K/N: every N-th question of the spread order from the K-th")
+    ap.add_argument("--resume", action="store_true", help="continue an output file, skipping its questions")
+    ap.add_argument("--max-minutes", type=float, default=0, help="stop after this long (resumable)")
+    ap.add_argument("--engine", choices=["llama", "hf"], default="llama")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--progress-every", type=int, default=10)
+    a = ap.parse_args(argv)
+    if a.n < 1 or a.n > 64:
+        raise SystemExit("--n must be between 1 and 64")
+    if not 0 < a.top_p <= 1:
+        raise SystemExit("--top-p must be in (0, 1]")
+    return run(a)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
