@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { SHIPPED_MODELS, shippedModelProblem } from '../src/commands/train.js';
-import { STEPS, TRAIN_STEPS, selectSteps } from '../src/commands/train-steps.js';
+import { STEPS, TRAIN_STEPS, selectSteps, type TrainContext } from '../src/commands/train-steps.js';
 import { UsageError } from '../src/commands/args.js';
 import { assembleFromSteps } from '../src/scoring/manifest.js';
 import { TWO_QUESTIONS, writeSpiderSplit } from './spider-split.js';
@@ -266,4 +266,13 @@ test('every training flag of the table reaches its Python entry point (--lora, -
     }
   }
   assert.ok(passThrough(a, 'train').includes('--lora') && passThrough(a, 'train').includes('--no-pack'));
+});
+
+test('the fit steps read every database of --eval-data unless --fit-exclude-dbs names some', () => {
+  const ctx = (fitExcludeDbs: string[]) => ({ evalData: '/d/dev-open', pool: 'pool8', out: '/m/mine', runDir: '/r/mine', fitExcludeDbs } as unknown as TrainContext);
+  const step = (id: string) => TRAIN_STEPS.find((s) => s.id === id)!;
+  for (const id of ['selector', 'confidence']) {
+    assert.doesNotMatch(step(id).what(ctx([])), /--fit-exclude-dbs/, id);
+    assert.match(step(id).what(ctx(['pets_1', 'voter_1'])), /--fit-exclude-dbs pets_1,voter_1/, id);
+  }
 });

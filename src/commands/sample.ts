@@ -14,7 +14,7 @@ const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 export const POLICIES = ['qwen2.5-coder-0.5b', 'qwen2.5-coder-1.5b'] as const;
 
 export const USAGE = `usage: caper sample --data DIR --policy NAME --out DIR [--gguf FILE] [--n 8] [--temperature 0.8] [--top-p 0.95]
-                    [--seed 0] [--max-new-tokens 200] [--limit N] [--engine llama|hf] [--threads 2]
+                    [--seed 0] [--max-new-tokens 200] [--limit N] [--engine llama|hf] [--parallel P] [--threads 2] [--stats FILE]
                     [--resume] [--max-minutes M] [--shard K/N]
        caper sample --merge PART.jsonl... --out DIR       shards 0..N-1 of one run -> DIR/samples/POLICY.jsonl, then the layout
        caper sample --layout --data DIR --out DIR          rewrite DIR's predictions layout from DIR/samples/*.jsonl
@@ -28,6 +28,8 @@ export const USAGE = `usage: caper sample --data DIR --policy NAME --out DIR [--
                   bash training/setup-sample.sh), or any name with --gguf FILE
   --engine        llama (llama-cpp-python: the prompt decoded once, the N samples in one batch; default) or
                   hf (transformers on the dequantized GGUF)
+  --parallel P    samples decoded together (default all N of a question; 1: one sequence at a time)
+  --stats FILE    the run's throughput as JSON (generated tokens/s, questions/hour)
   --shard K/N     questions K, K+N, ... of the spread order into DIR/samples/POLICY.shard-K-of-N.jsonl (no layout
                   until --merge); the merged file is the one an unsharded run writes
   Python: CAPER_SAMPLE_PYTHON, else runs/sample-venv/bin/python (setup-sample.sh), else training/.venv/bin/python.`;
@@ -55,7 +57,7 @@ function layout(data: string, out: string): void {
   console.log(`layout: ${s.questions} questions over ${s.databases} databases in ${out}`);
 }
 
-const GEN = ['gguf', 'n', 'temperature', 'top-p', 'seed', 'max-new-tokens', 'limit', 'engine', 'threads', 'max-minutes', 'shard'];
+const GEN = ['gguf', 'n', 'parallel', 'temperature', 'top-p', 'seed', 'max-new-tokens', 'limit', 'engine', 'threads', 'max-minutes', 'shard', 'stats'];
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, {
@@ -98,7 +100,7 @@ export async function run(argv: string[]): Promise<number> {
   if (shard !== undefined && (!m || Number(m[1]) >= Number(m[2]))) throw new UsageError(`--shard takes K/N with 0 <= K < N, got "${shard}"`);
   const engine = flagString(a, 'engine', 'llama')!;
   if (engine !== 'llama' && engine !== 'hf') throw new UsageError(`--engine must be llama or hf, got "${engine}"`);
-  for (const f of ['n', 'limit', 'threads', 'max-new-tokens', 'seed']) {
+  for (const f of ['n', 'parallel', 'limit', 'threads', 'max-new-tokens', 'seed']) {
     if (a.flags.has(f) && !(Number.isInteger(flagNumber(a, f, 0)) && flagNumber(a, f, 0) >= 0)) throw new UsageError(`--${f} must be a non-negative integer`);
   }
   mkdirSync(join(out, 'samples'), { recursive: true });

@@ -115,6 +115,9 @@ def test_one_run_a_resumed_run_and_shards_write_the_same_lines(tmp_path, tiny, e
         part = tmp_path / f"tiny.shard-{k}-of-2.jsonl"
         assert run(tmp_path, tiny, part, "--shard", f"{k}/2", engine=engine) == 0
         assert part.read_text().splitlines() == lines[k::2]
+    # A file is continued only the way it was begun.
+    with pytest.raises(SystemExit, match="other settings .*parallel"):
+        run(tmp_path, tiny, one, "--resume", "--parallel", "1", engine=engine)
     # An existing output is never appended to without --resume.
     with pytest.raises(SystemExit, match="--resume"):
         run(tmp_path, tiny, one, engine=engine)

@@ -172,7 +172,13 @@ class Engine:
         pass
 
     def generate(self, prompt: list[int], rngs: list[np.random.Generator], temperature: float, top_p: float,
-                 max_new: int) -> list[Reply]:
+                 max_new: int, parallel: int = 0) -> list[Reply]:
+        """N replies, decoded `parallel` at a time (0: all together); each group decodes the prompt once."""
+        step = parallel or len(rngs)
+        return [r for at in range(0, len(rngs), step) for r in self._group(prompt, rngs[at: at + step], temperature, top_p, max_new)]
+
+    def _group(self, prompt: list[int], rngs: list[np.random.Generator], temperature: float, top_p: float,
+               max_new: int) -> list[Reply]:
         n = len(rngs)
         first = self.start(prompt, n)
         out = [Reply([], "length") for _ in range(n)]
@@ -396,9 +402,17 @@ def run(a) -> int:
     # What a shard holds and how it was made: `caper sample --merge` checks every part is complete
     # and that all were made alike before joining them.
     meta = {"policy": a.policy, "data": str(data), "gguf": Path(a.gguf).name, "engine": a.engine, "n": a.n,
-            "temperature": a.temperature, "top_p": a.top_p, "seed": a.seed, "max_new_tokens": a.max_new_tokens,
-            "limit": a.limit, "shard": [k, n], "questions": len(mine)}
-    Path(str(out) + ".meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+            "parallel": a.parallel, "temperature": a.temperature, "top_p": a.top_p, "seed": a.seed,
+            "max_new_tokens": a.max_new_tokens, "limit": a.limit, "shard": [k, n], "questions": len(mine)}
+    meta_path = Path(str(out) + ".meta.json")
+    if a.resume and meta_path.exists():
+        # Samples depend on every setting (the decoding groups included): a file is only ever
+        # continued the way it was begun.
+        was = json.loads(meta_path.read_text())
+        changed = sorted(x for x in meta if x != "data" and was.get(x) != meta[x])
+        if changed:
+            raise SystemExit(f"--resume: {out} was begun with other settings ({', '.join(f'{x} {was.get(x)!r} -> {meta[x]!r}' for x in changed)})")
+    meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     done = done_indexes(out) if a.resume else set()
     todo = [i for i in mine if i not in done]
     print(f"sample: {a.policy} ({a.engine}) on {data}: {len(mine)} questions"
@@ -411,7 +425,7 @@ def run(a) -> int:
     engine = make_engine(a.engine, gguf, a.threads)
     ddl_of: dict[str, str] = {}
     t0 = time.time()
-    gen_tokens = 0
+    gen_tokens = prompt_tokens = done_now = 0
     with open(out, "a") as fh:
         for j, qi in enumerate(todo):
             if a.max_minutes and time.time() - t0 > a.max_minutes * 60:
@@ -422,7 +436,9 @@ def run(a) -> int:
                 ddl_of[q["db_id"]] = schema_ddl(db_file(data, q["db_id"]))
             prompt = engine.tokenize(render_chat(template, messages(ddl_of[q["db_id"]], q["question"])))
             seeds = [sample_seed(a.seed, qi, s) for s in range(a.n)]
-            replies = engine.generate(prompt, [np.random.default_rng(x) for x in seeds], a.temperature, a.top_p, a.max_new_tokens)
+            replies = engine.generate(prompt, [np.random.default_rng(x) for x in seeds], a.temperature, a.top_p,
+                                      a.max_new_tokens, a.parallel)
+            prompt_tokens += len(prompt) * -(-a.n // (a.parallel or a.n))
             gen_tokens += sum(len(r.tokens) for r in replies)
             rec = {"index": qi, "db_id": q["db_id"], "question": q["question"], "policy": a.policy,
                    "prompt_tokens": len(prompt),
@@ -431,11 +447,21 @@ def run(a) -> int:
                                for s, r in enumerate(replies)]}
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
             fh.flush()
+            done_now += 1
             secs = time.time() - t0
             left = len(todo) - j - 1
             if (j + 1) % a.progress_every == 0 or left == 0:
                 print(f"  {j + 1}/{len(todo)} questions, {(j + 1) / secs:.3f} q/s, {gen_tokens / secs:.1f} generated tokens/s, "
                       f"eta {left * secs / (j + 1) / 60:.1f} min", file=sys.stderr)
+    secs = time.time() - t0
+    stats = {"engine": a.engine, "policy": a.policy, "parallel": a.parallel or a.n, "n": a.n, "threads": a.threads,
+             "questions": done_now, "generated_tokens": gen_tokens, "prompt_tokens_decoded": prompt_tokens,
+             "seconds": round(secs, 2), "generated_tokens_per_s": round(gen_tokens / max(secs, 1e-9), 2),
+             "questions_per_hour": round(3600 * done_now / max(secs, 1e-9), 1)}
+    print(f"sample: {done_now} questions, {gen_tokens} generated tokens in {secs:.0f} s: "
+          f"{stats['generated_tokens_per_s']} generated tokens/s, {stats['questions_per_hour']} questions/hour", file=sys.stderr)
+    if a.stats:
+        Path(a.stats).write_text(json.dumps(stats) + "\n")
     return 0
 
 
@@ -456,10 +482,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-minutes", type=float, default=0, help="stop after this long (resumable)")
     ap.add_argument("--engine", choices=["llama", "hf"], default="llama")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--parallel", type=int, default=0, help="samples decoded together (0: all N of a question; 1: one at a time)")
+    ap.add_argument("--stats", help="write the run's throughput here (JSON)")
     ap.add_argument("--progress-every", type=int, default=10)
     a = ap.parse_args(argv)
     if a.n < 1 or a.n > 64:
         raise SystemExit("--n must be between 1 and 64")
+    if a.parallel < 0:
+        raise SystemExit("--parallel must be >= 0")
     if not 0 < a.top_p <= 1:
         raise SystemExit("--top-p must be in (0, 1]")
     return run(a)
