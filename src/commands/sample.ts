@@ -32,12 +32,14 @@ export const USAGE = `usage: caper sample --data DIR --policy NAME --out DIR [--
   --stats FILE    the run's throughput as JSON (generated tokens/s, questions/hour)
   --shard K/N     questions K, K+N, ... of the spread order into DIR/samples/POLICY.shard-K-of-N.jsonl (no layout
                   until --merge); the merged file is the one an unsharded run writes
-  Python: CAPER_SAMPLE_PYTHON, else runs/sample-venv/bin/python (setup-sample.sh), else training/.venv/bin/python.`;
+  Python: CAPER_SAMPLE_PYTHON, else runs/sample-venv/bin/python for llama (setup-sample.sh), training/.venv/bin/python for hf.`;
 
-function python(): string {
+/** llama.cpp lives in its own environment (setup-sample.sh); transformers in the training one. */
+function python(engine: string): string {
   if (process.env.CAPER_SAMPLE_PYTHON) return process.env.CAPER_SAMPLE_PYTHON;
-  for (const p of [join(ROOT, 'runs', 'sample-venv', 'bin', 'python'), join(ROOT, 'training', '.venv', 'bin', 'python')]) if (existsSync(p)) return p;
-  throw new Error('no Python for sampling: run bash training/setup-sample.sh (or set CAPER_SAMPLE_PYTHON)');
+  const p = engine === 'llama' ? join(ROOT, 'runs', 'sample-venv', 'bin', 'python') : join(ROOT, 'training', '.venv', 'bin', 'python');
+  if (existsSync(p)) return p;
+  throw new Error(`no Python for --engine ${engine} at ${p}: run bash training/${engine === 'llama' ? 'setup-sample.sh' : 'setup.sh'} (or set CAPER_SAMPLE_PYTHON)`);
 }
 
 function child(cmd: string, args: string[]): Promise<number> {
@@ -111,7 +113,7 @@ export async function run(argv: string[]): Promise<number> {
     if (v !== undefined) args.push(`--${f}`, v);
   }
   if (a.flags.has('resume')) args.push('--resume');
-  const code = await child(python(), args);
+  const code = await child(python(engine), args);
   if (code !== 0) return code;
   if (!m) layout(data, out);
   else console.log(`shard ${m[1]}/${m[2]} -> ${file}; when every shard is done: caper sample --merge ${join(out, 'samples', `${policy}.shard-*-of-${m[2]}.jsonl`)} --out ${out} --data ${data}`);
