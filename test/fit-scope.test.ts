@@ -1,12 +1,13 @@
 // Databases kept out of the fits (--fit-exclude-dbs): the selector's and the confidence map's
 // cross-validation still scores their questions, but nothing fitted reads them. Checked as an
 // invariance: flipping what is right on the excluded databases moves no other database's pick or
-// confidence, while the same flip with every database fitted on does.
+// confidence, while the same flip with every database fitted on does. And the confidence
+// regression's strength chosen by cross-validation by database (--l2-grid).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { canonicalSql } from '../src/clauses/canon.js';
 import { crossValidate, fittedDatabases } from '../src/eval/selector.js';
-import { crossValidateConfidence } from '../src/eval/confidence.js';
+import { chooseConfidenceL2, crossValidateConfidence } from '../src/eval/confidence.js';
 import type { SelectorFacts, SelectorQuestion } from '../src/eval/selector-data.js';
 import type { SelectorCandidate } from '../src/scoring/selector.js';
 
@@ -79,4 +80,20 @@ test('a fold left with nothing to fit on is refused, naming it', () => {
 test('a split of one database with nothing excluded still evaluates (the vote, as before)', () => {
   const one = { ...facts(false), questions: facts(false).questions.filter((q) => q.db_id === 'a') };
   assert.equal(crossValidate(one, 'sql', { k: 5, l2: 1 }).folds.length, 1);
+});
+
+test('the confidence strength is chosen inside each training fold from the grid; a grid of one is that l2', () => {
+  const f = facts(false);
+  const base = { k: 5, selectorL2: 1 } as const;
+  const one = crossValidateConfidence(f, 'sql', { ...base, l2Grid: [30] });
+  const fixed = crossValidateConfidence(f, 'sql', { ...base, l2: 30 });
+  assert.deepEqual(one.l2s, [30, 30, 30, 30, 30]);
+  assert.deepEqual(one.picks, fixed.picks);
+  const grid = [1, 1000];
+  const cv = crossValidateConfidence(f, 'sql', { ...base, l2Grid: grid });
+  assert.ok(cv.l2s.length === 5 && cv.l2s.every((x) => grid.includes(x)), String(cv.l2s));
+  // The choice is the grid value whose own cross-validation ranks the picks best.
+  const chosen = chooseConfidenceL2(f, 'sql', { ...base, l2Grid: grid });
+  const at = (l2: number) => crossValidateConfidence(f, 'sql', { ...base, l2 }).pooled.auroc;
+  assert.equal(chosen, at(1) > at(1000) ? 1 : 1000);
 });

@@ -9,7 +9,7 @@ import { basename, join, resolve } from 'node:path';
 import { parseStrict, flagString, flagNumber } from './args.js';
 import { subsetFacts, type SelectorFacts } from '../eval/selector-data.js';
 import { poolFacts, fitScope, fitScopeText, fittableFacts } from './eval-selector.js';
-import { crossValidateConfidence, fitConfidenceAll, figures, type ConfidenceCv, type ConfidenceCvOptions, type RowSet } from '../eval/confidence.js';
+import { chooseConfidenceL2, crossValidateConfidence, fitConfidenceAll, figures, type ConfidenceCv, type ConfidenceCvOptions, type RowSet } from '../eval/confidence.js';
 import { chooseL2, fitQuestion, fittedDatabases } from '../eval/selector.js';
 import { riskCoverage, reliabilityBins } from '../verdict/confidence.js';
 import { riskCoverageSvg, reliabilitySvg } from '../eval/plot.js';
@@ -19,12 +19,14 @@ import type { CalibrationKind } from '../verdict/confidence-fit.js';
 import { shownPath } from '../core/paths.js';
 
 export const USAGE = `usage: caper eval rerank --confidence --data DIR [--pools pool8+pool16] [--modes exec,sql] [--model DIR]
-       [--facts FILE] [--folds K] [--calibration isotonic|platt] [--rows all|pick] [--l2 X] [--selector-l2 X]
+       [--facts FILE] [--folds K] [--calibration isotonic|platt] [--rows all|pick] [--l2 X | --l2-grid X,Y,...] [--selector-l2 X]
        [--out-dir DIR] [--no-plot] [--fit-exclude-dbs A,B] [--fit-out MODEL_DIR [--fit-pool pool8]] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
   Confidence of the selector's pick, cross-validated by database: AUROC for its correctness, ECE
   (10 bins) and EX at 90/80/50% coverage, per fold and pooled. Writes DIR/confidence.json,
   confidence-risk.svg and confidence-reliability.svg (DIR = bench/results). --fit-out fits the maps
   on every question of --fit-pool into MODEL_DIR/caper.json ("confidence"), which the service reads.
+  --l2-grid: the confidence regression's strength chosen by inner cross-validation by database (in
+  every training fold, and over every question for --fit-out) among these; --l2 fixes it instead.
   --fit-exclude-dbs: databases no fit reads (the selector's, the map's, its calibration); the
   cross-validation still scores their questions. Default: every database of --data is fitted on.`;
 
@@ -34,7 +36,7 @@ const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '-');
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, {
-    values: ['data', 'pools', 'pool', 'modes', 'model', 'facts', 'folds', 'calibration', 'rows', 'l2', 'selector-l2', 'out-dir', 'fit-out', 'fit-pool', 'fit-exclude-dbs', 'device', 'timeout-ms', 'limit', 'strategy'],
+    values: ['data', 'pools', 'pool', 'modes', 'model', 'facts', 'folds', 'calibration', 'rows', 'l2', 'selector-l2', 'out-dir', 'fit-out', 'fit-pool', 'fit-exclude-dbs', 'l2-grid', 'device', 'timeout-ms', 'limit', 'strategy'],
     booleans: ['confidence', 'no-plot'],
   });
   if (a.flags.has('help')) {
@@ -73,6 +75,16 @@ export async function run(argv: string[]): Promise<number> {
     return 2;
   }
   const l2 = flagNumber(a, 'l2', DEFAULT_L2);
+  const gridFlag = flagString(a, 'l2-grid');
+  if (gridFlag !== undefined && a.flags.has('l2')) {
+    console.error('caper eval rerank --confidence: --l2 fixes the strength and --l2-grid chooses it: give one');
+    return 2;
+  }
+  const l2Grid = gridFlag?.split(',').map(Number);
+  if (l2Grid && !(l2Grid.length > 0 && l2Grid.every((x) => x > 0 && Number.isFinite(x)))) {
+    console.error(`caper eval rerank --confidence: --l2-grid takes positive numbers separated by commas, got "${gridFlag}"`);
+    return 2;
+  }
   const selectorL2 = a.flags.has('selector-l2') ? flagNumber(a, 'selector-l2', 1) : undefined;
   if (!(l2 > 0) || (selectorL2 !== undefined && !(selectorL2 > 0))) {
     console.error('caper eval rerank --confidence: --l2 and --selector-l2 must be positive');
@@ -87,8 +99,8 @@ export async function run(argv: string[]): Promise<number> {
     return 2;
   }
   const { poolSystems, all } = pf;
-  const opts: ConfidenceCvOptions = { k, rows, calibration, l2, ...(selectorL2 !== undefined ? { selectorL2 } : {}), ...fitScope(a) };
-  console.log(`confidence evaluation: ${all.questions.length} questions, model ${all.model}, ${k} folds by database, features agreement, calibration ${calibration}, rows ${rows}, l2 ${l2}, selector l2 ${selectorL2 ?? 'by inner CV'}, fitted on ${fitScopeText(all, opts)}`);
+  const opts: ConfidenceCvOptions = { k, rows, calibration, l2, ...(l2Grid ? { l2Grid } : {}), ...(selectorL2 !== undefined ? { selectorL2 } : {}), ...fitScope(a) };
+  console.log(`confidence evaluation: ${all.questions.length} questions, model ${all.model}, ${k} folds by database, features agreement, calibration ${calibration}, rows ${rows}, l2 ${l2Grid ? `by inner CV among ${l2Grid.join(', ')}` : l2}, selector l2 ${selectorL2 ?? 'by inner CV'}, fitted on ${fitScopeText(all, opts)}`);
 
   const results: { pool: string; mode: SelectorMode; cv: ConfidenceCv }[] = [];
   for (const pool of pools) {
@@ -101,13 +113,13 @@ export async function run(argv: string[]): Promise<number> {
         continue;
       }
       console.log(`\n${pool} (${facts.systems.length} systems), ${MODE_NAME[mode]}: confidence of the selector's pick`);
-      console.log('| fold | databases | n | AUROC | ECE | EX | EX@90% | EX@80% | EX@50% | mean confidence |');
-      console.log('|---|---|---|---|---|---|---|---|---|---|');
-      for (const fo of cv.folds) console.log(`| ${fo.fold} | ${fo.dbs.join(', ')} | ${fo.n} | ${f3(fo.auroc)} | ${f3(fo.ece)} | ${f1(fo.ex)} | ${f1(fo.ex90)} | ${f1(fo.ex80)} | ${f1(fo.ex50)} | ${f3(fo.meanConfidence)} |`);
+      console.log('| fold | databases | n | l2 | AUROC | ECE | EX | EX@90% | EX@80% | EX@50% | mean confidence |');
+      console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+      for (const fo of cv.folds) console.log(`| ${fo.fold} | ${fo.dbs.join(', ')} | ${fo.n} | ${cv.l2s[fo.fold]} | ${f3(fo.auroc)} | ${f3(fo.ece)} | ${f1(fo.ex)} | ${f1(fo.ex90)} | ${f1(fo.ex80)} | ${f1(fo.ex50)} | ${f3(fo.meanConfidence)} |`);
       const p = cv.pooled;
       const fm = cv.foldMean;
-      console.log(`| mean of folds | | | ${f3(fm.auroc)} | ${f3(fm.ece)} | ${f1(fm.ex)} | ${f1(fm.ex90)} | ${f1(fm.ex80)} | ${f1(fm.ex50)} | ${f3(fm.meanConfidence)} |`);
-      console.log(`| all questions | | ${p.n} | ${f3(p.auroc)} | ${f3(p.ece)} | ${f1(p.ex)} | ${f1(p.ex90)} | ${f1(p.ex80)} | ${f1(p.ex50)} | ${f3(p.meanConfidence)} |`);
+      console.log(`| mean of folds | | | | ${f3(fm.auroc)} | ${f3(fm.ece)} | ${f1(fm.ex)} | ${f1(fm.ex90)} | ${f1(fm.ex80)} | ${f1(fm.ex50)} | ${f3(fm.meanConfidence)} |`);
+      console.log(`| all questions | | ${p.n} | | ${f3(p.auroc)} | ${f3(p.ece)} | ${f1(p.ex)} | ${f1(p.ex90)} | ${f1(p.ex80)} | ${f1(p.ex50)} | ${f3(p.meanConfidence)} |`);
       console.log(`lone candidates (each candidate posted alone, held out): n=${cv.lone.n} mean confidence ${f3(cv.lone.meanConfidence)}, share right ${f3(cv.lone.accuracy)}, ECE ${f3(cv.lone.ece)}, AUROC ${f3(cv.lone.auroc)}`);
       console.log(`every candidate of the pool (held out): n=${cv.candidates.n} mean confidence ${f3(cv.candidates.meanConfidence)}, share right ${f3(cv.candidates.accuracy)}, ECE ${f3(cv.candidates.ece)}, AUROC ${f3(cv.candidates.auroc)}`);
       console.log(`thresholds (min_confidence -> share answered, EX of the answered): ${THRESHOLDS.map((t) => { const c = atThreshold(cv, t); return `${t}: ${f1(100 * c.coverage)}% / ${f1(c.ex)}`; }).join('; ')}`);
@@ -128,7 +140,7 @@ export async function run(argv: string[]): Promise<number> {
     writeFileSync(json, JSON.stringify({
       data: basename(resolve(data)), model: all.model, folds: k, by: 'database', features: 'agreement', calibration, rows, l2, selector_l2: selectorL2 ?? 'inner-cv',
       results: results.map((r) => ({
-        pool: r.pool, mode: r.mode, pooled: rounded(r.cv.pooled), fold_mean: rounded(r.cv.foldMean), folds: r.cv.folds.map((fo) => ({ ...rounded(fo), dbs: fo.dbs })),
+        pool: r.pool, mode: r.mode, l2: r.cv.l2s, pooled: rounded(r.cv.pooled), fold_mean: rounded(r.cv.foldMean), folds: r.cv.folds.map((fo) => ({ ...rounded(fo), dbs: fo.dbs })),
         lone: rounded(r.cv.lone), candidates: rounded(r.cv.candidates),
         thresholds: THRESHOLDS.map((t) => ({ min_confidence: t, ...rounded(atThreshold(r.cv, t)) })), reliability: reliabilityBins(r.cv.picks.map((x) => x.p), r.cv.picks.map((x) => x.right), 10).map((b) => rounded(b)),
       })),
@@ -170,7 +182,8 @@ function writeConfidence(modelDir: string, all: SelectorFacts, systems: string[]
   for (const mode of modes) {
     const shipped = selector[mode]?.l2;
     const l2Selector = typeof shipped === 'number' && shipped > 0 ? shipped : chooseL2(facts.questions, facts.questions.map((q) => fitQuestion(q, mode)), mode, { k, only: SELECTED[mode] });
-    const m = fitConfidenceAll(facts, mode, l2Selector, opts);
+    const l2 = opts.l2Grid ? chooseConfidenceL2(facts, mode, { ...opts, l2Grid: opts.l2Grid, selectorL2: l2Selector }) : opts.l2;
+    const m = fitConfidenceAll(facts, mode, l2Selector, { ...opts, ...(l2 !== undefined ? { l2 } : {}) });
     const cv = cvs.find((c) => c.mode === mode)?.cv;
     const r6 = (x: number) => Number(x.toPrecision(6));
     section[mode] = {
@@ -183,10 +196,10 @@ function writeConfidence(modelDir: string, all: SelectorFacts, systems: string[]
         ? { kind: 'isotonic', x: m.calibration.x.map(r6), y: m.calibration.y.map(r6) }
         : { kind: 'platt', a: r6(m.calibration.a), c: r6(m.calibration.c) },
       floor: r6(m.floor),
-      fitted_on: { data: basename(resolve(all.data)), pool, questions: facts.questions.length, databases: fittedDatabases(facts.questions.map((q) => q.db_id), opts), features: 'agreement', calibration: opts.calibration, rows: opts.rows, l2: opts.l2, selector_l2: l2Selector },
+      fitted_on: { data: basename(resolve(all.data)), pool, questions: facts.questions.length, databases: fittedDatabases(facts.questions.map((q) => q.db_id), opts), features: 'agreement', calibration: opts.calibration, rows: opts.rows, l2, ...(opts.l2Grid ? { l2_grid: [...opts.l2Grid] } : {}), selector_l2: l2Selector },
       ...(cv ? { cv: { folds: k, by: 'database', pick: rounded(figures(cv.picks.map((x) => x.p), cv.picks.map((x) => x.right))) } } : {}),
     };
-    console.log(`fitted ${mode} confidence on ${pool} (${facts.questions.length} questions, selector l2 ${l2Selector}) -> ${shownPath(path)}`);
+    console.log(`fitted ${mode} confidence on ${pool} (${facts.questions.length} questions, l2 ${l2}, selector l2 ${l2Selector}) -> ${shownPath(path)}`);
   }
   writeStep(modelDir, 'confidence', { confidence: section });
 }

@@ -74,6 +74,12 @@ export function rowsOf(q: SelectorQuestion, qi: number, w: SelectorWeights, rowS
 export interface ConfidenceCvOptions extends ConfidenceFitOptions, FitScope {
   k?: number;
   rows?: RowSet;
+  /**
+   * Strengths of the confidence regression to choose among by inner cross-validation (folds by
+   * database inside each training fold, and over every question for the shipped map): the one
+   * whose held-out picks rank best (AUROC; ties: the stronger). Without it, `l2` as given.
+   */
+  l2Grid?: readonly number[];
   /** Fixed selector l2 (else chosen by inner CV in each training fold). */
   selectorL2?: number;
   thin?: readonly number[];
@@ -107,6 +113,8 @@ export interface ConfidenceCv {
   foldMean: Omit<FoldFigures, 'fold' | 'dbs'>;
   /** Per question: the pick's held-out confidence and correctness. */
   picks: { p: number; right: boolean }[];
+  /** Per fold: the confidence regression's l2 (chosen by inner CV with l2Grid). */
+  l2s: number[];
   /** Held-out figures of a lone candidate (every candidate scored alone): ECE, AUROC, mean p, mean accuracy. */
   lone: { n: number; ece: number; auroc: number; meanConfidence: number; accuracy: number };
   /** The same over every candidate of the full pools (held out), not only the picks. */
@@ -154,8 +162,9 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
   const names = confidenceFeatureNames(mode);
   const none = { n: 0, ece: NaN, auroc: NaN, meanConfidence: NaN, accuracy: NaN };
   // One database: no fold has training data from other databases, so nothing is cross-validated.
-  if (folds.length < 2) return { mode, folds: [], pooled: figures([], []), foldMean: figures([], []), picks: [], lone: none, candidates: none };
+  if (folds.length < 2) return { mode, folds: [], pooled: figures([], []), foldMean: figures([], []), picks: [], l2s: [], lone: none, candidates: none };
   const picks = new Array<{ p: number; right: boolean }>(qs.length);
+  const l2s: number[] = [];
   const lone: { p: number; right: boolean }[] = [];
   const every: { p: number; right: boolean }[] = [];
   const out: FoldFigures[] = folds.map((dbs, fi) => {
@@ -166,7 +175,9 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
     const l2 = opts.selectorL2 ?? chooseL2(trainQs, trainIdx.map((i) => fitQs[i]!), mode, { k, only: SELECTED[mode] });
     const w = fitSelector(trainIdx.map((i) => fitQs[i]!), mode, { l2, only: SELECTED[mode] });
     const rows = trainingRows(trainQs, mode, { ...opts, l2Selector: l2, seeds: trainIdx });
-    const model: ConfidenceModel = fitConfidence(rows, mode, names, opts);
+    const own = opts.l2Grid ? chooseConfidenceL2({ ...facts, questions: trainQs }, mode, { ...opts, selectorL2: l2, l2Grid: opts.l2Grid }) : opts.l2;
+    l2s.push(own ?? NaN);
+    const model: ConfidenceModel = fitConfidence(rows, mode, names, { ...opts, ...(own !== undefined ? { l2: own } : {}) });
     const ps: number[] = [];
     const ys: boolean[] = [];
     for (const i of testIdx) {
@@ -194,9 +205,25 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
     pooled: figures(picks.map((x) => x.p), picks.map((x) => x.right)),
     foldMean: Object.fromEntries((['n', 'auroc', 'ece', 'ex', 'ex90', 'ex80', 'ex50', 'meanConfidence'] as const).map((key) => [key, out.reduce((a, fo) => a + fo[key], 0) / Math.max(1, out.length)])) as Omit<FoldFigures, 'fold' | 'dbs'>,
     picks,
+    l2s,
     lone: summary(lone),
     candidates: summary(every),
   };
+}
+
+/**
+ * The strength of the confidence regression chosen by cross-validation by database over `facts`:
+ * the grid's value whose held-out picks rank best (pooled AUROC; ties go to the stronger penalty).
+ */
+export function chooseConfidenceL2(facts: SelectorFacts, mode: SelectorMode, opts: ConfidenceCvOptions & { l2Grid: readonly number[] }): number {
+  let best = { l2: Math.max(...opts.l2Grid), auroc: -1 };
+  for (const l2 of [...opts.l2Grid].sort((a, b) => b - a)) {
+    const { l2Grid: _g, ...fixed } = opts;
+    const cv = crossValidateConfidence(facts, mode, { ...fixed, l2 });
+    const a = cv.pooled.auroc;
+    if (Number.isFinite(a) && a > best.auroc + 1e-12) best = { l2, auroc: a };
+  }
+  return best.l2;
 }
 
 /** The shipped model: rows over every question (selector out of fold, l2 as given), calibration inside. */
