@@ -228,6 +228,9 @@ class LlamaEngine(Engine):
         cp.n_batch = n_batch
         cp.n_ubatch = n_batch
         cp.n_seq_max = 64
+        # One cache for all sequences: the prompt's cells are shared by reference, and a sequence
+        # may use as many cells as it needs (split per sequence, a long schema would not fit).
+        cp.kv_unified = True
         cp.n_threads = threads
         cp.n_threads_batch = threads
         self.ctx = L.llama_init_from_model(self.model, cp)
