@@ -472,8 +472,12 @@ trained ones (largest move: matrices {(sh.get('matrices') or {}).get('largest_mo
   question, seed {tr.get('seed')}{', listwise blame weight ' + str(tr['blame_weight']) if tr.get('blame_weight') else ''}.
 - Data ({tr.get('data_hash')}): records written by `caper annotate` (real candidates and failures of the
   dev-open training databases, labelled by their gold root cause; injected faults of Spider train questions).
-- Databases held out of everything the model and its fitted combiners learned from: {held}.
+- Databases held out of everything the model learned from: {held}.
   Figures on them: bench/results/prm-base.md. Figures on the other dev-open databases are in-sample.
+  The selector, confidence maps and blame combiners are small fits that need many databases more
+  than a clean split: each section of caper.json names the databases it was fitted on
+  (`fitted_on.databases`, `fit.databases`), every dev-open database unless `caper train
+  --fit-exclude-dbs` left some out.
 - Command: `{tr.get('command')}`
 
 ## Limits
