@@ -24,3 +24,14 @@ test('sections duplicated by earlier appends collapse into the new one', () => {
   assert.equal((out.match(/## Selector \(x\)/g) ?? []).length, 1);
   assert.ok(!out.includes('old1') && !out.includes('old2') && out.includes('new') && out.includes('## Blame'));
 });
+
+test('with a family, a refit on another split replaces that step\'s section instead of adding one', () => {
+  const a = withCardSection(head, 'Selector (train-data, pool8)', 'old', 'Selector (');
+  const b = withCardSection(a, 'Blame combiner (solo, train-data)', 'solo', 'Blame combiner (solo, ');
+  const c = withCardSection(b, 'Blame combiner (fused, train-data)', 'fused', 'Blame combiner (fused, ');
+  const d = withCardSection(c, 'Selector (dev-open, pool8)', 'new', 'Selector (');
+  assert.ok(!d.includes('old') && d.includes('## Selector (dev-open, pool8)') && !d.includes('## Selector (train-data'));
+  assert.ok(d.indexOf('## Selector') < d.indexOf('## Blame combiner (solo'), 'in the place of the one it replaces');
+  const e = withCardSection(d, 'Blame combiner (fused, dev-open)', 'fused2', 'Blame combiner (fused, ');
+  assert.ok(e.includes('## Blame combiner (solo, train-data)') && e.includes('fused2') && !e.includes('\nfused\n'), 'another mode is another section');
+});

@@ -75,22 +75,27 @@ export interface TrainStep {
 
 /**
  * The card with its section `title` set to `text`: a refit replaces the section an earlier run
- * wrote, where appending would leave the old figures beside the new ones.
+ * wrote, where appending would leave the old figures beside the new ones. `family`, a heading
+ * prefix, makes every section of that step the same one whatever split its title names (a refit on
+ * other data replaces the earlier split's figures rather than standing beside them).
  */
-export function withCardSection(card: string, title: string, text: string): string {
+export function withCardSection(card: string, title: string, text: string, family?: string): string {
   const section = `## ${title}\n\n\`\`\`\n${text.trim()}\n\`\`\`\n`;
   const heading = `## ${title}\n`;
+  const same = (p: string) => p.startsWith(heading) || (family !== undefined && p.startsWith(`## ${family}`));
   const parts = card.split(/(?=^## )/m);
-  const at = parts.findIndex((p) => p.startsWith(heading));
+  const at = parts.findIndex(same);
   if (at < 0) return `${card}${card === '' || card.endsWith('\n\n') ? '' : card.endsWith('\n') ? '\n' : '\n\n'}${section}`;
   // the first copy becomes the new section; copies that earlier appends left further down go
-  return parts.flatMap((p, i) => (i === at ? [`${section}\n`] : p.startsWith(heading) ? [] : [p])).join('').replace(/\n+$/, '\n');
+  return parts.flatMap((p, i) => (i === at ? [`${section}\n`] : same(p) ? [] : [p])).join('').replace(/\n+$/, '\n');
 }
 
+/** A step's section of the card; its family is the title up to the split it names. */
 function card(ctx: TrainContext, title: string, text: string): void {
   const file = join(ctx.out, 'MODEL_CARD.md');
+  const family = title.slice(0, title.indexOf(basename(ctx.evalData)));
   try {
-    writeFileSync(file, withCardSection(existsSync(file) ? readFileSync(file, 'utf8') : '', title, text));
+    writeFileSync(file, withCardSection(existsSync(file) ? readFileSync(file, 'utf8') : '', title, text, family.length > 0 ? family : undefined));
   } catch (e) {
     console.error(`caper train: could not add "${title}" to ${file}: ${(e as Error).message}`);
   }
