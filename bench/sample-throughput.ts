@@ -58,7 +58,8 @@ const md = `# caper sample: generation throughput
 
 ${cpus().length} cores (${cpu}; ${isa.join(', ') || 'no AVX2'}), --threads ${threads}. ${questions} Spider-train questions (the first of
 the spread order: one per database), ${n} samples each, at most ${maxNew} new tokens, temperature 0.8, top-p 0.95.
-Configurations ran one after another; "load" is the 1-minute load average when each started. Generated
+Configurations ran one after another, nothing else on the cores; "load" is the 1-minute load average
+when each started (the previous configuration's own work still in it). Generated
 tokens exclude the prompt; "prompt tokens decoded" counts the prompt once per decoding group.
 
 | engine | policy | samples decoded together | generated tokens/s | questions/hour | generated tokens | prompt tokens decoded | seconds | speed-up over one sequence | load |

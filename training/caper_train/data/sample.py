@@ -216,6 +216,10 @@ class LlamaEngine(Engine):
         import llama_cpp as L
 
         self.L = L
+        # llama.cpp reports every tensor it loads on stderr; the run's own progress lines are what
+        # a user reads there. The callback is kept on the engine so it outlives the C side's use.
+        self._quiet = L.llama_log_callback(lambda level, text, data: None)
+        L.llama_log_set(self._quiet, None)
         L.llama_backend_init()
         mp = L.llama_model_default_params()
         self.model = L.llama_model_load_from_file(str(gguf).encode(), mp)
