@@ -114,6 +114,15 @@ export const FIGURES: Record<string, () => string> = {
     return e[0] === e[e.length - 1] ? e[0]! : `${e[0]}-${e[e.length - 1]}`;
   },
 
+  // The blame combiners cross-validated over all 11 dev-open databases (bench/fit-databases).
+  ...Object.fromEntries((['solo', 'text', 'fused'] as const).flatMap((m) => [
+    [`fits.blame.${m}`, () => f(json('fit-databases').default['11'].blame[m].top1, 3)],
+    [`fits.blame.${m}.mrr`, () => f(json('fit-databases').default['11'].blame[m].mrr, 3)],
+  ])),
+  'fits.selector.pool16.six': () => f(json('fit-databases').default['6'].selector['pool16.exec'].ex, 1),
+  'fits.blame.fused.six': () => f(json('fit-databases').default['6'].blame.fused.top1, 3),
+  'fits.blame.fused.small': () => f(json('fit-databases').small['11'].blame.fused.top1, 3),
+
   'failures.n': () => int(json('dev-failures').failures),
   'failures.by_clause': () => {
     const by = json('dev-failures').byClause as Record<string, number>;
