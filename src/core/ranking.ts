@@ -12,7 +12,7 @@ import type { SqlRunner } from '../rootcause/rootcause.js';
 import { ROOT_CAUSE_MAX_CHARS } from './limits.js';
 import { chooseGroups, rankingOfChoice, rerank, type RerankInput, type RerankOutput, type Strategy } from '../verdict/rank.js';
 import { cannotMatch, confidenceFeatureNames, confidenceFeatures } from '../scoring/confidence-features.js';
-import { abstention, confidenceModelsFrom, probability, type Abstention, type ConfidenceMode, type ConfidenceModel, type ConfidenceModels } from '../verdict/confidence.js';
+import { abstention, confidenceModelsFrom, probability, responseProbabilities, type Abstention, type ConfidenceMode, type ConfidenceModel, type ConfidenceModels } from '../verdict/confidence.js';
 import { envelopeAlong } from '../verdict/monotone.js';
 import { VerifierError } from './errors.js';
 
@@ -54,7 +54,7 @@ export function confidenceModelsOf(section: unknown): ConfidenceModels {
 /** Per caller index: the probability that the candidate is right, given the selector's choice. */
 export function confidenceOf(m: ConfidenceModel, cands: readonly SelectorCandidate[], choice: SelectorChoice, question?: string): number[] {
   const never = cannotMatch(cands);
-  return confidenceFeatures(cands, choice, m.mode, question).map((x, i) => probability(m, x, never[i]));
+  return responseProbabilities(m.mode, confidenceFeatures(cands, choice, m.mode, question).map((x, i) => probability(m, x, never[i])), choice.cluster);
 }
 
 /** One query's confidence judged in the pool it came from (index 0; the others are its rivals), as

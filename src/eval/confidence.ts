@@ -10,7 +10,7 @@ import { type SelectorMode, type SelectorWeights } from '../scoring/selector.js'
 import { selectGroups } from '../core/ranking.js';
 import { cannotMatch, confidenceFeatureNames, confidenceFeatures } from '../scoring/confidence-features.js';
 import { fitSelector } from '../scoring/selector-fit.js';
-import { probability, auroc, ece, accuracyAtCoverage, type ConfidenceModel } from '../verdict/confidence.js';
+import { probability, auroc, ece, accuracyAtCoverage, responseProbabilities, type ConfidenceModel } from '../verdict/confidence.js';
 import { fitConfidence, type ConfidenceRow, type ConfidenceFitOptions } from '../verdict/confidence-fit.js';
 import { foldsByDatabase, fitQuestion, candidatesFor, chooseL2, fittable, assertFoldFittable, type FitScope } from './selector.js';
 import type { SelectorFacts, SelectorQuestion } from './selector-data.js';
@@ -48,13 +48,15 @@ export interface Scored {
   pick: number;
   /** Candidates that can never match gold (cannotMatch): the service answers the floor for them. */
   never: boolean[];
+  /** Per candidate, its group in the selector's choice (-1 outside every group). */
+  cluster: number[];
 }
 
 /** One question under selector weights w: every candidate's features, and the selector's pick. */
 export function scoreQuestion(q: SelectorQuestion, w: SelectorWeights): Scored {
   const cands = candidatesFor(q, w.mode);
   const choice = selectGroups(cands, w, q.question);
-  return { features: confidenceFeatures(cands, choice, w.mode, q.question), correct: q.correct, pick: choice.order[0] ?? 0, never: cannotMatch(cands) };
+  return { features: confidenceFeatures(cands, choice, w.mode, q.question), correct: q.correct, pick: choice.order[0] ?? 0, never: cannotMatch(cands), cluster: choice.cluster };
 }
 
 export type RowSet = 'all' | 'pick';
@@ -115,6 +117,8 @@ export interface ConfidenceCv {
   picks: { p: number; right: boolean }[];
   /** Per fold: the confidence regression's l2 (chosen by inner CV with l2Grid). */
   l2s: number[];
+  /** Per held-out response: its distinct groups' probabilities summed, and how many are at least one half (likely right). */
+  sums: { sum: number; likely: number }[];
   /** Held-out figures of a lone candidate (every candidate scored alone): ECE, AUROC, mean p, mean accuracy. */
   lone: { n: number; ece: number; auroc: number; meanConfidence: number; accuracy: number };
   /** The same over every candidate of the full pools (held out), not only the picks. */
@@ -132,6 +136,16 @@ export function figures(ps: readonly number[], ys: readonly boolean[]): Omit<Fol
     ex50: accuracyAtCoverage(ps, ys, 0.5),
     meanConfidence: ps.length ? ps.reduce((a, b) => a + b, 0) / ps.length : NaN,
   };
+}
+
+/** A response's distinct groups: their probabilities summed, and how many reach one half (likely right). */
+function distinctSum(p: readonly number[], cluster: readonly number[]): { sum: number; likely: number } {
+  const seen = new Map<number, number>();
+  p.forEach((x, i) => {
+    if (cluster[i]! >= 0 && !seen.has(cluster[i]!)) seen.set(cluster[i]!, x);
+  });
+  const xs = [...seen.values()];
+  return { sum: xs.reduce((a, b) => a + b, 0), likely: xs.filter((x) => x >= 0.5).length };
 }
 
 /** Selector weights per question, each fitted without the question's fold (l2 as given). */
@@ -162,9 +176,10 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
   const names = confidenceFeatureNames(mode);
   const none = { n: 0, ece: NaN, auroc: NaN, meanConfidence: NaN, accuracy: NaN };
   // One database: no fold has training data from other databases, so nothing is cross-validated.
-  if (folds.length < 2) return { mode, folds: [], pooled: figures([], []), foldMean: figures([], []), picks: [], l2s: [], lone: none, candidates: none };
+  if (folds.length < 2) return { mode, folds: [], pooled: figures([], []), foldMean: figures([], []), picks: [], l2s: [], sums: [], lone: none, candidates: none };
   const picks = new Array<{ p: number; right: boolean }>(qs.length);
   const l2s: number[] = [];
+  const sums: { sum: number; likely: number }[] = [];
   const lone: { p: number; right: boolean }[] = [];
   const every: { p: number; right: boolean }[] = [];
   const out: FoldFigures[] = folds.map((dbs, fi) => {
@@ -182,8 +197,11 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
     const ys: boolean[] = [];
     for (const i of testIdx) {
       const s = scoreQuestion(qs[i]!, w);
-      const p = probability(model, s.features[s.pick]!, s.never[s.pick]);
-      s.features.forEach((x, c) => every.push({ p: probability(model, x, s.never[c]), right: s.correct[c]! }));
+      // What the service shows for the response (src/core/ranking.ts confidenceOf).
+      const shown = responseProbabilities(mode, s.features.map((x, c) => probability(model, x, s.never[c])), s.cluster);
+      const p = shown[s.pick]!;
+      shown.forEach((x, c) => every.push({ p: x, right: s.correct[c]! }));
+      sums.push(distinctSum(shown, s.cluster));
       picks[i] = { p, right: s.correct[s.pick]! };
       ps.push(p);
       ys.push(s.correct[s.pick]!);
@@ -206,6 +224,7 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
     foldMean: Object.fromEntries((['n', 'auroc', 'ece', 'ex', 'ex90', 'ex80', 'ex50', 'meanConfidence'] as const).map((key) => [key, out.reduce((a, fo) => a + fo[key], 0) / Math.max(1, out.length)])) as Omit<FoldFigures, 'fold' | 'dbs'>,
     picks,
     l2s,
+    sums,
     lone: summary(lone),
     candidates: summary(every),
   };

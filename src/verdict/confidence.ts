@@ -88,6 +88,30 @@ export function probability(m: ConfidenceModel, x: readonly number[], cannotMatc
   return Math.min(1 - m.floor, Math.max(m.floor, p));
 }
 
+/**
+ * Probabilities that add up, for executed candidates: a response's groups of equal results are
+ * exclusive answers to one question, so their chances of being right cannot sum past one. Every
+ * member of a group gets the group's one probability (the mean of its members'), and the groups'
+ * probabilities are scaled down together where they sum past one, which also lowers a pick whose
+ * rivals look strong. Without a database the groups are canonical SQL texts, and two of them are
+ * often the same answer (both right), so the marginal probabilities are kept there.
+ * `cluster`: per candidate, its group (-1 outside every group: it keeps its own probability).
+ */
+export function responseProbabilities(mode: ConfidenceMode, p: readonly number[], cluster: readonly number[]): number[] {
+  if (mode !== 'exec') return [...p];
+  const sum = new Map<number, { total: number; n: number }>();
+  p.forEach((x, i) => {
+    const g = cluster[i]!;
+    if (g < 0) return;
+    const s = sum.get(g) ?? { total: 0, n: 0 };
+    sum.set(g, { total: s.total + x, n: s.n + 1 });
+  });
+  const group = new Map([...sum].map(([g, s]) => [g, s.total / s.n]));
+  const mass = [...group.values()].reduce((a, b) => a + b, 0);
+  const scale = mass > 1 ? 1 / mass : 1;
+  return p.map((x, i) => (cluster[i]! < 0 ? x : group.get(cluster[i]!)! * scale));
+}
+
 function finiteArray(v: unknown, len?: number): v is number[] {
   return Array.isArray(v) && (len === undefined || v.length === len) && v.every((x) => typeof x === 'number' && Number.isFinite(x));
 }
