@@ -8,8 +8,8 @@
 // N-th question spreads each database over all shards.
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { fileDigest } from '../scoring/manifest.js';
+import { requireQuestionsPath } from './questions-file.js';
 
 export const PART_FORMAT = 'caper-annotate-part-v1';
 
@@ -66,11 +66,7 @@ export const metaPath = (part: string): string => `${part}.shard.json`;
 
 /** sha256 of the questions file annotate reads (train.json, else dev.json). */
 export function questionsFileSha256(dir: string): string {
-  for (const name of ['train.json', 'dev.json']) {
-    const p = join(dir, name);
-    if (existsSync(p)) return fileDigest(p);
-  }
-  throw new Error(`no train.json or dev.json in ${dir}`);
+  return fileDigest(requireQuestionsPath(dir));
 }
 
 /**

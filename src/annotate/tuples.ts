@@ -25,6 +25,7 @@ import { nodeRewards, clauseRewards, propagationParams } from '../rootcause/prop
 import { walk } from '../clauses/index.js';
 import { seededFor } from './rng.js';
 import { shardQuestions } from './shards.js';
+import { requireQuestionsPath } from './questions-file.js';
 
 export interface AnnotateOptions {
   dataDir: string;
@@ -75,19 +76,14 @@ export interface Question {
 }
 
 export function loadQuestionsFile(dir: string): Question[] {
-  for (const name of ['train.json', 'dev.json']) {
-    const p = join(dir, name);
-    if (existsSync(p)) {
-      const raw = JSON.parse(readFileSync(p, 'utf8')) as unknown;
-      if (!Array.isArray(raw)) throw new Error(`${p} is not a JSON array`);
-      return raw.map((q, i) => {
-        const x = q as Record<string, unknown>;
-        if (typeof x.db_id !== 'string' || typeof x.query !== 'string') throw new Error(`${p}[${i}] lacks db_id/query`);
-        return { db_id: x.db_id, question: typeof x.question === 'string' ? x.question : '', query: x.query };
-      });
-    }
-  }
-  throw new Error(`no train.json or dev.json in ${dir}`);
+  const p = requireQuestionsPath(dir);
+  const raw = JSON.parse(readFileSync(p, 'utf8')) as unknown;
+  if (!Array.isArray(raw)) throw new Error(`${p} is not a JSON array`);
+  return raw.map((q, i) => {
+    const x = q as Record<string, unknown>;
+    if (typeof x.db_id !== 'string' || typeof x.query !== 'string') throw new Error(`${p}[${i}] lacks db_id/query`);
+    return { db_id: x.db_id, question: typeof x.question === 'string' ? x.question : '', query: x.query };
+  });
 }
 
 /** Foreign keys: the SQLite file's own, plus Spider's tables.json (DIR or its parent) when present. */

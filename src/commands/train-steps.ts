@@ -10,6 +10,7 @@ import { flagString, UsageError, type ParsedArgs } from './args.js';
 import { assembleManifest, writeStep } from '../scoring/manifest.js';
 import { passThrough } from './train-flags.js';
 import { CLI, runChild } from './train-child.js';
+import { questionsPath } from '../annotate/questions-file.js';
 
 /** What --quick runs: annotation of this many questions, training stopped after this many minutes. */
 export const QUICK = { questions: 400, minutes: 2.5 } as const;
@@ -104,7 +105,7 @@ function card(ctx: TrainContext, title: string, text: string): void {
 /** The databases of a Spider-layout split less the excluded ones, or null when none is excluded. */
 export function keptDatabases(split: string, exclude: readonly string[]): string[] | null {
   if (!exclude.length) return null;
-  const file = ['train.json', 'dev.json'].map((f) => join(split, f)).find((f) => existsSync(f));
+  const file = questionsPath(split);
   if (!file) return null;
   const all = [...new Set((JSON.parse(readFileSync(file, 'utf8')) as { db_id: string }[]).map((q) => q.db_id))];
   return all.filter((d) => !exclude.includes(d)).sort();

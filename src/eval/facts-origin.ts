@@ -5,6 +5,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileDigest, modelIdentity, readManifestFile } from '../scoring/manifest.js';
+import { questionsPath } from '../annotate/questions-file.js';
 
 /**
  * A cache is reused only for the same model (by content, modelIdentity), the same split and
@@ -22,7 +23,7 @@ const digest = (path: string) => (existsSync(path) ? `sha256:${fileDigest(path)}
 
 /** The origin facts of `systems` computed now would record. */
 export function factsOrigin(dataDir: string, systems: string[], modelDir: string): FactsOrigin {
-  const questions = ['train.json', 'dev.json'].map((f) => join(dataDir, f)).find((f) => existsSync(f));
+  const questions = questionsPath(dataDir);
   return {
     model: { dir: resolve(modelDir), name: String(readManifestFile(modelDir).name), identity: modelIdentity(modelDir) },
     data: { dir: resolve(dataDir), questions: questions ? digest(questions) : 'missing' },

@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, 
 import { basename, join, relative, resolve } from 'node:path';
 import { extractSql } from '../core/candidates.js';
 import { tokenize } from '../clauses/lexer.js';
+import { requireQuestionsPath } from '../annotate/questions-file.js';
 
 /** One line of a samples file (sample.py's record). */
 export interface SampledQuestion {
@@ -52,12 +53,6 @@ export interface LayoutSummary {
   policies: { policy: string; questions: number; samples: number; systems: string[] }[];
 }
 
-/** The split's questions file name (train.json or dev.json), as loadQuestionsFile looks for it. */
-function questionsFile(data: string): string {
-  for (const name of ['train.json', 'dev.json']) if (existsSync(join(data, name))) return name;
-  throw new Error(`no train.json or dev.json in ${data}`);
-}
-
 function link(target: string, at: string): void {
   try {
     lstatSync(at);
@@ -76,7 +71,7 @@ export function writeLayout(data: string, out: string): LayoutSummary {
   const dir = join(out, 'samples');
   const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.jsonl') && !f.includes('.shard-')).sort() : [];
   if (files.length === 0) throw new Error(`${dir} holds no samples file`);
-  const qName = questionsFile(data);
+  const qName = basename(requireQuestionsPath(data));
   const source = JSON.parse(readFileSync(join(data, qName), 'utf8')) as { db_id: string; question: string; query: string }[];
   const byPolicy = files.map((f) => ({ policy: basename(f, '.jsonl'), recs: readSamples(join(dir, f)) }));
   const indexes = [...new Set(byPolicy.flatMap((p) => p.recs.map((r) => r.index)))].sort((a, b) => a - b);
