@@ -2,13 +2,11 @@
 // generation is Python (training/caper_train/data/sample.py, run with the interpreter
 // training/setup-sample.sh builds); this command runs it, merges shards, and writes the
 // predictions layout (src/eval/sampled.ts) that every evaluation and `caper annotate` reads.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { onlyIn, parseStrict, flagNumber, flagString, UsageError } from './args.js';
 import { mergeSampleParts, writeLayout } from '../eval/sampled.js';
-
-const ROOT = resolve(import.meta.dirname, '..', '..', '..');
+import { ROOT, runChild } from './train-child.js';
 
 /** The policies training/setup-sample.sh builds (runs/policies/NAME.gguf). */
 export const POLICIES = ['qwen2.5-coder-0.5b', 'qwen2.5-coder-1.5b'] as const;
@@ -40,17 +38,6 @@ function python(engine: string): string {
   const p = engine === 'llama' ? join(ROOT, 'runs', 'sample-venv', 'bin', 'python') : join(ROOT, 'training', '.venv', 'bin', 'python');
   if (existsSync(p)) return p;
   throw new Error(`no Python for --engine ${engine} at ${p}: run bash training/${engine === 'llama' ? 'setup-sample.sh' : 'setup.sh'} (or set CAPER_SAMPLE_PYTHON)`);
-}
-
-function child(cmd: string, args: string[]): Promise<number> {
-  return new Promise((done) => {
-    const c = spawn(cmd, args, { stdio: 'inherit', env: { ...process.env, PYTHONPATH: [join(ROOT, 'training'), process.env.PYTHONPATH].filter(Boolean).join(':') } });
-    c.on('error', (e) => {
-      console.error(`caper sample: cannot start ${cmd}: ${e.message}`);
-      done(127);
-    });
-    c.on('close', (code, signal) => done(code ?? (signal ? 128 : 1)));
-  });
 }
 
 function layout(data: string, out: string): void {
@@ -107,13 +94,15 @@ export async function run(argv: string[]): Promise<number> {
   }
   mkdirSync(join(out, 'samples'), { recursive: true });
   const file = join(out, 'samples', m ? `${policy}.shard-${m[1]}-of-${m[2]}.jsonl` : `${policy}.jsonl`);
-  const args = ['-m', 'caper_train.data.sample', '--data', data, '--gguf', gguf, '--policy', policy, '--out', file, '--engine', engine];
+  // The child runs in the repository root: the paths it is given are the caller's, resolved here.
+  const args = ['-m', 'caper_train.data.sample', '--data', resolve(data), '--gguf', resolve(gguf), '--policy', policy, '--out', resolve(file), '--engine', engine];
   for (const f of GEN.filter((x) => !['gguf', 'engine'].includes(x))) {
     const v = flagString(a, f);
-    if (v !== undefined) args.push(`--${f}`, v);
+    if (v !== undefined) args.push(`--${f}`, f === 'stats' ? resolve(v) : v);
   }
   if (a.flags.has('resume')) args.push('--resume');
-  const code = await child(python(engine), args);
+  const env = { ...process.env, PYTHONPATH: [join(ROOT, 'training'), process.env.PYTHONPATH].filter(Boolean).join(':') };
+  const { code } = await runChild(python(engine), args, { env });
   if (code !== 0) return code;
   if (!m) layout(data, out);
   else console.log(`shard ${m[1]}/${m[2]} -> ${file}; when every shard is done: caper sample --merge ${join(out, 'samples', `${policy}.shard-*-of-${m[2]}.jsonl`)} --out ${out} --data ${data}`);

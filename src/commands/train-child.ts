@@ -6,10 +6,12 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { flagString, type ParsedArgs } from './args.js';
 
-export { PACKAGE_ROOT as ROOT } from '../core/paths.js';
 import { PACKAGE_ROOT as ROOT } from '../core/paths.js';
+
+export { ROOT };
 export const CLI = resolve(import.meta.dirname, '..', 'cli.js');
 
+/** Runs a program in the repository root, its output passed through (and kept with `capture`); 127 when it cannot start. */
 export function runChild(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; capture?: boolean } = {}): Promise<{ code: number; out: string }> {
   return new Promise((done) => {
     const child = spawn(cmd, args, {
@@ -23,7 +25,7 @@ export function runChild(cmd: string, args: string[], opts: { env?: NodeJS.Proce
       process.stdout.write(b);
     });
     child.on('error', (e) => {
-      console.error(`caper train: cannot start ${cmd}: ${e.message}`);
+      console.error(`caper: cannot start ${cmd}: ${e.message}`);
       done({ code: 127, out });
     });
     child.on('close', (code, signal) => done({ code: code ?? (signal ? 128 : 1), out }));
