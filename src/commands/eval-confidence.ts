@@ -122,8 +122,8 @@ export async function run(argv: string[]): Promise<number> {
       console.log(`| all questions | | ${p.n} | | ${f3(p.auroc)} | ${f3(p.ece)} | ${f1(p.ex)} | ${f1(p.ex90)} | ${f1(p.ex80)} | ${f1(p.ex50)} | ${f3(p.meanConfidence)} |`);
       console.log(`lone candidates (each candidate posted alone, held out): n=${cv.lone.n} mean confidence ${f3(cv.lone.meanConfidence)}, share right ${f3(cv.lone.accuracy)}, ECE ${f3(cv.lone.ece)}, AUROC ${f3(cv.lone.auroc)}`);
       console.log(`every candidate of the pool (held out): n=${cv.candidates.n} mean confidence ${f3(cv.candidates.meanConfidence)}, share right ${f3(cv.candidates.accuracy)}, ECE ${f3(cv.candidates.ece)}, AUROC ${f3(cv.candidates.auroc)}`);
-      const sums = cv.sums.map((x) => x.sum);
-      console.log(`distinct groups of a response (held out): probabilities sum to ${f3(sums.reduce((x, y) => x + y, 0) / Math.max(1, sums.length))} on average, at most ${f3(Math.max(...sums))}; responses with more than one group at >= 0.5: ${cv.sums.filter((x) => x.likely > 1).length} of ${sums.length}`);
+      const g = cv.groups;
+      console.log(`distinct groups of a response (held out): probabilities sum to ${f3(g.meanSum)} on average, at most ${f3(g.maxSum)}; responses with more than one group at >= 0.5: ${g.severalLikelyRight} of ${g.n}`);
       console.log(`thresholds (min_confidence -> share answered, EX of the answered): ${THRESHOLDS.map((t) => { const c = atThreshold(cv, t); return `${t}: ${f1(100 * c.coverage)}% / ${f1(c.ex)}`; }).join('; ')}`);
       console.log(`confidence: pool=${pool} mode=${mode} auroc=${f3(p.auroc)} auroc_fold_mean=${f3(fm.auroc)} ece=${f3(p.ece)} ex=${f1(p.ex)} ex90=${f1(p.ex90)} ex80=${f1(p.ex80)} ex50=${f1(p.ex50)} (n=${p.n})`);
     }
@@ -144,7 +144,7 @@ export async function run(argv: string[]): Promise<number> {
       results: results.map((r) => ({
         pool: r.pool, mode: r.mode, l2: r.cv.l2s, pooled: rounded(r.cv.pooled), fold_mean: rounded(r.cv.foldMean), folds: r.cv.folds.map((fo) => ({ ...rounded(fo), dbs: fo.dbs })),
         lone: rounded(r.cv.lone), candidates: rounded(r.cv.candidates),
-        groups: { mean_sum: rounded({ x: r.cv.sums.reduce((x, y) => x + y.sum, 0) / Math.max(1, r.cv.sums.length) }).x, max_sum: Math.max(...r.cv.sums.map((x) => x.sum)), several_likely_right: r.cv.sums.filter((x) => x.likely > 1).length },
+        groups: { mean_sum: rounded(r.cv.groups).meanSum, max_sum: r.cv.groups.maxSum, several_likely_right: r.cv.groups.severalLikelyRight },
         thresholds: THRESHOLDS.map((t) => ({ min_confidence: t, ...rounded(atThreshold(r.cv, t)) })), reliability: reliabilityBins(r.cv.picks.map((x) => x.p), r.cv.picks.map((x) => x.right), 10).map((b) => rounded(b)),
       })),
     }, null, 2) + '\n');

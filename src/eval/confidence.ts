@@ -117,8 +117,11 @@ export interface ConfidenceCv {
   picks: { p: number; right: boolean }[];
   /** Per fold: the confidence regression's l2 (chosen by inner CV with l2Grid). */
   l2s: number[];
-  /** Per held-out response: its distinct groups' probabilities summed, and how many are at least one half (likely right). */
-  sums: { sum: number; likely: number }[];
+  /**
+   * Held-out responses' distinct groups: their probabilities summed (mean and largest over the
+   * responses), and how many responses have more than one group at one half or more (likely right).
+   */
+  groups: { meanSum: number; maxSum: number; severalLikelyRight: number; n: number };
   /** Held-out figures of a lone candidate (every candidate scored alone): ECE, AUROC, mean p, mean accuracy. */
   lone: { n: number; ece: number; auroc: number; meanConfidence: number; accuracy: number };
   /** The same over every candidate of the full pools (held out), not only the picks. */
@@ -176,7 +179,7 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
   const names = confidenceFeatureNames(mode);
   const none = { n: 0, ece: NaN, auroc: NaN, meanConfidence: NaN, accuracy: NaN };
   // One database: no fold has training data from other databases, so nothing is cross-validated.
-  if (folds.length < 2) return { mode, folds: [], pooled: figures([], []), foldMean: figures([], []), picks: [], l2s: [], sums: [], lone: none, candidates: none };
+  if (folds.length < 2) return { mode, folds: [], pooled: figures([], []), foldMean: figures([], []), picks: [], l2s: [], groups: { meanSum: NaN, maxSum: NaN, severalLikelyRight: 0, n: 0 }, lone: none, candidates: none };
   const picks = new Array<{ p: number; right: boolean }>(qs.length);
   const l2s: number[] = [];
   const sums: { sum: number; likely: number }[] = [];
@@ -224,7 +227,12 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
     foldMean: Object.fromEntries((['n', 'auroc', 'ece', 'ex', 'ex90', 'ex80', 'ex50', 'meanConfidence'] as const).map((key) => [key, out.reduce((a, fo) => a + fo[key], 0) / Math.max(1, out.length)])) as Omit<FoldFigures, 'fold' | 'dbs'>,
     picks,
     l2s,
-    sums,
+    groups: {
+      meanSum: sums.reduce((a, s) => a + s.sum, 0) / Math.max(1, sums.length),
+      maxSum: Math.max(...sums.map((s) => s.sum)),
+      severalLikelyRight: sums.filter((s) => s.likely > 1).length,
+      n: sums.length,
+    },
     lone: summary(lone),
     candidates: summary(every),
   };
@@ -235,9 +243,9 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
  * the grid's value whose held-out picks rank best (pooled AUROC; ties go to the stronger penalty).
  */
 export function chooseConfidenceL2(facts: SelectorFacts, mode: SelectorMode, opts: ConfidenceCvOptions & { l2Grid: readonly number[] }): number {
-  let best = { l2: Math.max(...opts.l2Grid), auroc: -1 };
-  for (const l2 of [...opts.l2Grid].sort((a, b) => b - a)) {
-    const { l2Grid: _g, ...fixed } = opts;
+  const { l2Grid, ...fixed } = opts;
+  let best = { l2: Math.max(...l2Grid), auroc: -1 };
+  for (const l2 of [...l2Grid].sort((a, b) => b - a)) {
     const cv = crossValidateConfidence(facts, mode, { ...fixed, l2 });
     const a = cv.pooled.auroc;
     if (Number.isFinite(a) && a > best.auroc + 1e-12) best = { l2, auroc: a };
@@ -245,9 +253,11 @@ export function chooseConfidenceL2(facts: SelectorFacts, mode: SelectorMode, opt
   return best.l2;
 }
 
-/** The shipped model: rows over every question (selector out of fold, l2 as given), calibration inside. */
+/**
+ * The shipped model: rows over every question of `facts` (selector out of fold, l2 as given),
+ * calibration inside. The caller passes the questions it may fit on (fittableFacts).
+ */
 export function fitConfidenceAll(facts: SelectorFacts, mode: SelectorMode, l2Selector: number, opts: ConfidenceCvOptions = {}): ConfidenceModel {
-  const qs = facts.questions.filter((q) => fittable(q.db_id, opts));
-  const rows = trainingRows(qs, mode, { ...opts, l2Selector, seeds: facts.questions.flatMap((q, i) => (fittable(q.db_id, opts) ? [i] : [])) });
+  const rows = trainingRows(facts.questions, mode, { ...opts, l2Selector });
   return fitConfidence(rows, mode, confidenceFeatureNames(mode), opts);
 }
