@@ -94,9 +94,9 @@ export function withCardSection(card: string, title: string, text: string, famil
 /** A step's section of the card; its family is the title up to the split it names. */
 function card(ctx: TrainContext, title: string, text: string): void {
   const file = join(ctx.out, 'MODEL_CARD.md');
-  const family = title.slice(0, title.indexOf(basename(ctx.evalData)));
+  const at = title.indexOf(basename(ctx.evalData));
   try {
-    writeFileSync(file, withCardSection(existsSync(file) ? readFileSync(file, 'utf8') : '', title, text, family.length > 0 ? family : undefined));
+    writeFileSync(file, withCardSection(existsSync(file) ? readFileSync(file, 'utf8') : '', title, text, at > 0 ? title.slice(0, at) : undefined));
   } catch (e) {
     console.error(`caper train: could not add "${title}" to ${file}: ${(e as Error).message}`);
   }
