@@ -72,10 +72,10 @@ test('the layout: the sampled questions, one predictions file per sample index, 
 test('shard parts join into the one-run file; an unfinished or differently made part is refused', () => {
   const d = join(dir, 'merge');
   mkdirSync(d, { recursive: true });
-  const part = (k: number, lines: string[], questions: number, seed = 0) => {
+  const part = (k: number, lines: string[], questions: number, seed = 0, wave?: number) => {
     const p = join(d, `p.shard-${k}-of-2.jsonl`);
     writeFileSync(p, lines.map((l) => l + '\n').join(''));
-    writeFileSync(`${p}.meta.json`, JSON.stringify({ policy: 'p', seed, shard: [k, 2], questions }));
+    writeFileSync(`${p}.meta.json`, JSON.stringify({ policy: 'p', seed, shard: [k, 2], questions, ...(wave ? { wave } : {}) }));
     return p;
   };
   const parts = [part(0, ['{"index":0}', '{"index":2}', '{"index":4}'], 3), part(1, ['{"index":1}', '{"index":3}'], 2)];
@@ -86,6 +86,13 @@ test('shard parts join into the one-run file; an unfinished or differently made 
   part(1, ['{"index":1}', '{"index":3}'], 2, 7);
   assert.throws(() => mergeSampleParts(parts, join(d, 'x.jsonl')), /different settings/);
   assert.throws(() => mergeSampleParts([parts[0]!], join(d, 'x.jsonl')), /not shards 0..1 of 2/);
+  // Waves of two questions: shard 0 holds waves 0 and 2, shard 1 wave 1.
+  const waved = [part(0, ['{"index":0}', '{"index":1}', '{"index":4}'], 3, 0, 2), part(1, ['{"index":2}', '{"index":3}'], 2, 0, 2)];
+  assert.equal(mergeSampleParts(waved, join(d, 'w.jsonl')), 5);
+  assert.equal(readFileSync(join(d, 'w.jsonl'), 'utf8'), [0, 1, 2, 3, 4].map((i) => `{"index":${i}}\n`).join(''));
+  part(1, ['{"index":2}'], 1, 0, 2);
+  part(0, ['{"index":0}', '{"index":1}', '{"index":4}', '{"index":5}', '{"index":6}'], 5, 0, 2);
+  assert.throws(() => mergeSampleParts(waved, join(d, 'x.jsonl')), /ends before wave/);
 });
 
 test('caper sample refuses bad input before starting anything', () => {

@@ -12,7 +12,8 @@ import { ROOT, runChild } from './train-child.js';
 export const POLICIES = ['qwen2.5-coder-0.5b', 'qwen2.5-coder-1.5b'] as const;
 
 export const USAGE = `usage: caper sample --data DIR --policy NAME --out DIR [--gguf FILE] [--n 8] [--temperature 0.8] [--top-p 0.95]
-                    [--seed 0] [--max-new-tokens 200] [--limit N] [--engine llama|hf] [--parallel P] [--threads 2] [--stats FILE]
+                    [--seed 0] [--max-new-tokens 200] [--limit N] [--engine llama|hf] [--schedule wave|question]
+                    [--wave 16] [--slots 32] [--context 32768] [--parallel P] [--threads 2] [--stats FILE]
                     [--resume] [--max-minutes M] [--shard K/N]
        caper sample --merge PART.jsonl... --out DIR       shards 0..N-1 of one run -> DIR/samples/POLICY.jsonl, then the layout
        caper sample --layout --data DIR --out DIR          rewrite DIR's predictions layout from DIR/samples/*.jsonl
@@ -24,12 +25,16 @@ export const USAGE = `usage: caper sample --data DIR --policy NAME --out DIR [--
   each reply, cut out as /rerank cuts it) and links to the split's databases.
   --policy        a name of ${POLICIES.join(', ')} (its GGUF: runs/policies/NAME.gguf, built by
                   bash training/setup-sample.sh), or any name with --gguf FILE
-  --engine        llama (llama-cpp-python: the prompt decoded once, the N samples in one batch; default) or
-                  hf (transformers on the dequantized GGUF)
-  --parallel P    samples decoded together (default all N of a question; 1: one sequence at a time)
+  --engine        llama (llama-cpp-python; default) or hf (transformers on the dequantized GGUF)
+  --schedule      wave (llama's default): --wave questions at a time decoded as one stream of batches of up to
+                  --slots samples, a question entering as soon as there is room for all its samples, each
+                  database's schema decoded once per run and its cache restored for its questions (--context:
+                  cache cells for a wave's live samples); question (hf's, and llama's with --parallel): one
+                  question's samples at a time, --parallel P of them together (default all N)
   --stats FILE    the run's throughput as JSON (generated tokens/s, questions/hour)
-  --shard K/N     questions K, K+N, ... of the spread order into DIR/samples/POLICY.shard-K-of-N.jsonl (no layout
-                  until --merge); the merged file is the one an unsharded run writes
+  --shard K/N     waves K, K+N, ... of the spread order (a question is a wave in the question schedule) into
+                  DIR/samples/POLICY.shard-K-of-N.jsonl (no layout until --merge); the merged file is the one an
+                  unsharded run writes (a wave's samples depend on the wave, so shards and --resume keep waves whole)
   Python: CAPER_SAMPLE_PYTHON, else runs/sample-venv/bin/python for llama (setup-sample.sh), training/.venv/bin/python for hf.`;
 
 /** llama.cpp lives in its own environment (setup-sample.sh); transformers in the training one. */
@@ -46,7 +51,7 @@ function layout(data: string, out: string): void {
   console.log(`layout: ${s.questions} questions over ${s.databases} databases in ${out}`);
 }
 
-const GEN = ['gguf', 'n', 'parallel', 'temperature', 'top-p', 'seed', 'max-new-tokens', 'limit', 'engine', 'threads', 'max-minutes', 'shard', 'stats'];
+const GEN = ['gguf', 'n', 'schedule', 'wave', 'slots', 'context', 'parallel', 'temperature', 'top-p', 'seed', 'max-new-tokens', 'limit', 'engine', 'threads', 'max-minutes', 'shard', 'stats'];
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, {
@@ -89,7 +94,9 @@ export async function run(argv: string[]): Promise<number> {
   if (shard !== undefined && (!m || Number(m[1]) >= Number(m[2]))) throw new UsageError(`--shard takes K/N with 0 <= K < N, got "${shard}"`);
   const engine = flagString(a, 'engine', 'llama')!;
   if (engine !== 'llama' && engine !== 'hf') throw new UsageError(`--engine must be llama or hf, got "${engine}"`);
-  for (const f of ['n', 'parallel', 'limit', 'threads', 'max-new-tokens', 'seed']) {
+  const schedule = flagString(a, 'schedule');
+  if (schedule !== undefined && schedule !== 'wave' && schedule !== 'question') throw new UsageError(`--schedule must be wave or question, got "${schedule}"`);
+  for (const f of ['n', 'wave', 'slots', 'context', 'parallel', 'limit', 'threads', 'max-new-tokens', 'seed']) {
     if (a.flags.has(f) && !(Number.isInteger(flagNumber(a, f, 0)) && flagNumber(a, f, 0) >= 0)) throw new UsageError(`--${f} must be a non-negative integer`);
   }
   mkdirSync(join(out, 'samples'), { recursive: true });

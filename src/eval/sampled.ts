@@ -123,9 +123,17 @@ export function mergeSampleParts(parts: readonly string[], out: string): number 
   const n = keyed[0]!.n;
   if (keyed.length !== n || keyed.some((p, i) => p.k !== i || p.n !== n)) throw new Error(`the parts are not shards 0..${n - 1} of ${n}`);
   if (keyed.some((p) => p.made.replace(/"questions":\d+/, '') !== keyed[0]!.made.replace(/"questions":\d+/, ''))) throw new Error('the parts were made with different settings');
+  // Shard K holds waves K, K+N, ... of the one run's order (a wave: a question in the question
+  // schedule, and in files that do not name their wave).
+  const wave = Number((JSON.parse(keyed[0]!.made) as { wave?: number }).wave ?? 1);
   const total = keyed.reduce((a, p) => a + p.lines.length, 0);
   const merged: string[] = [];
-  for (let i = 0; i < total; i++) merged.push(keyed[i % n]!.lines[Math.floor(i / n)]!);
+  for (let w = 0; merged.length < total; w++) {
+    const part = keyed[w % n]!;
+    const at = Math.floor(w / n) * wave;
+    if (at >= part.lines.length) throw new Error(`shard ${part.k} of ${n} ends before wave ${w}: the parts are not one run's shards`);
+    merged.push(...part.lines.slice(at, at + wave));
+  }
   writeFileSync(out, merged.join('\n') + '\n');
   return total;
 }

@@ -108,6 +108,14 @@ def render_chat(template: str, msgs: list[dict]) -> str:
     return env.from_string(template).render(messages=msgs, add_generation_prompt=True, tools=None)
 
 
+def prompt_parts(template: str, ddl: str, question: str) -> tuple[str, str]:
+    """The rendered prompt and its part before the question: everything a database's questions share
+    (chat header, instructions, schema), which the wave schedule decodes once per database."""
+    full = render_chat(template, messages(ddl, question))
+    cut = full.rindex(f"\n\nQuestion: {question}") + len("\n\nQuestion:")
+    return full, full[:cut]
+
+
 # ---------------------------------------------------------------- sampling
 
 def sample_seed(seed: int, index: int, k: int) -> int:
@@ -145,6 +153,14 @@ def pick_token(logits: np.ndarray, rng: np.random.Generator, temperature: float,
 class Reply:
     tokens: list[int]
     stop: str  # "eos" or "length"
+
+
+@dataclass
+class WaveJob:
+    prompt: list[int]
+    rngs: list[np.random.Generator]
+    state: bytes | None = None  # the cache of prompt[:prefix_len], from LlamaEngine.prefix_state
+    prefix_len: int = 0
 
 
 class Engine:
@@ -303,6 +319,95 @@ class LlamaEngine(Engine):
         self._decode()
         return np.stack([self._logits(i) for i in range(len(seqs))])
 
+    # ------------------------------------------------------------ the wave schedule
+
+    def _feed(self, tokens: list[int], at: int, seqs: list[int]) -> np.ndarray:
+        """Decodes tokens from position `at` into every one of `seqs`, in n_batch chunks; the logits
+        after the last one."""
+        for c in range(0, len(tokens), self.n_batch):
+            chunk = tokens[c: c + self.n_batch]
+            last = c + len(chunk) == len(tokens)
+            self._fill([(t, at + c + j, seqs, last and j == len(chunk) - 1) for j, t in enumerate(chunk)])
+            self._decode()
+        return self._logits(len(chunk) - 1)
+
+    def prefix_state(self, prefix: list[int]) -> bytes:
+        """The keys and values of a prompt's shared part, decoded alone in an empty cache: the same
+        bytes whenever and wherever a run computes them, so a question's samples do not depend on
+        which question first needed its database."""
+        import ctypes
+
+        L = self.L
+        L.llama_memory_clear(self.mem, True)
+        self._feed(prefix, 0, [0])
+        size = L.llama_state_seq_get_size(self.ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        got = L.llama_state_seq_get_data(self.ctx, buf, size, 0)
+        L.llama_memory_clear(self.mem, True)
+        return bytes(buf[:got])
+
+    def _admit(self, job: "WaveJob", seqs: list[int]) -> np.ndarray:
+        """Puts a question's prompt into `seqs` (its shared part restored, the rest decoded once for
+        all of them); the logits after the prompt."""
+        import ctypes
+
+        L = self.L
+        at = 0
+        if job.state is not None:
+            buf = (ctypes.c_uint8 * len(job.state)).from_buffer_copy(job.state)
+            if L.llama_state_seq_set_data(self.ctx, buf, len(job.state), seqs[0]) == 0:
+                raise RuntimeError("llama.cpp found no room to restore a schema's cache: raise --context")
+            for s in seqs[1:]:
+                L.llama_memory_seq_cp(self.mem, seqs[0], s, -1, -1)
+            at = job.prefix_len
+        return self._feed(job.prompt[at:], at, seqs)
+
+    def generate_wave(self, jobs: list["WaveJob"], temperature: float, top_p: float, max_new: int,
+                      slots: int) -> list[list[Reply]]:
+        """Every job's replies, decoded as one stream of batches: a question enters as soon as
+        `slots` leaves room for all its samples and each sample leaves the batch when it ends, so
+        the batch stays full instead of shrinking to a question's longest sample. The cache starts
+        empty and the order of entry is fixed by the wave, so a wave gives the same replies in
+        every run."""
+        L = self.L
+        L.llama_memory_clear(self.mem, True)
+        out = [[Reply([], "length") for _ in j.rngs] for j in jobs]
+        free = list(range(slots))
+        live: dict[int, tuple[int, int, int]] = {}  # sequence -> (job, sample, position of its next token)
+        nxt = 0
+
+        def take(s: int, ji: int, k: int, logits: np.ndarray, pos: int) -> None:
+            t = pick_token(logits, jobs[ji].rngs[k], temperature, top_p)
+            r = out[ji][k]
+            if self.is_end(t):
+                r.stop = "eos"
+            else:
+                r.tokens.append(t)
+                if len(r.tokens) < max_new:
+                    live[s] = (ji, k, pos)
+                    return
+            L.llama_memory_seq_rm(self.mem, s, -1, -1)
+            free.append(s)
+            free.sort()
+
+        while nxt < len(jobs) or live:
+            while nxt < len(jobs) and len(free) >= len(jobs[nxt].rngs):
+                n = len(jobs[nxt].rngs)
+                seqs, free[:] = free[:n], free[n:]
+                first = self._admit(jobs[nxt], seqs)
+                for k, s in enumerate(seqs):
+                    take(s, nxt, k, first, len(jobs[nxt].prompt))
+                nxt += 1
+            if not live:
+                continue
+            order = sorted(live)
+            self._fill([(out[live[s][0]][live[s][1]].tokens[-1], live[s][2], [s], True) for s in order])
+            self._decode()
+            for row, s in enumerate(order):
+                ji, k, pos = live.pop(s)
+                take(s, ji, k, self._logits(row), pos + 1)
+        return out
+
 
 class HfEngine(Engine):
     """transformers on the GGUF (dequantized): the prompt once, its cache repeated for n rows."""
@@ -360,9 +465,9 @@ class HfEngine(Engine):
         self.cache = None
 
 
-def make_engine(name: str, gguf: Path, threads: int) -> Engine:
+def make_engine(name: str, gguf: Path, threads: int, context: int = 8192) -> Engine:
     if name == "llama":
-        return LlamaEngine(gguf, threads)
+        return LlamaEngine(gguf, threads, n_ctx=context)
     if name == "hf":
         return HfEngine(gguf, threads)
     raise ValueError(f"unknown engine {name}")
@@ -394,6 +499,11 @@ def done_indexes(out: Path) -> set[int]:
     return {json.loads(line)["index"] for line in data[:end].splitlines() if line.strip()}
 
 
+def waves_of(order: list[int], size: int) -> list[list[int]]:
+    """The spread order cut into waves of `size` questions (size 1: one question at a time)."""
+    return [order[at: at + size] for at in range(0, len(order), size)]
+
+
 def run(a) -> int:
     data = Path(a.data)
     questions = load_split(data)
@@ -401,7 +511,12 @@ def run(a) -> int:
     if a.limit:
         order = order[: a.limit]
     k, n = parse_shard(a.shard)
-    mine = order[k::n]
+    # A wave is decoded as one stream of batches, so its questions' samples depend on which
+    # questions share it: shards take whole waves and a resumed run redoes a wave it had not
+    # finished, so that every split of the work writes the lines one run writes.
+    size = a.wave if a.schedule == "wave" else 1
+    waves = waves_of(order, size)[k::n]
+    mine = [qi for w in waves for qi in w]
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.exists() and not a.resume:
@@ -410,58 +525,85 @@ def run(a) -> int:
     # and that all were made alike before joining them.
     meta = {"policy": a.policy, "data": str(data), "gguf": Path(a.gguf).name, "engine": a.engine, "n": a.n,
             "parallel": a.parallel, "temperature": a.temperature, "top_p": a.top_p, "seed": a.seed,
-            "max_new_tokens": a.max_new_tokens, "limit": a.limit, "shard": [k, n], "questions": len(mine)}
+            "max_new_tokens": a.max_new_tokens, "limit": a.limit, "shard": [k, n], "questions": len(mine),
+            "schedule": a.schedule, "wave": size, "slots": a.slots if a.schedule == "wave" else 0}
+    # Files begun before the wave schedule existed were made one question at a time.
+    before = {"schedule": "question", "wave": 1, "slots": 0}
     meta_path = Path(str(out) + ".meta.json")
     if a.resume and meta_path.exists():
         # Samples depend on every setting (the decoding groups included): a file is only ever
         # continued the way it was begun.
         was = json.loads(meta_path.read_text())
-        changed = sorted(x for x in meta if x != "data" and was.get(x) != meta[x])
+        changed = sorted(x for x in meta if x != "data" and was.get(x, before.get(x)) != meta[x])
         if changed:
-            raise SystemExit(f"--resume: {out} was begun with other settings ({', '.join(f'{x} {was.get(x)!r} -> {meta[x]!r}' for x in changed)})")
+            raise SystemExit(f"--resume: {out} was begun with other settings ({', '.join(f'{x} {was.get(x, before.get(x))!r} -> {meta[x]!r}' for x in changed)})")
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     done = done_indexes(out) if a.resume else set()
-    todo = [i for i in mine if i not in done]
-    print(f"sample: {a.policy} ({a.engine}) on {data}: {len(mine)} questions"
-          f"{f' (shard {k}/{n} of {len(order)})' if n > 1 else ''}, {len(mine) - len(todo)} already done, "
+    todo = [w for w in waves if any(qi not in done for qi in w)]
+    left_q = sum(len(w) for w in todo)
+    print(f"sample: {a.policy} ({a.engine}, {a.schedule} schedule) on {data}: {len(mine)} questions"
+          f"{f' (shard {k}/{n} of {len(order)})' if n > 1 else ''}, {len(mine) - left_q} already done, "
           f"{a.n} samples each, temperature {a.temperature}, top-p {a.top_p}, seed {a.seed}", file=sys.stderr)
     if not todo:
         return 0
     gguf = Path(a.gguf)
     template = gguf_chat_template(gguf)
-    engine = make_engine(a.engine, gguf, a.threads)
+    engine = make_engine(a.engine, gguf, a.threads, a.context if a.schedule == "wave" else 8192)
     ddl_of: dict[str, str] = {}
+    states: dict[str, tuple[list[int], bytes]] = {}  # database -> its prompts' shared part and its cache
     t0 = time.time()
     gen_tokens = prompt_tokens = done_now = 0
     with open(out, "a") as fh:
-        for j, qi in enumerate(todo):
+        for j, wave in enumerate(todo):
             if a.max_minutes and time.time() - t0 > a.max_minutes * 60:
-                print(f"sample: --max-minutes {a.max_minutes} reached after {j} questions; --resume continues", file=sys.stderr)
+                print(f"sample: --max-minutes {a.max_minutes} reached after {done_now} questions; --resume continues", file=sys.stderr)
                 break
-            q = questions[qi]
-            if q["db_id"] not in ddl_of:
-                ddl_of[q["db_id"]] = schema_ddl(db_file(data, q["db_id"]))
-            prompt = engine.tokenize(render_chat(template, messages(ddl_of[q["db_id"]], q["question"])))
-            seeds = [sample_seed(a.seed, qi, s) for s in range(a.n)]
-            replies = engine.generate(prompt, [np.random.default_rng(x) for x in seeds], a.temperature, a.top_p,
-                                      a.max_new_tokens, a.parallel)
-            prompt_tokens += len(prompt) * -(-a.n // (a.parallel or a.n))
-            gen_tokens += sum(len(r.tokens) for r in replies)
-            rec = {"index": qi, "db_id": q["db_id"], "question": q["question"], "policy": a.policy,
-                   "prompt_tokens": len(prompt),
-                   "samples": [{"k": s, "seed": seeds[s], "temperature": a.temperature, "top_p": a.top_p,
-                                "reply": engine.detokenize(r.tokens), "tokens": len(r.tokens), "stop": r.stop}
-                               for s, r in enumerate(replies)]}
-            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            jobs, seeds_of = [], []
+            for qi in wave:
+                q = questions[qi]
+                if q["db_id"] not in ddl_of:
+                    ddl_of[q["db_id"]] = schema_ddl(db_file(data, q["db_id"]))
+                full, shared = prompt_parts(template, ddl_of[q["db_id"]], q["question"])
+                prompt = engine.tokenize(full)
+                seeds = [sample_seed(a.seed, qi, s) for s in range(a.n)]
+                seeds_of.append(seeds)
+                jobs.append(WaveJob(prompt, [np.random.default_rng(x) for x in seeds]))
+                if a.schedule != "wave":
+                    continue
+                head = engine.tokenize(shared)
+                # The shared part is used only where its tokens begin the whole prompt's tokens.
+                if len(head) < len(prompt) and prompt[: len(head)] == head:
+                    if q["db_id"] not in states or states[q["db_id"]][0] != head:
+                        states[q["db_id"]] = (head, engine.prefix_state(head))
+                        prompt_tokens += len(head)
+                    jobs[-1].state, jobs[-1].prefix_len = states[q["db_id"]][1], len(head)
+            if a.schedule == "wave":
+                replies = engine.generate_wave(jobs, a.temperature, a.top_p, a.max_new_tokens, a.slots)
+                prompt_tokens += sum(len(jb.prompt) - jb.prefix_len for jb in jobs)
+            else:
+                replies = [engine.generate(jb.prompt, jb.rngs, a.temperature, a.top_p, a.max_new_tokens, a.parallel) for jb in jobs]
+                prompt_tokens += sum(len(jb.prompt) * -(-a.n // (a.parallel or a.n)) for jb in jobs)
+            for qi, jb, seeds, reps in zip(wave, jobs, seeds_of, replies):
+                gen_tokens += sum(len(r.tokens) for r in reps)
+                if qi in done:
+                    continue  # a wave begun before: its lines come out the same again
+                q = questions[qi]
+                rec = {"index": qi, "db_id": q["db_id"], "question": q["question"], "policy": a.policy,
+                       "prompt_tokens": len(jb.prompt),
+                       "samples": [{"k": s, "seed": seeds[s], "temperature": a.temperature, "top_p": a.top_p,
+                                    "reply": engine.detokenize(r.tokens), "tokens": len(r.tokens), "stop": r.stop}
+                                   for s, r in enumerate(reps)]}
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
             fh.flush()
-            done_now += 1
+            done_now += len(wave)
             secs = time.time() - t0
-            left = len(todo) - j - 1
-            if (j + 1) % a.progress_every == 0 or left == 0:
-                print(f"  {j + 1}/{len(todo)} questions, {(j + 1) / secs:.3f} q/s, {gen_tokens / secs:.1f} generated tokens/s, "
-                      f"eta {left * secs / (j + 1) / 60:.1f} min", file=sys.stderr)
+            left = sum(len(w) for w in todo[j + 1:])
+            if (j + 1) * size % a.progress_every < size or left == 0:
+                print(f"  {done_now}/{left_q} questions, {done_now / secs:.3f} q/s, {gen_tokens / secs:.1f} generated tokens/s, "
+                      f"eta {left * secs / done_now / 60:.1f} min", file=sys.stderr)
     secs = time.time() - t0
-    stats = {"engine": a.engine, "policy": a.policy, "parallel": a.parallel or a.n, "n": a.n, "threads": a.threads,
+    stats = {"engine": a.engine, "policy": a.policy, "schedule": a.schedule, "wave": size,
+             "slots": a.slots if a.schedule == "wave" else 0, "parallel": a.parallel or a.n, "n": a.n, "threads": a.threads,
              "questions": done_now, "generated_tokens": gen_tokens, "prompt_tokens_decoded": prompt_tokens,
              "seconds": round(secs, 2), "generated_tokens_per_s": round(gen_tokens / max(secs, 1e-9), 2),
              "questions_per_hour": round(3600 * done_now / max(secs, 1e-9), 1)}
@@ -489,7 +631,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-minutes", type=float, default=0, help="stop after this long (resumable)")
     ap.add_argument("--engine", choices=["llama", "hf"], default="llama")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--parallel", type=int, default=0, help="samples decoded together (0: all N of a question; 1: one at a time)")
+    ap.add_argument("--schedule", choices=["wave", "question"], default=None,
+                    help="wave (llama only, its default): --wave questions decoded as one stream of batches of up to "
+                         "--slots samples, each database's schema decoded once; question: one question's samples at a time")
+    ap.add_argument("--wave", type=int, default=16, help="questions per wave")
+    ap.add_argument("--slots", type=int, default=32, help="samples decoded together in a wave")
+    ap.add_argument("--context", type=int, default=32768, help="cache cells of a wave (all its live samples together)")
+    ap.add_argument("--parallel", type=int, default=0, help="question schedule: samples decoded together (0: all N of a question; 1: one at a time)")
     ap.add_argument("--stats", help="write the run's throughput here (JSON)")
     ap.add_argument("--progress-every", type=int, default=10)
     a = ap.parse_args(argv)
@@ -497,6 +645,17 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--n must be between 1 and 64")
     if a.parallel < 0:
         raise SystemExit("--parallel must be >= 0")
+    if a.schedule is None:
+        a.schedule = "wave" if a.engine == "llama" and a.parallel == 0 else "question"
+    if a.schedule == "wave":
+        if a.engine != "llama":
+            raise SystemExit("--schedule wave needs --engine llama (it shares the cache between sequences)")
+        if a.parallel:
+            raise SystemExit("--parallel is the question schedule's: the wave schedule takes --slots")
+        if a.wave < 1:
+            raise SystemExit("--wave must be >= 1")
+        if not a.n <= a.slots <= 64:
+            raise SystemExit("--slots must hold one question's --n samples and be at most 64")
     if not 0 < a.top_p <= 1:
         raise SystemExit("--top-p must be in (0, 1]")
     return run(a)
