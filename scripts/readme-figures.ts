@@ -109,6 +109,11 @@ export const FIGURES: Record<string, () => string> = {
       [`confidence.${p}.exec.ex`, () => f(confidenceRow(p, 'exec').pooled.ex, 1)],
     ]),
   ),
+  // Without a database: what a response's distinct groups add up to, and how calibrated every
+  // candidate's confidence is for the event it states (the first right group down the ranking).
+  'confidence.pool8.sql.group_sum': () => f(confidenceRow('pool8', 'sql').groups.mean_sum, 2),
+  'confidence.pool8.sql.several_likely': () => int(confidenceRow('pool8', 'sql').groups.several_likely_right),
+  'confidence.pool8.sql.candidates_ece': () => f(confidenceRow('pool8', 'sql').candidates.ece, 3),
   'confidence.ece_range': () => {
     const e = (json('confidence').results as { pooled: { ece: number } }[]).map((r) => r.pooled.ece.toFixed(2)).sort();
     return e[0] === e[e.length - 1] ? e[0]! : `${e[0]}-${e[e.length - 1]}`;

@@ -4,6 +4,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { makeDbDir, start, REPO, TINY, type Running } from './server-fixture.js';
+import { canonicalSql } from '../src/clauses/canon.js';
 
 let srv: Running;
 let tiny: Running;
@@ -51,6 +52,30 @@ test('/rerank: a lone candidate gets a probability below 1, with and without a d
     const r = await srv.post('/rerank', { question: Q, candidates: [GOOD], ...extra });
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.ok(isProb(r.body.results[0].confidence) && r.body.results[0].confidence < 0.97, JSON.stringify(r.body.results[0].confidence));
+  }
+});
+
+test('/rerank without a database: distinct texts are exclusive answers down the ranking, whatever the strategy', async () => {
+  // The README's request with another text of the right answer: without execution the service
+  // cannot know that two canonical texts agree, so the groups' confidences must still add up.
+  const SPAIN = "SELECT count(*) FROM singer WHERE country = 'Spain'";
+  const OTHER = "SELECT count(*) FROM singer WHERE country LIKE 'France'";
+  const candidates = [GOOD, SPAIN, WRONG, GOOD2, OTHER];
+  assert.equal(new Set(candidates.map((c) => canonicalSql(c).sql)).size, 4, 'four canonical groups (GOOD and GOOD2 are one)');
+  for (const strategy of ['selector', 'prm'] as const) {
+    const r = await srv.post('/rerank', { question: Q, schema: 'singer: singer_id*, name, country, age', candidates, strategy });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    const groups = new Map<string, number>();
+    for (const x of r.body.results) {
+      assert.ok(isProb(x.confidence), `confidence ${x.confidence}`);
+      assert.equal(x.verdict, x.confidence >= 0.5 ? 'likely_right' : 'suspect', JSON.stringify(x));
+      const key = canonicalSql(x.sql).sql;
+      if (strategy === 'selector' && groups.has(key)) assert.equal(x.confidence, groups.get(key), 'one group, one confidence');
+      if (!groups.has(key)) groups.set(key, x.confidence);
+    }
+    const distinct = [...groups.values()];
+    assert.ok(distinct.reduce((a, b) => a + b, 0) <= 1 + 1e-9, `${strategy}: ${JSON.stringify(distinct)}`);
+    assert.ok(distinct.filter((p) => p >= 0.5).length <= 1, `${strategy}: ${JSON.stringify(distinct)}`);
   }
 });
 

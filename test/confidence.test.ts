@@ -1,11 +1,13 @@
 // Confidence as pure functions: the measures on hand-made data, the calibration maps, the
-// manifest parser, abstention, and the shipped model's probability for a lone candidate.
+// manifest parser, abstention, what a response shows (its groups made exclusive answers down the
+// ranking) and the shipped model's probability for a lone candidate.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  auroc, ece, accuracyAtCoverage, riskCoverage, reliabilityBins, calibrate, abstention, probability, type ConfidenceModel,
+  auroc, ece, accuracyAtCoverage, riskCoverage, reliabilityBins, calibrate, abstention, probability, responseProbabilities, confidenceEvent,
+  type ConfidenceModel,
 } from '../src/verdict/confidence.js';
 import { confidenceFeatureNames } from '../src/scoring/confidence-features.js';
 import { confidenceModelsOf as confidenceModelsFrom, confidenceOf, selectGroups } from '../src/core/ranking.js';
@@ -97,6 +99,97 @@ test('manifest parser: a non-monotone map or a wrong feature list gives no model
   assert.equal(confidenceModelsFrom(undefined).sql, null);
 });
 
+/** A deterministic generator in [0, 1). */
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 4294967296;
+  };
+}
+
+/** The first shown value of each distinct group (what a client reads once per answer). */
+function perGroup(shown: readonly number[], cluster: readonly number[]): number[] {
+  const seen = new Map<number, number>();
+  shown.forEach((x, i) => {
+    if (cluster[i]! >= 0 && !seen.has(cluster[i]!)) seen.set(cluster[i]!, x);
+  });
+  return [...seen.values()];
+}
+
+test('with a database, groups are exclusive answers: members share one probability, the groups sum to at most one', () => {
+  const p = [0.9, 0.7, 0.75, 0.6, 0.05];
+  const cluster = [0, 0, 1, 2, -1];
+  const order = [0, 1, 2, 3, 4];
+  const q = responseProbabilities('exec', p, cluster, order);
+  assert.equal(q[0], q[1], 'one group, one probability');
+  const groups = [q[0]!, q[2]!, q[3]!];
+  assert.ok(Math.abs(groups.reduce((a, b) => a + b, 0) - 1) < 1e-12, String(groups));
+  assert.ok(Math.abs(q[0]! / q[2]! - 0.8 / 0.75) < 1e-12, 'scaled together: their ratios kept');
+  assert.equal(q[4], 0.05, 'a candidate outside every group keeps its own');
+  assert.deepEqual(responseProbabilities('exec', [0.3, 0.2, 0.1], [0, 1, 2], [0, 1, 2]), [0.3, 0.2, 0.1], 'a response that already adds up is left alone');
+  assert.deepEqual(confidenceEvent('exec', [false, true, true], [0, 1, 2], [0, 1, 2]), [false, true, true], 'with a database the event is being right');
+});
+
+test('without a database, each group shows the chance that it is right while every group above it is wrong', () => {
+  const p = [0.8, 0.8, 0.7, 0.6, 0.01];
+  const cluster = [0, 0, 1, 2, -1];
+  const q = responseProbabilities('sql', p, cluster, [0, 1, 2, 3, 4]);
+  assert.equal(q[0], 0.8, 'the top group keeps its probability of being right');
+  assert.equal(q[1], 0.8, 'its members share it');
+  assert.ok(Math.abs(q[2]! - 0.7 * 0.2) < 1e-12, String(q[2]));
+  assert.ok(Math.abs(q[3]! - 0.6 * 0.2 * 0.3) < 1e-12, String(q[3]));
+  assert.equal(q[4], 0.01, 'a candidate outside every group keeps its own');
+  // The ranking decides which group is first: reversed, the last group keeps its own.
+  const r = responseProbabilities('sql', [0.3, 0.9], [0, 1], [1, 0]);
+  assert.equal(r[1], 0.9);
+  assert.ok(Math.abs(r[0]! - 0.03) < 1e-12, String(r[0]));
+  // Two texts of one answer, both right: the one below adds nothing, and that is the event shown.
+  assert.deepEqual(confidenceEvent('sql', [true, true, true, false], [0, 0, 1, 2], [0, 1, 2, 3]), [true, true, false, false]);
+  assert.deepEqual(confidenceEvent('sql', [false, true, false], [0, 1, 2], [0, 1, 2]), [false, true, false], 'the first right group need not be the top');
+});
+
+test('responses of every shape: distinct groups sum to at most one, at most one is likely right, and nothing rises down the ranking', () => {
+  const rand = rng(55);
+  for (let t = 0; t < 500; t++) {
+    const n = 1 + Math.floor(rand() * 12);
+    const groups = 1 + Math.floor(rand() * n);
+    const cluster = Array.from({ length: n }, () => (rand() < 0.1 ? -1 : Math.floor(rand() * groups)));
+    const p = Array.from({ length: n }, () => 0.01 + 0.98 * rand());
+    // The selector ranks a group's members together (other strategies need not): both orders.
+    const shuffled = Array.from({ length: n }, (_, i) => i).sort(() => rand() - 0.5);
+    const rank = Array.from({ length: groups }, () => rand());
+    const together = shuffled.slice().sort((a, b) => (cluster[a]! < 0 ? 2 : rank[cluster[a]!]!) - (cluster[b]! < 0 ? 2 : rank[cluster[b]!]!));
+    for (const [order, contiguous] of [[shuffled, false], [together, true]] as const) {
+      for (const mode of ['exec', 'sql'] as const) {
+        const q = responseProbabilities(mode, p, cluster, order);
+        const g = perGroup(q, cluster);
+        assert.ok(g.reduce((a, b) => a + b, 0) <= 1 + 1e-9, `${mode}: ${JSON.stringify({ p, cluster, order, q })}`);
+        assert.ok(g.filter((x) => x >= 0.5).length <= 1, `${mode}: two groups likely right ${JSON.stringify(g)}`);
+        for (let k = 1; k < order.length; k++) assert.ok(q[order[k]!]! <= q[order[k - 1]!]!, `${mode}: rises down the ranking`);
+        if (contiguous) cluster.forEach((c, i) => cluster.forEach((d, j) => c >= 0 && c === d && assert.equal(q[i], q[j], `${mode}: one group, one value`)));
+      }
+    }
+  }
+});
+
+test('without a database, the shown value is the frequency of its event where the groups are independent', () => {
+  // Groups right independently with these chances: how often each is the first right one down the
+  // ranking is what responseProbabilities shows for it.
+  const p = [0.6, 0.5, 0.7, 0.3];
+  const cluster = [0, 1, 2, 3];
+  const order = [0, 1, 2, 3];
+  const shown = responseProbabilities('sql', p, cluster, order);
+  const rand = rng(7);
+  const hits = [0, 0, 0, 0];
+  const runs = 40_000;
+  for (let t = 0; t < runs; t++) {
+    const right = p.map((x) => rand() < x);
+    confidenceEvent('sql', right, cluster, order).forEach((e, i) => (hits[i]! += e ? 1 : 0));
+  }
+  hits.forEach((h, i) => assert.ok(Math.abs(h / runs - shown[i]!) < 0.01, `group ${i}: ${h / runs} vs ${shown[i]}`));
+});
+
 test('abstention: below the threshold only, with the reason', () => {
   assert.deepEqual(abstention(0.9, undefined), { abstained: false });
   assert.deepEqual(abstention(0.9, 0.9), { abstained: false });
@@ -117,11 +210,13 @@ test('models/small: a lone candidate gets a real probability, not 1.0, in both m
   for (const [mode, cand] of [['exec', { sql: 'SELECT count(*) FROM singer', units, exec }], ['sql', { sql: 'SELECT count(*) FROM singer', units }]] as const) {
     const m = models[mode] as ConfidenceModel;
     const cands: SelectorCandidate[] = [cand];
-    const [p] = confidenceOf(m, cands, selectGroups(cands, selector[mode], 'How many singers are there?'), 'How many singers are there?');
+    const lone = selectGroups(cands, selector[mode], 'How many singers are there?');
+    const [p] = confidenceOf(m, cands, lone, lone.order, 'How many singers are there?');
     assert.ok(p! > 0.05 && p! < 0.97, `${mode}: lone candidate ${p}`);
     // Eight candidates agreeing on the same answer are more trustworthy than one alone.
     const eight = Array.from({ length: 8 }, () => cand);
-    const p8 = confidenceOf(m, eight, selectGroups(eight, selector[mode], 'How many singers are there?'), 'How many singers are there?')[0]!;
+    const all = selectGroups(eight, selector[mode], 'How many singers are there?');
+    const p8 = confidenceOf(m, eight, all, all.order, 'How many singers are there?')[0]!;
     assert.ok(p8 > p!, `${mode}: 8 agreeing ${p8} vs alone ${p}`);
   }
 });
@@ -146,7 +241,8 @@ test('models/small: an empty reply or a failed execution gets the floor, however
     const good: SelectorCandidate = { sql: 'SELECT count(*) FROM singer', units, ...(mode === 'exec' ? { exec: ok } : {}) };
     const cands: SelectorCandidate[] = [good, good, { sql: '', units: [], unscored: true }];
     if (mode === 'exec') cands.push({ sql: 'SELECT count(*) FROM singer WHERE nation = 1', units, exec: failed });
-    const ps = confidenceOf(m, cands, selectGroups(cands, selector[mode], q), q);
+    const choice = selectGroups(cands, selector[mode], q);
+    const ps = confidenceOf(m, cands, choice, choice.order, q);
     for (const i of mode === 'exec' ? [2, 3] : [2]) assert.equal(ps[i], m.floor, `${mode}: candidate ${i} cannot be right`);
     assert.ok(ps[0]! > m.floor, `${mode}: the agreeing pair keeps a real probability (${ps[0]})`);
   }

@@ -8,7 +8,6 @@ import assert from 'node:assert/strict';
 import { canonicalSql } from '../src/clauses/canon.js';
 import { crossValidate, fittedDatabases } from '../src/eval/selector.js';
 import { chooseConfidenceL2, crossValidateConfidence } from '../src/eval/confidence.js';
-import { responseProbabilities } from '../src/verdict/confidence.js';
 import type { SelectorFacts, SelectorQuestion } from '../src/eval/selector-data.js';
 import type { SelectorCandidate } from '../src/scoring/selector.js';
 
@@ -97,17 +96,4 @@ test('the confidence strength is chosen inside each training fold from the grid;
   const chosen = chooseConfidenceL2(f, 'sql', { ...base, l2Grid: grid });
   const at = (l2: number) => crossValidateConfidence(f, 'sql', { ...base, l2 }).pooled.auroc;
   assert.equal(chosen, at(1) > at(1000) ? 1 : 1000);
-});
-
-test('executed groups are exclusive answers: members share one probability and the groups sum to at most one', () => {
-  const p = [0.9, 0.7, 0.75, 0.6, 0.05];
-  const cluster = [0, 0, 1, 2, -1];
-  const q = responseProbabilities('exec', p, cluster);
-  assert.equal(q[0], q[1], 'one group, one probability');
-  const groups = [q[0]!, q[2]!, q[3]!];
-  assert.ok(Math.abs(groups.reduce((a, b) => a + b, 0) - 1) < 1e-12, String(groups));
-  assert.ok(groups[0]! > groups[1]! && groups[1]! > groups[2]!, 'the order of the groups is kept');
-  assert.equal(q[4], 0.05, 'a candidate outside every group keeps its own');
-  assert.deepEqual(responseProbabilities('exec', [0.3, 0.2, 0.1], [0, 1, 2]), [0.3, 0.2, 0.1], 'a response that already adds up is left alone');
-  assert.deepEqual(responseProbabilities('sql', p, cluster), p, 'without a database two texts may be the same answer: kept as they are');
 });

@@ -121,7 +121,11 @@ export async function run(argv: string[]): Promise<number> {
       console.log(`| mean of folds | | | | ${f3(fm.auroc)} | ${f3(fm.ece)} | ${f1(fm.ex)} | ${f1(fm.ex90)} | ${f1(fm.ex80)} | ${f1(fm.ex50)} | ${f3(fm.meanConfidence)} |`);
       console.log(`| all questions | | ${p.n} | | ${f3(p.auroc)} | ${f3(p.ece)} | ${f1(p.ex)} | ${f1(p.ex90)} | ${f1(p.ex80)} | ${f1(p.ex50)} | ${f3(p.meanConfidence)} |`);
       console.log(`lone candidates (each candidate posted alone, held out): n=${cv.lone.n} mean confidence ${f3(cv.lone.meanConfidence)}, share right ${f3(cv.lone.accuracy)}, ECE ${f3(cv.lone.ece)}, AUROC ${f3(cv.lone.auroc)}`);
-      console.log(`every candidate of the pool (held out): n=${cv.candidates.n} mean confidence ${f3(cv.candidates.meanConfidence)}, share right ${f3(cv.candidates.accuracy)}, ECE ${f3(cv.candidates.ece)}, AUROC ${f3(cv.candidates.auroc)}`);
+      const c = cv.candidates;
+      const cr = cv.candidatesRight;
+      console.log(mode === 'exec'
+        ? `every candidate of the pool (held out): n=${c.n} mean confidence ${f3(c.meanConfidence)}, share right ${f3(c.accuracy)}, ECE ${f3(c.ece)}, AUROC ${f3(c.auroc)}`
+        : `every candidate of the pool (held out): n=${c.n} mean confidence ${f3(c.meanConfidence)}, share first right group down the ranking ${f3(c.accuracy)}, ECE ${f3(c.ece)}, AUROC ${f3(c.auroc)}; against being right (share ${f3(cr.accuracy)}): ECE ${f3(cr.ece)}, AUROC ${f3(cr.auroc)}`);
       const g = cv.groups;
       console.log(`distinct groups of a response (held out): probabilities sum to ${f3(g.meanSum)} on average, at most ${f3(g.maxSum)}; responses with more than one group at >= 0.5: ${g.severalLikelyRight} of ${g.n}`);
       console.log(`thresholds (min_confidence -> share answered, EX of the answered): ${THRESHOLDS.map((t) => { const c = atThreshold(cv, t); return `${t}: ${f1(100 * c.coverage)}% / ${f1(c.ex)}`; }).join('; ')}`);
@@ -143,7 +147,7 @@ export async function run(argv: string[]): Promise<number> {
       data: basename(resolve(data)), model: all.model, folds: k, by: 'database', features: 'agreement', calibration, rows, l2, selector_l2: selectorL2 ?? 'inner-cv',
       results: results.map((r) => ({
         pool: r.pool, mode: r.mode, l2: r.cv.l2s, pooled: rounded(r.cv.pooled), fold_mean: rounded(r.cv.foldMean), folds: r.cv.folds.map((fo) => ({ ...rounded(fo), dbs: fo.dbs })),
-        lone: rounded(r.cv.lone), candidates: rounded(r.cv.candidates),
+        lone: rounded(r.cv.lone), candidates: rounded(r.cv.candidates), candidates_right: rounded(r.cv.candidatesRight),
         groups: { mean_sum: rounded(r.cv.groups).meanSum, max_sum: r.cv.groups.maxSum, several_likely_right: r.cv.groups.severalLikelyRight },
         thresholds: THRESHOLDS.map((t) => ({ min_confidence: t, ...rounded(atThreshold(r.cv, t)) })), reliability: reliabilityBins(r.cv.picks.map((x) => x.p), r.cv.picks.map((x) => x.right), 10).map((b) => rounded(b)),
       })),

@@ -13,7 +13,6 @@ import { ROOT_CAUSE_MAX_CHARS } from './limits.js';
 import { chooseGroups, rankingOfChoice, rerank, type RerankInput, type RerankOutput, type Strategy } from '../verdict/rank.js';
 import { cannotMatch, confidenceFeatureNames, confidenceFeatures } from '../scoring/confidence-features.js';
 import { abstention, confidenceModelsFrom, probability, responseProbabilities, type Abstention, type ConfidenceMode, type ConfidenceModel, type ConfidenceModels } from '../verdict/confidence.js';
-import { envelopeAlong } from '../verdict/monotone.js';
 import { VerifierError } from './errors.js';
 
 /** The selector's choice: the model's group scores, the verdict's order. */
@@ -37,10 +36,8 @@ export function rankCandidates(strategy: Strategy, facts: {
   const mode = s?.executed ? 'exec' : 'sql';
   const choice = s ? selectGroups(s.cands, s.model[mode], s.question) : null;
   const ranking = strategy === 'selector' ? rankingOfChoice(choice!) : rerank(facts.inputs, strategy);
-  const raw = s && choice && facts.confidence ? confidenceOf(facts.confidence, s.cands, choice, s.question) : undefined;
-  // A result more likely right than the one above it would contradict the ranking: confidence is
-  // shown as its envelope along whatever order the strategy chose.
-  const extra = raw ? { confidence: envelopeAlong(raw, ranking.map((r) => r.index)) } : {};
+  // The response's confidences follow whatever order the strategy chose (responseProbabilities).
+  const extra = s && choice && facts.confidence ? { confidence: confidenceOf(facts.confidence, s.cands, choice, ranking.map((r) => r.index), s.question) } : {};
   if (strategy !== 'selector') return { ranking, ...extra };
   const w = s!.model[mode];
   return { ranking, reasons: explain(choice!, w, s!.model.source[mode], s!.cands.length, s!.cands), ...extra };
@@ -51,17 +48,20 @@ export function confidenceModelsOf(section: unknown): ConfidenceModels {
   return confidenceModelsFrom(section, { exec: confidenceFeatureNames('exec'), sql: confidenceFeatureNames('sql') });
 }
 
-/** Per caller index: the probability that the candidate is right, given the selector's choice. */
-export function confidenceOf(m: ConfidenceModel, cands: readonly SelectorCandidate[], choice: SelectorChoice, question?: string): number[] {
+/**
+ * Per caller index: the confidence a response ranked in `order` (caller indexes, best first) shows,
+ * given the selector's choice (src/verdict/confidence.ts responseProbabilities).
+ */
+export function confidenceOf(m: ConfidenceModel, cands: readonly SelectorCandidate[], choice: SelectorChoice, order: readonly number[], question?: string): number[] {
   const never = cannotMatch(cands);
-  return responseProbabilities(m.mode, confidenceFeatures(cands, choice, m.mode, question).map((x, i) => probability(m, x, never[i])), choice.cluster);
+  return responseProbabilities(m.mode, confidenceFeatures(cands, choice, m.mode, question).map((x, i) => probability(m, x, never[i])), choice.cluster, order);
 }
 
 /** One query's confidence judged in the pool it came from (index 0; the others are its rivals), as
- * /rerank shows it under the default strategy: enveloped along the selector's ranking. */
+ * /rerank shows it under the default strategy: down the selector's ranking. */
 export function confidenceInPool(m: ConfidenceModel, cands: readonly SelectorCandidate[], selector: SelectorModel, question: string): number {
   const choice = selectGroups(cands, selector[m.mode], question);
-  return envelopeAlong(confidenceOf(m, cands, choice, question), choice.order)[0]!;
+  return confidenceOf(m, cands, choice, choice.order, question)[0]!;
 }
 
 /**

@@ -10,7 +10,7 @@ import { type SelectorMode, type SelectorWeights } from '../scoring/selector.js'
 import { selectGroups } from '../core/ranking.js';
 import { cannotMatch, confidenceFeatureNames, confidenceFeatures } from '../scoring/confidence-features.js';
 import { fitSelector } from '../scoring/selector-fit.js';
-import { probability, auroc, ece, accuracyAtCoverage, responseProbabilities, type ConfidenceModel } from '../verdict/confidence.js';
+import { probability, auroc, ece, accuracyAtCoverage, responseProbabilities, confidenceEvent, type ConfidenceModel } from '../verdict/confidence.js';
 import { fitConfidence, type ConfidenceRow, type ConfidenceFitOptions } from '../verdict/confidence-fit.js';
 import { foldsByDatabase, fitQuestion, candidatesFor, chooseL2, fittable, assertFoldFittable, type FitScope } from './selector.js';
 import type { SelectorFacts, SelectorQuestion } from './selector-data.js';
@@ -50,13 +50,15 @@ export interface Scored {
   never: boolean[];
   /** Per candidate, its group in the selector's choice (-1 outside every group). */
   cluster: number[];
+  /** The selector's ranking (caller indexes, best first). */
+  order: number[];
 }
 
 /** One question under selector weights w: every candidate's features, and the selector's pick. */
 export function scoreQuestion(q: SelectorQuestion, w: SelectorWeights): Scored {
   const cands = candidatesFor(q, w.mode);
   const choice = selectGroups(cands, w, q.question);
-  return { features: confidenceFeatures(cands, choice, w.mode, q.question), correct: q.correct, pick: choice.order[0] ?? 0, never: cannotMatch(cands), cluster: choice.cluster };
+  return { features: confidenceFeatures(cands, choice, w.mode, q.question), correct: q.correct, pick: choice.order[0] ?? 0, never: cannotMatch(cands), cluster: choice.cluster, order: choice.order };
 }
 
 export type RowSet = 'all' | 'pick';
@@ -124,8 +126,14 @@ export interface ConfidenceCv {
   groups: { meanSum: number; maxSum: number; severalLikelyRight: number; n: number };
   /** Held-out figures of a lone candidate (every candidate scored alone): ECE, AUROC, mean p, mean accuracy. */
   lone: { n: number; ece: number; auroc: number; meanConfidence: number; accuracy: number };
-  /** The same over every candidate of the full pools (held out), not only the picks. */
+  /**
+   * The same over every candidate of the full pools (held out), not only the picks, against the
+   * event each shown confidence is the probability of (confidenceEvent: without a database, that
+   * the candidate's group is the first right one down the ranking); `accuracy` is that event's rate.
+   */
   candidates: { n: number; ece: number; auroc: number; meanConfidence: number; accuracy: number };
+  /** The shown confidences of every candidate against being right (the same as `candidates` with a database). */
+  candidatesRight: { n: number; ece: number; auroc: number; meanConfidence: number; accuracy: number };
 }
 
 export function figures(ps: readonly number[], ys: readonly boolean[]): Omit<FoldFigures, 'fold' | 'dbs'> {
@@ -179,12 +187,13 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
   const names = confidenceFeatureNames(mode);
   const none = { n: 0, ece: NaN, auroc: NaN, meanConfidence: NaN, accuracy: NaN };
   // One database: no fold has training data from other databases, so nothing is cross-validated.
-  if (folds.length < 2) return { mode, folds: [], pooled: figures([], []), foldMean: figures([], []), picks: [], l2s: [], groups: { meanSum: NaN, maxSum: NaN, severalLikelyRight: 0, n: 0 }, lone: none, candidates: none };
+  if (folds.length < 2) return { mode, folds: [], pooled: figures([], []), foldMean: figures([], []), picks: [], l2s: [], groups: { meanSum: NaN, maxSum: NaN, severalLikelyRight: 0, n: 0 }, lone: none, candidates: none, candidatesRight: none };
   const picks = new Array<{ p: number; right: boolean }>(qs.length);
   const l2s: number[] = [];
   const sums: { sum: number; likely: number }[] = [];
   const lone: { p: number; right: boolean }[] = [];
   const every: { p: number; right: boolean }[] = [];
+  const everyRight: { p: number; right: boolean }[] = [];
   const out: FoldFigures[] = folds.map((dbs, fi) => {
     const testIdx = qs.map((q, i) => (dbs.includes(q.db_id) ? i : -1)).filter((i) => i >= 0);
     const trainIdx = qs.map((q, i) => (dbs.includes(q.db_id) || !fittable(q.db_id, opts) ? -1 : i)).filter((i) => i >= 0);
@@ -200,10 +209,14 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
     const ys: boolean[] = [];
     for (const i of testIdx) {
       const s = scoreQuestion(qs[i]!, w);
-      // What the service shows for the response (src/core/ranking.ts confidenceOf).
-      const shown = responseProbabilities(mode, s.features.map((x, c) => probability(model, x, s.never[c])), s.cluster);
+      // What the service shows for the response under the selector (src/core/ranking.ts confidenceOf).
+      const shown = responseProbabilities(mode, s.features.map((x, c) => probability(model, x, s.never[c])), s.cluster, s.order);
       const p = shown[s.pick]!;
-      shown.forEach((x, c) => every.push({ p: x, right: s.correct[c]! }));
+      const event = confidenceEvent(mode, s.correct, s.cluster, s.order);
+      shown.forEach((x, c) => {
+        every.push({ p: x, right: event[c]! });
+        everyRight.push({ p: x, right: s.correct[c]! });
+      });
       sums.push(distinctSum(shown, s.cluster));
       picks[i] = { p, right: s.correct[s.pick]! };
       ps.push(p);
@@ -235,6 +248,7 @@ export function crossValidateConfidence(facts: SelectorFacts, mode: SelectorMode
     },
     lone: summary(lone),
     candidates: summary(every),
+    candidatesRight: summary(everyRight),
   };
 }
 

@@ -83,7 +83,7 @@ export const minConfidence = {
 
 export const confidenceOut = {
   type: 'number',
-  description: 'estimated probability that this candidate is right (returns the reference answer), calibrated on held-out databases (caper.json confidence); absent when the model ships no confidence map. Not the relevance score: see docs/SERVICE.md',
+  description: "estimated probability that this candidate's group is the first right one down the ranking (returns the reference answer while no group ranked above it does), calibrated on held-out databases (caper.json confidence), so a response's distinct groups sum to at most 1. With db_id, groups of different results cannot both be right: it is the probability that the candidate is right. Without, two canonical SQL texts can be the same answer: the top result's is its probability of being right, a lower one's only what it adds to those above. Absent when the model ships no confidence map. Not the relevance score: see docs/SERVICE.md",
 } as const;
 
 /** The response fields of selective answering (present when a threshold is in effect). */
@@ -133,7 +133,7 @@ export const suspicionOut = {
 export const verdictOut = {
   type: 'string',
   enum: ['likely_right', 'suspect', 'fails', 'unscored'],
-  description: `what the verifier believes of the candidate as a whole: likely_right when the probability that it is right (its confidence, or its prm_score for a model without a confidence map) is at least ${RIGHT_FROM}, suspect below; fails when its execution failed (error, timeout, refusal); unscored when the model could not score it (see its warning). Its blame is the clause most suspect if it is wrong`,
+  description: `what the verifier believes of the candidate as a whole: likely_right when its confidence (or its prm_score for a model without a confidence map) is at least ${RIGHT_FROM}, suspect below; fails when its execution failed (error, timeout, refusal); unscored when the model could not score it (see its warning). Its blame is the clause most suspect if it is wrong`,
 } as const;
 
 /** The number results are ordered by (src/verdict/rank.ts, src/verdict/monotone.ts). */

@@ -308,7 +308,9 @@ export function blameOf(f: BlameFacts, manifest: { [k: string]: unknown }): Blam
  * timeout, a refusal: not a deadline skip, which says nothing of the query), `unscored` when the
  * model could not score it, else `likely_right` when the probability that it is right is at least
  * one half and `suspect` below. That probability is its confidence when the model ships a
- * confidence map, else its PRM candidate score (the model's own verdict on the query).
+ * confidence map (without a database, that its group is the first right one down the ranking:
+ * src/verdict/confidence.ts responseProbabilities), else its PRM candidate score (the model's own
+ * verdict on the query).
  */
 export type CandidateVerdict = 'likely_right' | 'suspect' | 'fails' | 'unscored';
 

@@ -16,6 +16,11 @@
 // A lone candidate carries no agreement evidence: the features say so (`n_inv`, `lone`), and the
 // model is fitted on pools thinned down to one candidate as well, so its probability is what the
 // PRM and the result's shape alone support.
+//
+// What a response shows is not p itself but responseProbabilities over the whole response: its
+// groups made exclusive answers down the ranking (the probability that a group is the first right
+// one), which with a database is the probability that the candidate is right.
+import { envelopeAlong } from './monotone.js';
 
 /** `exec` with a database (candidates executed), `sql` without: the selector's two modes. */
 export type ConfidenceMode = 'exec' | 'sql';
@@ -89,16 +94,24 @@ export function probability(m: ConfidenceModel, x: readonly number[], cannotMatc
 }
 
 /**
- * Probabilities that add up, for executed candidates: a response's groups of equal results are
- * exclusive answers to one question, so their chances of being right cannot sum past one. Every
- * member of a group gets the group's one probability (the mean of its members'), and the groups'
- * probabilities are scaled down together where they sum past one, which also lowers a pick whose
- * rivals look strong. Without a database the groups are canonical SQL texts, and two of them are
- * often the same answer (both right), so the marginal probabilities are kept there.
- * `cluster`: per candidate, its group (-1 outside every group: it keeps its own probability).
+ * What a response shows as its candidates' confidences, from each candidate's own probability `p`
+ * (the map's), its group (`cluster`, -1 outside every group: it keeps its own) and the ranking
+ * (`order`, caller indexes best first). Every member of a group gets the group's one probability
+ * (the mean of its members'). Each group's number is the probability that it is the first right
+ * group down the ranking, so a response's groups are exclusive answers: they add up to at most
+ * one, and two of them can both reach one half only by tying there.
+ *   exec  groups of different results cannot both be right, so being the first right group is
+ *         being right: the groups keep their probabilities, scaled down together where they sum
+ *         past one (which also lowers a pick whose rivals look strong).
+ *   sql   canonical SQL texts, two of which are often the same answer and both right, so their
+ *         chances of being right cannot add up to one (bench/results/confidence.md bounds what
+ *         any calibrated probability sums to). Each group shows instead the chance that it is
+ *         right while every group above it is wrong, the chain p_g * prod_{h above g} (1 - p_h):
+ *         what it adds to the groups above it. The top group's is its probability of being right.
+ * Finally each value is capped by the one shown above it (envelopeAlong): a result more likely
+ * than the one above it would say the ranking is wrong.
  */
-export function responseProbabilities(mode: ConfidenceMode, p: readonly number[], cluster: readonly number[]): number[] {
-  if (mode !== 'exec') return [...p];
+export function responseProbabilities(mode: ConfidenceMode, p: readonly number[], cluster: readonly number[], order: readonly number[]): number[] {
   const sum = new Map<number, { total: number; n: number }>();
   p.forEach((x, i) => {
     const g = cluster[i]!;
@@ -107,9 +120,41 @@ export function responseProbabilities(mode: ConfidenceMode, p: readonly number[]
     sum.set(g, { total: s.total + x, n: s.n + 1 });
   });
   const group = new Map([...sum].map(([g, s]) => [g, s.total / s.n]));
-  const mass = [...group.values()].reduce((a, b) => a + b, 0);
-  const scale = mass > 1 ? 1 / mass : 1;
-  return p.map((x, i) => (cluster[i]! < 0 ? x : group.get(cluster[i]!)! * scale));
+  if (mode === 'exec') {
+    const mass = [...group.values()].reduce((a, b) => a + b, 0);
+    if (mass > 1) for (const [g, x] of group) group.set(g, x / mass);
+  } else {
+    // Groups in the order their first member is ranked; `none` is P(every group so far is wrong).
+    let none = 1;
+    const seen = new Set<number>();
+    for (const i of order) {
+      const g = cluster[i]!;
+      if (g < 0 || seen.has(g)) continue;
+      seen.add(g);
+      const x = group.get(g)!;
+      group.set(g, x * none);
+      none *= 1 - x;
+    }
+  }
+  return envelopeAlong(p.map((x, i) => (cluster[i]! < 0 ? x : group.get(cluster[i]!)!)), order);
+}
+
+/**
+ * Per candidate, whether the event its shown confidence (responseProbabilities) is the probability
+ * of happened: with a database, that it is right; without, that its group is the first right
+ * group down the ranking. What the evaluation calibrates the shown confidences against.
+ */
+export function confidenceEvent(mode: ConfidenceMode, correct: readonly boolean[], cluster: readonly number[], order: readonly number[]): boolean[] {
+  if (mode === 'exec') return [...correct];
+  const first = new Map<number, boolean>();
+  let found = false;
+  for (const i of order) {
+    const g = cluster[i]!;
+    if (g < 0 || first.has(g)) continue;
+    first.set(g, correct[i]! && !found);
+    if (correct[i]) found = true;
+  }
+  return correct.map((y, i) => (cluster[i]! < 0 ? y : first.get(cluster[i]!)!));
 }
 
 function finiteArray(v: unknown, len?: number): v is number[] {
