@@ -175,6 +175,13 @@ export class VerifierBase {
       await scorer.score('warm-up', '', ['SELECT a FROM t WHERE b = 1 GROUP BY a ORDER BY a LIMIT 1']).catch(() => undefined);
       this.scorer = scorer;
       this.notReadyReason = null;
+      // Every later call would fail the same way: out of the load balancer, with the reason.
+      model.onLost((e) => {
+        this.scorer = null;
+        this.notReadyReason = `the model's inference thread stopped: ${e.message}`;
+        m.ready.set(0);
+        onError?.(this.notReadyReason);
+      });
       m.provider.set({ provider: model.provider }, 1);
       m.info.set({ version: VERSION, model: model.manifest.name, provider: model.provider }, 1);
       m.ready.set(1);
