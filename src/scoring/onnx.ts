@@ -6,10 +6,12 @@ import { join, resolve } from 'node:path';
 import { CaperTokenizer } from './tokenizer.js';
 import { plainRow, type PackedRow } from './packing.js';
 import { ManifestError, readManifestFile } from './manifest.js';
-import { SessionThread, type WireTensor } from './session-thread.js';
+import { SessionThread, type PastKvSpec, type PastPlan, type WireTensor } from './session-thread.js';
 
 /** The packed-row interface of training/caper_train/model/export.py (caper.json `packing`). */
 export const PACKING = 'prefix-tree-v1';
+/** The past keys and values interface of training/caper_train/ship/past_kv.py (caper.json `past_kv`). */
+export const PAST_KV = 'past-kv-v1';
 
 export interface Manifest {
   name: string;
@@ -27,6 +29,8 @@ export interface Manifest {
   packing?: string;
   /** true: prompts end in `</s>` and the output there is the whole-query verdict; absent on older models. */
   terminal_verdict?: boolean;
+  /** Set when the graph takes and returns past keys and values (caper_train.ship.past_kv). */
+  past_kv?: { interface: string; layers: number; kv_heads: number; head_dim: number };
   [k: string]: unknown;
 }
 
@@ -39,6 +43,13 @@ export interface LoadedModel {
   packing: boolean;
   /** The weights file loaded: fp32/fp16 graph or a quantized one. */
   variant: 'model' | 'int8' | 'int4';
+  /**
+   * The shape of the past keys and values the graph takes (caper.json `past_kv`), or null: rows
+   * may then read a kept head (PackedRow.past) and keep their own (PackedRow.store).
+   */
+  pastKv: PastKvSpec | null;
+  /** Frees kept heads; no row sent afterwards may read them. */
+  dropPast(entries: number[]): void;
   /** Right-pads with <pad>=0; returns each sequence's per-token raw rewards (unpadded length). */
   run(batch: number[][]): Promise<Float32Array[]>;
   /**
@@ -109,9 +120,13 @@ export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<Lo
   }
 
   const device = opts.device ?? 'auto';
-  // The session lives on its own thread (session-thread.ts): creating it and every run would
-  // otherwise hold this thread's event loop for as long as onnxruntime computes.
-  const thread = await SessionThread.open({ file, device, ...(opts.threads ? { threads: opts.threads } : {}) });
+  const pk = manifest.past_kv;
+  if (pk && pk.interface !== PAST_KV) throw new Error(`${root}/caper.json: past_kv interface "${pk.interface}" is not ${PAST_KV}`);
+  // Only the graph as exported was rewritten to take them; quantized files are separate exports.
+  const pastKv: PastKvSpec | null = pk && variant === 'model' ? { layers: pk.layers, kvHeads: pk.kv_heads, headDim: pk.head_dim } : null;
+  // The session lives on its own thread (session-thread.ts): every run would otherwise hold this
+  // thread's event loop for as long as onnxruntime computes.
+  const thread = await SessionThread.open({ file, device, ...(opts.threads ? { threads: opts.threads } : {}), ...(pastKv ? { pastKv } : {}) });
   const provider = thread.provider;
   const outName = manifest.output_name;
   if (!thread.outputNames.includes(outName)) {
@@ -148,6 +163,11 @@ export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<Lo
       mask = new BigInt64Array(B * L);
       feeds.attention_mask = { type: 'int64', data: mask, dims: [B, L] };
     }
+    let plan: PastPlan | undefined;
+    if (live.some(([, row]) => row.past || row.store)) {
+      if (!pastKv) throw new Error(`model ${manifest.name} takes no past keys and values (caper.json past_kv)`);
+      plan = { read: live.map(([, row]) => row.past ?? null), keep: live.map(([, row]) => row.store ?? null) };
+    }
     live.forEach(([, row], r) => {
       if (!packing && !row.plain) throw new Error(`model ${manifest.name} has no packed-row inputs (exported before caper.json "packing")`);
       const s = row.ids;
@@ -162,7 +182,7 @@ export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<Lo
         }
       }
     });
-    const out = await thread.run(feeds, [outName]);
+    const out = await thread.run(feeds, [outName], plan);
     const data = out[outName]!.data as Float32Array;
     live.forEach(([i, row], r) => {
       result[i] = data.slice(r * L, r * L + row.length);
@@ -177,6 +197,10 @@ export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<Lo
     dir: root,
     packing,
     variant,
+    pastKv,
+    dropPast(entries: number[]): void {
+      thread.drop(entries);
+    },
     runRows,
     run(batch: number[][]): Promise<Float32Array[]> {
       return runRows(batch.map((s) => plainRow(Array.isArray(s) ? s : [])));

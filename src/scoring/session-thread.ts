@@ -5,12 +5,35 @@
 //
 // The thread keeps the process alive only while a call is pending: an idle loaded model must not
 // stop a CLI from exiting, and a pending run must not let it exit with the answer still owed.
+//
+// A graph that takes past keys and values (caper.json `past_kv`) has them kept on that thread too:
+// a run names the kept heads its rows read and the heads to keep (PastPlan), so megabytes of keys
+// and values never cross between the threads.
 import { Worker } from 'node:worker_threads';
+import type { PastRef } from './packing.js';
 
 export interface LoadSpec {
   file: string;
   device: 'auto' | 'cuda' | 'cpu';
   threads?: number;
+  /** The graph's past keys and values (caper.json `past_kv`), when it takes them. */
+  pastKv?: PastKvSpec;
+}
+
+/** The shape of the keys and values a graph with caper.json `past_kv` takes and returns. */
+export interface PastKvSpec {
+  layers: number;
+  kvHeads: number;
+  headDim: number;
+}
+
+/**
+ * Per row of a run: the kept head it reads (or null), and the head of its own to keep (or null).
+ * A row that keeps its head reads none.
+ */
+export interface PastPlan {
+  read: (PastRef | null)[];
+  keep: (PastRef | null)[];
 }
 
 /** A tensor as it crosses between the threads. */
@@ -22,13 +45,15 @@ export interface WireTensor {
 
 export type WorkerRequest =
   | { type: 'load'; id: number; spec: LoadSpec }
-  | { type: 'run'; id: number; feeds: Record<string, WireTensor>; fetches: string[] }
+  | { type: 'run'; id: number; feeds: Record<string, WireTensor>; fetches: string[]; past?: PastPlan }
+  | { type: 'drop'; id: number; entries: number[] }
   | { type: 'close'; id: number };
 
 export type WorkerReply =
   | { type: 'loaded'; id: number; provider: 'cuda' | 'cpu'; inputNames: string[]; outputNames: string[] }
   | { type: 'result'; id: number; outputs: Record<string, WireTensor> }
   | { type: 'error'; id: number; message: string }
+  | { type: 'done'; id: number }
   | { type: 'closed'; id: number };
 
 interface Pending {
@@ -88,12 +113,20 @@ export class SessionThread {
     });
   }
 
-  /** Runs the session on feeds; resolves with the fetched outputs as float32. */
-  async run(feeds: Record<string, WireTensor>, fetches: string[]): Promise<Record<string, WireTensor>> {
+  /**
+   * Runs the session on feeds (and, for a graph with past keys and values, the kept heads `past`
+   * names); resolves with the fetched outputs as float32.
+   */
+  async run(feeds: Record<string, WireTensor>, fetches: string[], past?: PastPlan): Promise<Record<string, WireTensor>> {
     const transfer = Object.values(feeds).map((t) => t.data.buffer as ArrayBuffer);
-    const r = await this.call({ type: 'run', id: 0, feeds, fetches }, transfer);
+    const r = await this.call({ type: 'run', id: 0, feeds, fetches, ...(past ? { past } : {}) }, transfer);
     if (r.type !== 'result') throw new Error(`inference thread answered ${r.type} to run`);
     return r.outputs;
+  }
+
+  /** Frees kept heads, after the runs already sent (none sent later reads them). */
+  drop(entries: number[]): void {
+    if (entries.length && !this.stopped) this.call({ type: 'drop', id: 0, entries }).catch(() => undefined);
   }
 
   /**
