@@ -77,6 +77,22 @@ def test_a_head_read_back_scores_as_the_whole_prompt(rewritten):
     assert np.abs(out[:n] - ref[head:]).max() <= 1e-4
 
 
+def test_every_reader_of_a_graph_feeds_the_rewritten_one_as_the_original(rewritten):
+    """export.ort_rewards and ort_packed_rewards (what ship, parity and from_onnx score with) give
+    the rewritten graph no past and get the original's outputs."""
+    import onnxruntime as ort
+
+    from caper_train.model.export import ort_packed_rewards, ort_rewards
+
+    s0 = ort.InferenceSession(str(TINY / "model.onnx"), providers=["CPUExecutionProvider"])
+    s1 = ort.InferenceSession(str(rewritten / "model.onnx"), providers=["CPUExecutionProvider"])
+    seqs = [[1, 10, 11, 12, 5, 13, 6, 14, 4], [1, 10, 11, 5, 13, 6, 17, 4, 18, 4], [1, 9, 4]]
+    for a, b in zip(ort_rewards(s0, seqs), ort_rewards(s1, seqs)):
+        assert np.array_equal(a, b)
+    for a, b in zip(ort_packed_rewards(s0, [seqs])[0], ort_packed_rewards(s1, [seqs])[0]):
+        assert np.array_equal(a, b)
+
+
 def test_refuses_a_graph_it_already_rewrote_and_one_without_the_interface(rewritten, tmp_path):
     from caper_train.ship import past_kv
 
