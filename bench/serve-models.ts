@@ -7,8 +7,11 @@
 //   against the FLOP floor (bench/serve's flopsPerToken and MatMul rate), model directory size.
 // The first model is judged against the targets of shipping a base Clause-PRM as the default;
 // the others are columns beside it (and the ratios are first / other).
+// A model whose graph takes past keys and values keeps each database's schema head
+// (--prefix-cache-mb, passed on to caper serve; 0 computes every head as before): the warm-up
+// visits databases first, so the load phases run on a warm cache, and the table counts hits.
 // Usage: node dist/bench/serve-models.js --models models/default,models/small [--threads 2]
-//        [--duration S] [--warmup N] [--data DIR] [--out bench/results/serve-models]
+//        [--duration S] [--warmup N] [--prefix-cache-mb MB] [--data DIR] [--out bench/results/serve-models]
 import { readFileSync, writeFileSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -66,12 +69,13 @@ function floor(m: ModelRun, r: LoadResult, gflops: number) {
 }
 
 async function main(): Promise<void> {
-  const a = parseStrict(process.argv.slice(2), { values: ['models', 'threads', 'duration', 'warmup', 'data', 'out', 'timeout'] });
+  const a = parseStrict(process.argv.slice(2), { values: ['models', 'threads', 'duration', 'warmup', 'data', 'out', 'timeout', 'prefix-cache-mb'] });
   const dirs = flagString(a, 'models', 'models/default,models/small')!.split(',').filter(Boolean).map((d) => resolve(d));
   const threads = flagNumber(a, 'threads', 2);
   const seconds = flagNumber(a, 'duration', 60);
   const warmupN = flagNumber(a, 'warmup', 8);
   const timeoutS = flagNumber(a, 'timeout', 120);
+  const cacheMb = flagString(a, 'prefix-cache-mb', undefined);
   const data = resolve(flagString(a, 'data', join(REPO, '..', 'shared', 'data', 'spider', 'dev-open'))!);
   const outBase = resolve(flagString(a, 'out', join(REPO, 'bench', 'results', 'serve-models'))!);
   const dbDir = join(data, 'database');
@@ -103,7 +107,7 @@ async function main(): Promise<void> {
     const served = [manifest.files.model, ...(manifest.files.model_data ?? []), manifest.files.tokenizer];
     const servedBytes = served.reduce((s, f) => s + statSync(join(dir, f)).size, 0);
     const loadavgBefore = loadavg();
-    const srv = await startServer(['--model', dir, '--db-dir', dbDir, '--device', 'cpu', '--threads', String(threads)]);
+    const srv = await startServer(['--model', dir, '--db-dir', dbDir, '--device', 'cpu', '--threads', String(threads), ...(cacheMb !== undefined ? ['--prefix-cache-mb', cacheMb] : [])]);
     const pid = srv.child.pid!;
     console.log(`${manifest.name} (${dir}): ready in ${srv.readyS.toFixed(1)} s, RSS ${(memKb(pid, 'VmRSS') / 1024).toFixed(0)} MiB`);
     try {
@@ -188,6 +192,7 @@ async function main(): Promise<void> {
     ['c=8: requests / req/s', (m) => `${m.c8.requests} / ${n(m.c8.rps, 2)}`],
     ['c=8: non-2xx + errors + timeouts', (m) => String(m.c8.non2xx + m.c8.errors)],
     ['model tokens computed per request, prefix sharing (server metric caper_tokens_total, c=8)', (m) => n(perReq(m.c8, m.c8.tokens), 0)],
+    ['schema heads kept / computed (prefix cache hits / misses, c=1; c=8)', (m) => `${m.c1.prefixHits} / ${m.c1.prefixMisses}; ${m.c8.prefixHits} / ${m.c8.prefixMisses}`],
     ['(warm-up sample: prompt tokens per request without sharing -> computed; ratio)', (m) => `${n(m.warmup.promptTokens / m.warmup.requests, 0)} -> ${n(m.warmup.modelTokens / m.warmup.requests, 0)}; ${n(m.warmup.promptTokens / m.warmup.modelTokens, 2)}x`],
     ['model FLOPs per token, M', (m) => n(m.flopsPerToken / 1e6, 2)],
     ['FLOP floor per request, ms (tokens computed x FLOPs/token / MatMul rate, c=8)', (_m, k) => n(fl[k]!.c8.perRequestMs, 1)],

@@ -59,6 +59,9 @@ export interface LoadResult {
   inferenceS: number;
   batches: number;
   sequences: number;
+  /** Scoring calls whose schema head was kept from an earlier request, and those that computed it. */
+  prefixHits: number;
+  prefixMisses: number;
 }
 
 
@@ -158,6 +161,8 @@ export async function load(autocannon: Autocannon, url: string, label: string, b
     inferenceS: d('caper_inference_seconds_sum'),
     batches: d('caper_batch_size_count'),
     sequences: d('caper_batch_size_sum'),
+    prefixHits: d('caper_prefix_cache_requests_total{result="hit"}'),
+    prefixMisses: d('caper_prefix_cache_requests_total{result="miss"}'),
   };
 }
 

@@ -52,7 +52,7 @@ function settingsOf(opts: ServerOptions, basePath: string): Record<string, strin
     model: opts.modelDir, 'db-dir': opts.dbDir, postgres: opts.postgresUrl !== undefined ? 'set' : undefined, host: opts.listen?.host, port: opts.listen?.port, 'base-path': basePath,
     device: opts.device, threads: opts.threads, quantized: opts.quantized === true || opts.quantized === 'int8',
     weights: opts.quantized === 'int4' ? 'int4' : opts.quantized ? 'int8' : 'model',
-    'no-prefix-sharing': opts.prefixSharing === false, 'max-batch-tokens': opts.maxBatchTokens,
+    'no-prefix-sharing': opts.prefixSharing === false, 'prefix-cache-mb': opts.prefixCacheMb, 'max-batch-tokens': opts.maxBatchTokens,
     'max-wait-ms': opts.maxWaitMs, 'max-batch-size': opts.maxBatchSize, 'max-queue-tokens': opts.maxQueueTokens,
     'max-candidates': opts.maxCandidates, 'body-limit': opts.bodyLimit, 'exec-timeout-ms': opts.execTimeoutMs,
     'exec-workers': opts.execWorkers, 'exec-cache-mb': opts.execCacheMb, 'exec-queue': opts.maxExecQueue, 'request-timeout-ms': opts.requestTimeoutMs,

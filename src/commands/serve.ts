@@ -52,6 +52,7 @@ export async function run(argv: string[]): Promise<number> {
     ...opt<number>('threads', (x) => ({ threads: x })),
     quantized,
     ...(v.get('no-prefix-sharing') === true ? { prefixSharing: false } : {}),
+    ...opt<number>('prefix-cache-mb', (x) => ({ prefixCacheMb: x })),
     ...opt<number>('max-batch-tokens', (x) => ({ maxBatchTokens: x })),
     ...opt<number>('max-wait-ms', (x) => ({ maxWaitMs: x })),
     ...opt<number>('max-batch-size', (x) => ({ maxBatchSize: x })),

@@ -68,3 +68,9 @@ export const DEFAULT_MAX_BATCH_TOKENS = { cuda: 16_384, cpu: 2_048 } as const;
  */
 export const DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED = 1;
 export const DEFAULT_MAX_WAIT_MS = 2;
+/**
+ * Prompt heads' keys and values kept across requests (MiB), for models whose graph takes them:
+ * models/default keeps a 250-token head in under 4 MiB, so this holds the schemas of dozens of
+ * databases.
+ */
+export const DEFAULT_PREFIX_CACHE_MB = 256;

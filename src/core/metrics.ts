@@ -19,6 +19,7 @@ export interface Metrics {
   inference: Histogram;
   execution: Histogram;
   candidates: Counter<'parsed'>;
+  prefixCache: Counter<'result'>;
   provider: Gauge<'provider'>;
   ready: Gauge;
 }
@@ -31,6 +32,8 @@ export interface MetricSources {
   executionsRunning(): number;
   /** 'abort' listeners the executor holds: one per request with queries waiting, so bounded by in-flight requests. */
   executionAbortListeners?(): number;
+  /** What the prefix cache holds now; null without one. */
+  prefixCache?(): { entries: number; bytes: number; maxBytes: number } | null;
 }
 
 export function createMetrics(src?: MetricSources): Metrics {
@@ -61,6 +64,22 @@ export function createMetrics(src?: MetricSources): Metrics {
       registers: [registry],
       collect() {
         this.set(src.executionsRunning());
+      },
+    });
+    new Gauge({
+      name: 'caper_prefix_cache_bytes',
+      help: "Bytes of prompt heads' keys and values kept across requests (--prefix-cache-mb bounds it while no request holds more)",
+      registers: [registry],
+      collect() {
+        this.set(src.prefixCache?.()?.bytes ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'caper_prefix_cache_entries',
+      help: 'Prompt heads whose keys and values are kept (one per schema text in use)',
+      registers: [registry],
+      collect() {
+        this.set(src.prefixCache?.()?.entries ?? 0);
       },
     });
     new Gauge({
@@ -138,6 +157,12 @@ export function createMetrics(src?: MetricSources): Metrics {
       name: 'caper_candidates_total',
       help: 'Candidates scored, by whether the clause parser accepted them (false = lexer units)',
       labelNames: ['parsed'] as const,
+      registers: [registry],
+    }),
+    prefixCache: new Counter({
+      name: 'caper_prefix_cache_requests_total',
+      help: "Scoring calls by whether their prompt head's keys and values were kept (hit) or computed (miss)",
+      labelNames: ['result'] as const,
       registers: [registry],
     }),
     provider: new Gauge({

@@ -25,6 +25,8 @@ export interface VerifierOptions {
   quantized?: boolean | 'int8' | 'int4';
   /** Score a request's candidates as one prefix-tree row when the model allows (default true). */
   prefixSharing?: boolean;
+  /** MiB of prompt heads' keys and values kept across requests (default DEFAULT_PREFIX_CACHE_MB; 0: none). */
+  prefixCacheMb?: number;
   /** Bound on rows x longest row of one onnxruntime batch. */
   maxBatchTokens?: number;
   /** How long a request may wait for others to share its batch. */

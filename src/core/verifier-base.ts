@@ -26,7 +26,7 @@ import { createMetrics, type Metrics } from './metrics.js';
 import { DbRegistry } from './databases.js';
 import { VERSION } from './version.js';
 import {
-  DEFAULT_EXEC_TIMEOUT_MS, DEFAULT_EXEC_WORKERS, DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED, DEFAULT_MAX_WAIT_MS,
+  DEFAULT_EXEC_TIMEOUT_MS, DEFAULT_EXEC_WORKERS, DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED, DEFAULT_MAX_WAIT_MS, DEFAULT_PREFIX_CACHE_MB,
   DEFAULT_REQUEST_TIMEOUT_MS, MAX_EXEC_QUEUE, SERVICE_MAX_RESULT_BYTES, SERVICE_MAX_ROWS,
 } from './limits.js';
 import type { Context, VerifierOptions } from './types.js';
@@ -80,6 +80,7 @@ export class VerifierBase {
       executionQueue: () => (this.executor?.queued ?? 0) + (this.pgExecutor?.queued ?? 0),
       executionsRunning: () => (this.executor?.running ?? 0) + (this.pgExecutor?.running ?? 0),
       executionAbortListeners: () => (this.executor?.abortListeners ?? 0) + (this.pgExecutor?.abortListeners ?? 0),
+      prefixCache: () => this.scorer?.prefixCache?.stats ?? null,
     });
     this.metrics.ready.set(0);
     this.notReadyReason = opts.modelDir ? 'loading model' : 'no model configured (start with --model DIR)';
@@ -168,6 +169,8 @@ export class VerifierBase {
       this.confidence = confidenceModelsOf(model.manifest.confidence);
       const scorer = new Scorer(model, batcher, {
         onCandidate: (parsed) => m.candidates.inc({ parsed: String(parsed) }),
+        prefixCacheBytes: (this.opts.prefixCacheMb ?? DEFAULT_PREFIX_CACHE_MB) * 1024 * 1024,
+        onPrefixCache: (result) => m.prefixCache.inc({ result }),
         ...(this.opts.prefixSharing !== undefined ? { prefixSharing: this.opts.prefixSharing } : {}),
       });
       // The first parse pulls in node-sql-parser and the first run allocates onnxruntime's
@@ -175,6 +178,13 @@ export class VerifierBase {
       await scorer.score('warm-up', '', ['SELECT a FROM t WHERE b = 1 GROUP BY a ORDER BY a LIMIT 1']).catch(() => undefined);
       this.scorer = scorer;
       this.notReadyReason = null;
+      // Every later call would fail the same way: out of the load balancer, with the reason.
+      model.onLost((e) => {
+        this.scorer = null;
+        this.notReadyReason = `the model's inference thread stopped: ${e.message}`;
+        m.ready.set(0);
+        onError?.(this.notReadyReason);
+      });
       m.provider.set({ provider: model.provider }, 1);
       m.info.set({ version: VERSION, model: model.manifest.name, provider: model.provider }, 1);
       m.ready.set(1);

@@ -30,6 +30,7 @@ export default async function infoRoute(app: FastifyInstance): Promise<void> {
                   template: { type: 'string' },
                   weights: { type: 'string', description: 'model (as exported, fp32 or fp16), int8 or int4' },
                   prefix_sharing: { type: 'boolean', description: "a request's candidates are scored as one prefix-tree row" },
+                  prefix_cache: { type: 'boolean', description: "prompt heads' keys and values are kept across requests (a graph that takes them, --prefix-cache-mb > 0)" },
                 },
               },
               scoring: {
@@ -94,6 +95,7 @@ export default async function infoRoute(app: FastifyInstance): Promise<void> {
               template: m.manifest.template,
               weights: m.variant,
               prefix_sharing: s.scorer?.prefixSharing ?? false,
+              prefix_cache: !!s.scorer?.prefixCache,
             }
           : null,
         scoring: { ...DECISION_SETTINGS },

@@ -181,12 +181,14 @@ export const timingOut = {
 export const usageOut = {
   type: 'object',
   description:
-    "tokens of this request's scoring: the candidates' prompts hold prompt_tokens; the model computed model_tokens, because the shared `<s> schema <q> question` prefix (and repeated candidates or clause openings) run once per request; shared_tokens = prompt_tokens - model_tokens",
-  required: ['prompt_tokens', 'model_tokens', 'shared_tokens'],
+    "tokens of this request's scoring: the candidates' prompts hold prompt_tokens; the model computed model_tokens, because the shared `<s> schema <q> question` prefix (and repeated candidates or clause openings) run once per request, and a schema's head kept from an earlier request (cached_tokens) is read instead of computed; shared_tokens = prompt_tokens - model_tokens - cached_tokens",
+  required: ['prompt_tokens', 'model_tokens', 'cached_tokens', 'shared_tokens'],
   properties: {
     prompt_tokens: { type: 'integer' },
     model_tokens: { type: 'integer' },
+    cached_tokens: { type: 'integer', description: "head tokens (the template's opening and the schema) whose keys and values came from the prefix cache" },
     shared_tokens: { type: 'integer' },
+    prefix_cache: { type: 'string', enum: ['hit', 'miss'], description: "whether the head was kept from an earlier request; absent when the model keeps none (--prefix-cache-mb 0, or a graph without past keys and values)" },
   },
 } as const;
 

@@ -47,7 +47,10 @@ export function round(x: number): number {
 
 /** The `usage` object of every scoring route (token counts, see schemas.usageOut). */
 export function usageBody(u: ScoreUsage) {
-  return { prompt_tokens: u.prompt_tokens, model_tokens: u.model_tokens, shared_tokens: u.shared_tokens };
+  return {
+    prompt_tokens: u.prompt_tokens, model_tokens: u.model_tokens, cached_tokens: u.cached_tokens, shared_tokens: u.shared_tokens,
+    ...(u.prefix_cache ? { prefix_cache: u.prefix_cache } : {}),
+  };
 }
 
 /** The `timing` object every scoring route returns, in milliseconds rounded to microseconds. */

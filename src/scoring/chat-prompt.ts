@@ -32,7 +32,7 @@ export function buildChatPrompt(
     const start = tok.specialId('<|im_start|>');
     const end = tok.specialId('<|im_end|>');
     const nl = tok.encode('\n');
-    const sysPart = [start, ...tok.encode(`system\n${SYSTEM}`), end, ...nl, start, ...tok.encode(USER_OPEN)];
+    const sysPart = opening(tok);
     const mid = tok.encode(USER_MID);
     const answerOpen = [end, ...nl, start, ...tok.encode(ASSISTANT_OPEN)];
     const sql: number[] = [];
@@ -54,9 +54,21 @@ export function buildChatPrompt(
     const ids = [...head, ...sql];
     return {
       ok: true, ids, markers: markersRel.map((m) => head.length + m), terminal: ids.length - 1,
-      truncated: { schema: ts, question: tq }, answerStart: head.length,
+      truncated: { schema: ts, question: tq }, answerStart: head.length, head: sysPart.length + s.length,
     };
   } catch (e) {
     return { ok: false, error: e instanceof Error ? e.message : String(e) };
   }
+}
+
+/** The system turn and the user turn's opening, before the schema. */
+function opening(tok: Encoder): number[] {
+  const start = tok.specialId('<|im_start|>');
+  const end = tok.specialId('<|im_end|>');
+  return [start, ...tok.encode(`system\n${SYSTEM}`), end, ...tok.encode('\n'), start, ...tok.encode(USER_OPEN)];
+}
+
+/** The tokens every caper-chat-v1 prompt on this schema starts with when nothing is cut. */
+export function chatHead(tok: Encoder, schema: string): number[] {
+  return [...opening(tok), ...tok.encode(typeof schema === 'string' ? schema : '')];
 }

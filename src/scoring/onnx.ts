@@ -1,15 +1,17 @@
-// Loads a CAPER model directory (caper.json + ONNX + tokenizer.json) into an onnxruntime-node
-// session. Device 'auto' asks for CUDA alone first and falls back to CPU on any failure: passing
-// ['cuda', 'cpu'] together throws in onnxruntime-node when the CUDA provider is unavailable.
+// Loads a CAPER model directory (caper.json + ONNX + tokenizer.json): the manifest and tokenizer on
+// this thread, the onnxruntime-node session on an inference thread of its own (session-thread.ts,
+// which also picks the device: CUDA, else CPU for 'auto').
 import { stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import * as ort from 'onnxruntime-node';
 import { CaperTokenizer } from './tokenizer.js';
 import { plainRow, type PackedRow } from './packing.js';
 import { ManifestError, readManifestFile } from './manifest.js';
+import { SessionThread, type PastKvSpec, type PastPlan, type WireTensor } from './session-thread.js';
 
 /** The packed-row interface of training/caper_train/model/export.py (caper.json `packing`). */
 export const PACKING = 'prefix-tree-v1';
+/** The past keys and values interface of training/caper_train/ship/past_kv.py (caper.json `past_kv`). */
+export const PAST_KV = 'past-kv-v1';
 
 export interface Manifest {
   name: string;
@@ -27,6 +29,8 @@ export interface Manifest {
   packing?: string;
   /** true: prompts end in `</s>` and the output there is the whole-query verdict; absent on older models. */
   terminal_verdict?: boolean;
+  /** Set when the graph takes and returns past keys and values (caper_train.ship.past_kv). */
+  past_kv?: { interface: string; layers: number; kv_heads: number; head_dim: number };
   [k: string]: unknown;
 }
 
@@ -39,6 +43,13 @@ export interface LoadedModel {
   packing: boolean;
   /** The weights file loaded: fp32/fp16 graph or a quantized one. */
   variant: 'model' | 'int8' | 'int4';
+  /**
+   * The shape of the past keys and values the graph takes (caper.json `past_kv`), or null: rows
+   * may then read a kept head (PackedRow.past) and keep their own (PackedRow.store).
+   */
+  pastKv: PastKvSpec | null;
+  /** Frees kept heads; no row sent afterwards may read them. */
+  dropPast(entries: number[]): void;
   /** Right-pads with <pad>=0; returns each sequence's per-token raw rewards (unpadded length). */
   run(batch: number[][]): Promise<Float32Array[]>;
   /**
@@ -46,6 +57,8 @@ export interface LoadedModel {
    * without `packing` runs plain rows only.
    */
   runRows(rows: readonly PackedRow[]): Promise<Float32Array[]>;
+  /** Registers what to do if the inference thread stops by itself: every later run fails. */
+  onLost(cb: (e: Error) => void): void;
   close(): Promise<void>;
 }
 
@@ -74,17 +87,6 @@ export async function readManifest(dir: string): Promise<Manifest> {
   if (typeof m.files.model !== 'string') throw new Error(`${join(dir, 'caper.json')}: files.model missing (exported with --no-export?)`);
   if (!Array.isArray(m.input_names)) m.input_names = ['input_ids', 'attention_mask'];
   return m;
-}
-
-async function createSession(file: string, provider: 'cuda' | 'cpu', threads?: number): Promise<ort.InferenceSession> {
-  // The CUDA probe is expected to fail on CPU machines; keep its provider-bridge error off stderr.
-  const opts: ort.InferenceSession.SessionOptions = {
-    executionProviders: [provider],
-    graphOptimizationLevel: 'all',
-    logSeverityLevel: provider === 'cuda' ? 4 : 2,
-  };
-  if (threads && threads > 0) opts.intraOpNumThreads = threads;
-  return ort.InferenceSession.create(file, opts);
 }
 
 export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<LoadedModel> {
@@ -118,39 +120,25 @@ export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<Lo
   }
 
   const device = opts.device ?? 'auto';
-  let session: ort.InferenceSession | undefined;
-  let provider: 'cuda' | 'cpu' = 'cpu';
-  if (device === 'auto' || device === 'cuda') {
-    const level = ort.env.logLevel;
-    try {
-      ort.env.logLevel = 'fatal';
-      session = await createSession(file, 'cuda', opts.threads);
-      provider = 'cuda';
-    } catch (e) {
-      if (device === 'cuda') throw new Error(`CUDA execution provider unavailable for ${file}: ${(e as Error).message}`);
-    } finally {
-      ort.env.logLevel = level;
-    }
-  }
-  if (!session) {
-    try {
-      session = await createSession(file, 'cpu', opts.threads);
-      provider = 'cpu';
-    } catch (e) {
-      throw new Error(`cannot load ONNX model ${file} (corrupt or incompatible?): ${(e as Error).message}`);
-    }
-  }
-  const sess = session;
+  const pk = manifest.past_kv;
+  if (pk && pk.interface !== PAST_KV) throw new Error(`${root}/caper.json: past_kv interface "${pk.interface}" is not ${PAST_KV}`);
+  // Only the graph as exported was rewritten to take them; quantized files are separate exports.
+  const pastKv: PastKvSpec | null = pk && variant === 'model' ? { layers: pk.layers, kvHeads: pk.kv_heads, headDim: pk.head_dim } : null;
+  // The session lives on its own thread (session-thread.ts): every run would otherwise hold this
+  // thread's event loop for as long as onnxruntime computes.
+  const thread = await SessionThread.open({ file, device, ...(opts.threads ? { threads: opts.threads } : {}), ...(pastKv ? { pastKv } : {}) });
+  const provider = thread.provider;
   const outName = manifest.output_name;
-  if (!sess.outputNames.includes(outName)) {
-    await sess.release();
-    throw new Error(`${file} has no output "${outName}" (outputs: ${sess.outputNames.join(', ')})`);
+  if (!thread.outputNames.includes(outName)) {
+    await thread.close();
+    throw new Error(`${file} has no output "${outName}" (outputs: ${thread.outputNames.join(', ')})`);
   }
 
-  const packing = manifest.packing === PACKING && sess.inputNames.includes('subtree_end') && sess.inputNames.includes('position_ids');
-  if (!packing && !sess.inputNames.includes('attention_mask')) {
-    await sess.release();
-    throw new Error(`${file} has neither the packed inputs (position_ids, subtree_end) with caper.json packing "${PACKING}" nor attention_mask (inputs: ${sess.inputNames.join(', ')})`);
+  const inputs = thread.inputNames;
+  const packing = manifest.packing === PACKING && inputs.includes('subtree_end') && inputs.includes('position_ids');
+  if (!packing && !inputs.includes('attention_mask')) {
+    await thread.close();
+    throw new Error(`${file} has neither the packed inputs (position_ids, subtree_end) with caper.json packing "${PACKING}" nor attention_mask (inputs: ${inputs.join(', ')})`);
   }
 
   async function runRows(rows: readonly PackedRow[]): Promise<Float32Array[]> {
@@ -160,7 +148,7 @@ export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<Lo
     const L = Math.max(...live.map(([, r]) => r.length));
     const B = live.length;
     const ids = new BigInt64Array(B * L).fill(BigInt(PAD_ID));
-    const feeds: Record<string, ort.Tensor> = { input_ids: new ort.Tensor('int64', ids, [B, L]) };
+    const feeds: Record<string, WireTensor> = { input_ids: { type: 'int64', data: ids, dims: [B, L] } };
     let pos: BigInt64Array | null = null;
     let end: BigInt64Array | null = null;
     let mask: BigInt64Array | null = null;
@@ -169,11 +157,16 @@ export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<Lo
       end = new BigInt64Array(B * L);
       // Pads see only themselves (no fully masked softmax row); nothing real sees them.
       for (let r = 0; r < B; r++) for (let j = 0; j < L; j++) end[r * L + j] = BigInt(j + 1);
-      feeds.position_ids = new ort.Tensor('int64', pos, [B, L]);
-      feeds.subtree_end = new ort.Tensor('int64', end, [B, L]);
+      feeds.position_ids = { type: 'int64', data: pos, dims: [B, L] };
+      feeds.subtree_end = { type: 'int64', data: end, dims: [B, L] };
     } else {
       mask = new BigInt64Array(B * L);
-      feeds.attention_mask = new ort.Tensor('int64', mask, [B, L]);
+      feeds.attention_mask = { type: 'int64', data: mask, dims: [B, L] };
+    }
+    let plan: PastPlan | undefined;
+    if (live.some(([, row]) => row.past || row.store)) {
+      if (!pastKv) throw new Error(`model ${manifest.name} takes no past keys and values (caper.json past_kv)`);
+      plan = { read: live.map(([, row]) => row.past ?? null), keep: live.map(([, row]) => row.store ?? null) };
     }
     live.forEach(([, row], r) => {
       if (!packing && !row.plain) throw new Error(`model ${manifest.name} has no packed-row inputs (exported before caper.json "packing")`);
@@ -189,10 +182,8 @@ export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<Lo
         }
       }
     });
-    const out = await sess.run(feeds);
-    const t = out[outName];
-    if (!t) throw new Error(`model returned no "${outName}"`);
-    const data = floatData(t);
+    const out = await thread.run(feeds, [outName], plan);
+    const data = out[outName]!.data as Float32Array;
     live.forEach(([i, row], r) => {
       result[i] = data.slice(r * L, r * L + row.length);
     });
@@ -206,36 +197,21 @@ export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<Lo
     dir: root,
     packing,
     variant,
+    pastKv,
+    dropPast(entries: number[]): void {
+      thread.drop(entries);
+    },
     runRows,
     run(batch: number[][]): Promise<Float32Array[]> {
       return runRows(batch.map((s) => plainRow(Array.isArray(s) ? s : [])));
     },
-    async close(): Promise<void> {
-      await sess.release();
+    onLost(cb: (e: Error) => void): void {
+      thread.onLost = cb;
+    },
+    close(): Promise<void> {
+      return thread.close();
     },
   };
 }
 
-/** Output values as float32, whatever the graph emits (fp16 exports may end in float16). */
-function floatData(t: ort.Tensor): Float32Array {
-  if (t.type === 'float32') return t.data as Float32Array;
-  if (t.type === 'float16') {
-    const src = t.data as unknown as ArrayLike<number>;
-    // onnxruntime-node hands float16 out as raw Uint16 bits (or a Float16Array where the runtime has one).
-    const isBits = src instanceof Uint16Array;
-    const out = new Float32Array(src.length);
-    for (let i = 0; i < src.length; i++) out[i] = isBits ? halfToFloat(src[i]!) : Number(src[i]);
-    return out;
-  }
-  if (t.type === 'float64') return Float32Array.from(t.data as Float64Array);
-  throw new Error(`model output has type ${t.type}, expected float32 or float16`);
-}
-
-export function halfToFloat(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >> 10) & 0x1f;
-  const frac = h & 0x3ff;
-  if (exp === 0) return sign * frac * 2 ** -24;
-  if (exp === 31) return frac ? NaN : sign * Infinity;
-  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
-}
+export { halfToFloat } from './half.js';

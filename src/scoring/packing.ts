@@ -19,6 +19,19 @@ export interface PackedRow {
   length: number;
   /** True when the row is one plain sequence (legacy models can run only these). */
   plain: boolean;
+  /**
+   * The keys and values of a head every token of the row follows, kept from an earlier run
+   * (models with caper.json `past_kv`): the row's positions count from the head's end.
+   */
+  past?: PastRef;
+  /** Keep the keys and values of the row's first `length` tokens (its head) as `entry`. */
+  store?: PastRef;
+}
+
+/** Kept keys and values: the inference thread's entry and how many of its leading positions. */
+export interface PastRef {
+  entry: number;
+  length: number;
 }
 
 export interface PackedRequest {
@@ -29,6 +42,8 @@ export interface PackedRequest {
   tokens: number;
   /** Tokens of the sequences as given (what the unshared path computes). */
   sequenceTokens: number;
+  /** Leading tokens of every sequence that no row holds (a head read from kept keys and values). */
+  offset?: number;
 }
 
 /** One sequence as an unshared row. */
@@ -155,12 +170,24 @@ export function packSequences(seqs: readonly number[][], maxRowTokens: number): 
   };
 }
 
+/**
+ * The rows of what follows a head of `head` tokens that every sequence starts with, the head read
+ * from `past`: positions go on from the head's end, and the outputs unpack to whole sequences
+ * whose head positions are NaN (nothing computed them in this run).
+ */
+export function afterHead(tails: PackedRequest, head: number, past: PastRef): PackedRequest {
+  const rows = tails.rows.map((r) => ({ ...r, positions: r.positions.map((p) => p + head), past, plain: false }));
+  return { ...tails, rows, sequenceTokens: tails.sequenceTokens + head * tails.where.length, offset: head };
+}
+
 /** Per-sequence outputs from per-row outputs. */
 export function unpackOutputs(req: PackedRequest, rowOutputs: readonly Float32Array[]): Float32Array[] {
+  const off = req.offset ?? 0;
   return req.where.map(({ row, at }) => {
     const src = rowOutputs[row]!;
-    const out = new Float32Array(at.length);
-    for (let i = 0; i < at.length; i++) out[i] = src[at[i]!]!;
+    const out = new Float32Array(off + at.length);
+    out.fill(NaN, 0, off);
+    for (let i = 0; i < at.length; i++) out[off + i] = src[at[i]!]!;
     return out;
   });
 }

@@ -18,6 +18,11 @@ export type PromptResult =
     /** Position of the terminal `</s>`; -1 without the terminal verdict. */
     terminal: number;
     truncated: { schema: boolean; question: boolean };
+    /**
+     * Leading tokens that depend on the schema alone (the template's opening and the schema as
+     * fitted): a prefix of the schema's whole head (promptHead), shorter when the schema was cut.
+     */
+    head: number;
   }
   | { ok: false; error: string };
 
@@ -80,9 +85,14 @@ export function buildPrompt(
     const base = 2 + s.length + q.length;
     return {
       ok: true, ids, markers: markersRel.map((m) => base + m), terminal: opts.terminal ? ids.length - 1 : -1,
-      truncated: { schema: ts, question: tq },
+      truncated: { schema: ts, question: tq }, head: 1 + s.length,
     };
   } catch (e) {
     return { ok: false, error: e instanceof Error ? e.message : String(e) };
   }
+}
+
+/** The tokens every caper-prompt-v1 prompt on this schema starts with when nothing is cut. */
+export function promptHead(tok: CaperTokenizer, schema: string): number[] {
+  return [tok.specialId('<s>'), ...tok.encode(typeof schema === 'string' ? schema : '')];
 }

@@ -3,15 +3,17 @@
 // at marker k only sees the prefix up to unit k, so a single pass yields every clause-prefix
 // score (scoreByPrefixes below does it the slow way, one pass per prefix, for the benchmark and
 // the test that proves the two agree).
+import { createHash } from 'node:crypto';
 import { splitSql, topUnits } from '../clauses/index.js';
 import { textDefect } from '../clauses/text.js';
 import type { ClauseKind, ClauseUnit, SplitResult, SqlDialect } from '../clauses/types.js';
 import type { CaperTokenizer } from './tokenizer.js';
-import { buildPrompt, type PromptResult } from './prompt.js';
-import { buildChatPrompt, CHAT_TEMPLATE } from './chat-prompt.js';
+import { buildPrompt, promptHead, type PromptResult } from './prompt.js';
+import { buildChatPrompt, chatHead, CHAT_TEMPLATE } from './chat-prompt.js';
 import type { LoadedModel } from './onnx.js';
 import type { Batcher } from './batcher.js';
-import { packSequences, unpackedRequest, unpackOutputs, type PackedRequest, type PackedRow } from './packing.js';
+import { afterHead, packSequences, unpackedRequest, unpackOutputs, type PackedRequest, type PackedRow } from './packing.js';
+import { PrefixCache, type PrefixLease } from './prefix-cache.js';
 import { candidateScore, CANDIDATE_SCORE_MODE, type CandidateScoreMode } from './candidate-score.js';
 
 /**
@@ -74,8 +76,12 @@ export interface ScoreUsage {
   prompt_tokens: number;
   /** Tokens the model computed for this call (padding to other rows of a batch not counted). */
   model_tokens: number;
-  /** prompt_tokens - model_tokens: shared prefixes (and repeated candidates) computed once. */
+  /** Head tokens whose keys and values were read from the prefix cache instead of computed. */
+  cached_tokens: number;
+  /** prompt_tokens - model_tokens - cached_tokens: shared prefixes (and repeated candidates) computed once. */
   shared_tokens: number;
+  /** Whether the head was read from the prefix cache; absent when the cache was not consulted. */
+  prefix_cache?: 'hit' | 'miss';
 }
 
 const sigmoid = (x: number): number => 1 / (1 + Math.exp(-x));
@@ -91,6 +97,8 @@ interface Prepared {
   sqlPos: number;
   /** Position of the terminal token, -1 when the model has none. */
   terminal: number;
+  /** Leading tokens that depend on the schema alone (PromptResult.head). */
+  head: number;
   error?: string;
   truncated?: { schema: boolean; question: boolean };
 }
@@ -138,6 +146,11 @@ function memoTokenizer(tok: CaperTokenizer, entries: number): CaperTokenizer {
   return wrapper as unknown as CaperTokenizer;
 }
 
+/** The tokens every prompt of the model's template on this schema starts with when nothing is cut. */
+export function modelHead(model: LoadedModel, tok: CaperTokenizer, schema: string): number[] {
+  return model.manifest.template === CHAT_TEMPLATE ? chatHead(tok, schema) : promptHead(tok, schema);
+}
+
 /**
  * The prompt of the model's template (caper.json `template`), with `sqlPos`: the position whose
  * output is the score before the first clause (`<sql>` in caper-prompt-v1, the last token before
@@ -168,6 +181,13 @@ export interface ScorerOptions {
   maxRowTokens?: number;
   /** Counted once per candidate, for metrics. */
   onCandidate?: (parsed: boolean) => void;
+  /**
+   * Bytes of prompt heads' keys and values to keep across calls (PrefixCache), for a model whose
+   * graph takes them (caper.json `past_kv`); 0 or absent: none kept.
+   */
+  prefixCacheBytes?: number;
+  /** Counted once per call that consulted the prefix cache, for metrics. */
+  onPrefixCache?: (result: 'hit' | 'miss') => void;
 }
 
 export class Scorer {
@@ -182,6 +202,9 @@ export class Scorer {
   /** Parsing costs milliseconds and identical candidates are common; trees are kept for later steps. */
   private readonly splits = new Lru<SplitResult>(1024);
   private readonly charsPerToken: number;
+  /** Kept heads of this model's prompts; null when the model or the options keep none. */
+  readonly prefixCache: PrefixCache | null;
+  private readonly onPrefixCache?: (result: 'hit' | 'miss') => void;
 
   /** Without a batcher every call runs its own onnxruntime batch. */
   constructor(model: LoadedModel, batcher: Batcher<PackedRow> | null, opts: ScorerOptions = {}) {
@@ -193,6 +216,12 @@ export class Scorer {
     this.onCandidate = opts.onCandidate;
     this.tok = memoTokenizer(model.tokenizer, 16384);
     this.charsPerToken = model.tokenizer.maxCharsPerToken;
+    const kv = model.pastKv;
+    const bytes = opts.prefixCacheBytes ?? 0;
+    this.prefixCache = kv && bytes > 0
+      ? new PrefixCache(bytes, 2 * kv.layers * kv.kvHeads * kv.headDim * 4, (entries) => model.dropPast(entries))
+      : null;
+    this.onPrefixCache = opts.onPrefixCache;
   }
 
   prepare(question: string, schema: string, sql: string, dialect: SqlDialect = 'sqlite'): Prepared {
@@ -216,6 +245,7 @@ export class Scorer {
       markers: [],
       sqlPos: -1,
       terminal: -1,
+      head: 0,
     };
     this.onCandidate?.(split.ok);
     const defect = textDefect(sql);
@@ -228,7 +258,7 @@ export class Scorer {
     }
     const p = modelPrompt(this.model, this.tok, { schema, question, units: units.map((u) => u.text) });
     if (!p.ok) return { ...base, error: p.error };
-    return { ...base, ids: p.ids, markers: p.markers, sqlPos: p.sqlPos, terminal: p.terminal, truncated: p.truncated };
+    return { ...base, ids: p.ids, markers: p.markers, sqlPos: p.sqlPos, terminal: p.terminal, head: p.head, truncated: p.truncated };
   }
 
   private finish(p: Prepared, out: Float32Array | null): ScoredCandidate {
@@ -277,28 +307,67 @@ export class Scorer {
     let outputs: Float32Array[] = [];
     let queue_ms = 0;
     let inference_ms = 0;
-    const usage: ScoreUsage = { prompt_tokens: 0, model_tokens: 0, shared_tokens: 0 };
+    const usage: ScoreUsage = { prompt_tokens: 0, model_tokens: 0, cached_tokens: 0, shared_tokens: 0 };
     if (runnable.length) {
-      const packed = this.pack(runnable.map((p) => p.ids!));
-      usage.prompt_tokens = packed.sequenceTokens;
-      usage.model_tokens = packed.tokens;
-      usage.shared_tokens = packed.sequenceTokens - packed.tokens;
-      let rowOut: Float32Array[];
-      if (this.batcher) {
-        const r = await this.batcher.submit(packed.rows);
-        rowOut = r.outputs;
-        queue_ms = r.queueMs;
-        inference_ms = r.inferenceMs;
-      } else {
-        const t1 = performance.now();
-        rowOut = await this.model.runRows(packed.rows);
-        inference_ms = performance.now() - t1;
+      const seqs = runnable.map((p) => p.ids!);
+      const lease = await this.leaseHead(schema, runnable);
+      let ok = false;
+      try {
+        let packed: PackedRequest;
+        if (lease?.kind === 'hit') {
+          const head = lease.past.length;
+          packed = afterHead(this.pack(seqs.map((s) => s.slice(head))), head, lease.past);
+          usage.cached_tokens = head;
+        } else {
+          packed = this.pack(seqs);
+          // Row 0 starts with the head (every sequence does, and a row lays its tree out root first).
+          if (lease?.kind === 'miss' && lease.store) packed.rows[0] = { ...packed.rows[0]!, store: lease.store };
+        }
+        if (lease) usage.prefix_cache = lease.kind;
+        usage.prompt_tokens = packed.sequenceTokens;
+        usage.model_tokens = packed.tokens;
+        usage.shared_tokens = packed.sequenceTokens - packed.tokens - usage.cached_tokens;
+        let rowOut: Float32Array[];
+        if (this.batcher) {
+          const r = await this.batcher.submit(packed.rows);
+          rowOut = r.outputs;
+          queue_ms = r.queueMs;
+          inference_ms = r.inferenceMs;
+        } else {
+          const t1 = performance.now();
+          rowOut = await this.model.runRows(packed.rows);
+          inference_ms = performance.now() - t1;
+        }
+        outputs = unpackOutputs(packed, rowOut);
+        ok = true;
+      } finally {
+        if (lease?.kind === 'hit') lease.release();
+        else lease?.done(ok);
       }
-      outputs = unpackOutputs(packed, rowOut);
     }
     let j = 0;
     const candidates = prepared.map((p) => this.finish(p, p.ids !== null ? outputs[j++]! : null));
     return { candidates, timing: { tokenize_ms, queue_ms, inference_ms }, usage };
+  }
+
+  /**
+   * The prefix cache's answer for this call's head: the schema's tokens under the model's template,
+   * as far as every candidate kept them (a cut schema keeps its start). Null without a cache.
+   */
+  private async leaseHead(schema: string, runnable: readonly Prepared[]): Promise<PrefixLease | null> {
+    if (!this.prefixCache) return null;
+    const need = Math.min(...runnable.map((p) => p.head));
+    if (!(need > 0)) return null;
+    const ids = modelHead(this.model, this.tok, schema);
+    // Each prompt starts with the head by construction; checked, because a key must never name
+    // tokens other than the ones whose keys and values it stores.
+    for (const p of runnable) {
+      for (let i = 0; i < need; i++) if (p.ids![i] !== ids[i]) return null;
+    }
+    const key = createHash('sha256').update(Int32Array.from(ids)).digest('base64');
+    const lease = await this.prefixCache.acquire(key, need);
+    this.onPrefixCache?.(lease.kind);
+    return lease;
   }
 
   /** Prefix-tree rows when sharing, else one plain row per sequence. */

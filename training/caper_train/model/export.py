@@ -96,11 +96,25 @@ def torch_tree_rewards(model: RewardModel, seqs: list[list[int]]) -> list[np.nda
     return [out[i, : len(s)] for i, s in enumerate(seqs)]
 
 
+def no_past(session, batch: int) -> dict[str, np.ndarray]:
+    """Feeds that give a graph taking past keys and values (caper_train.ship.past_kv) none, so it
+    computes what it computed before; nothing for a graph without them."""
+    out: dict[str, np.ndarray] = {}
+    for i in session.get_inputs():
+        if i.name.startswith(("past_key.", "past_value.")):
+            out[i.name] = np.zeros((batch, int(i.shape[1]), 0, int(i.shape[3])), np.float32)
+        elif i.name == "past_length":
+            out[i.name] = np.zeros(batch, np.int64)
+        elif i.name == "keep_length":
+            out[i.name] = np.zeros(1, np.int64)
+    return out
+
+
 def ort_rewards(session, seqs: list[list[int]]) -> list[np.ndarray]:
     """Per-sequence rewards from either interface (packed-capable or legacy attention_mask)."""
     names = {i.name for i in session.get_inputs()}
     if "subtree_end" in names:
-        feeds = tree_feeds(seqs)
+        feeds = tree_feeds(seqs) | no_past(session, len(seqs))
     else:
         ids, mask = pad_batch(seqs)
         feeds = {"input_ids": ids, "attention_mask": mask}
@@ -157,7 +171,8 @@ def ort_packed_rewards(session, groups: list[list[list[int]]]) -> list[list[np.n
     end = np.tile(np.arange(1, L + 1, dtype=np.int64), (len(rows), 1))
     for i, (t, p, e, _) in enumerate(rows):
         ids[i, : len(t)], pos[i, : len(t)], end[i, : len(t)] = t, p, e
-    out = session.run([OUTPUT_NAME], {"input_ids": ids, "position_ids": pos, "subtree_end": end})[0].astype(np.float32)
+    feeds = {"input_ids": ids, "position_ids": pos, "subtree_end": end} | no_past(session, len(rows))
+    out = session.run([OUTPUT_NAME], feeds)[0].astype(np.float32)
     return [[out[i, idx] for idx in r[3]] for i, r in enumerate(rows)]
 
 

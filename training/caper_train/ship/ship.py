@@ -414,6 +414,17 @@ def _num(x, spec: str) -> str:
     return format(x, spec) if isinstance(x, (int, float)) else '?'
 
 
+def past_kv_text(pk: dict | None) -> str:
+    """The card's sentences on a graph that takes past keys and values (caper_train.ship.past_kv)."""
+    if not pk:
+        return ""
+    return (f"The graph also takes and returns the keys and values of a prompt's head (`{pk['interface']}`,\n"
+            f"`caper_train.ship.past_kv`: {pk['layers']} layers, {pk['kv_heads']} key/value heads of {pk['head_dim']}), so a "
+            f"server computes\nthe chat header and schema of a database once. Given no past it computes what the graph "
+            f"before\nthe rewrite did (largest difference {_num(pk.get('no_past_max_abs_diff'), '.3g')}); a head read back "
+            f"differs from the whole prompt\ncomputed at once by at most {_num(pk.get('cached_head_max_abs_diff'), '.3g')}.\n")
+
+
 def card(m: dict) -> str:
     """The served model's card, written whole at every ship: `caper train` steps that run later on
     this directory add their evaluation sections under it."""
@@ -456,7 +467,7 @@ prefix ending there (causal attention: it sees nothing after it); the output at 
 the answer judges the whole query. Scores shown to users are `sigmoid(raw)`. Max length {m['max_length']} tokens;
 candidates of one question are packed as one prefix-tree row (`{m.get('packing')}`: inputs
 {', '.join('`%s`' % n for n in m['input_names'])}).
-
+{past_kv_text(m.get('past_kv'))}
 ## Files
 {chr(10).join(f'- `{f}`' for f in files)}
 
