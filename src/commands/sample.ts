@@ -13,7 +13,7 @@ export const POLICIES = ['qwen2.5-coder-0.5b', 'qwen2.5-coder-1.5b'] as const;
 
 export const USAGE = `usage: caper sample --data DIR --policy NAME --out DIR [--gguf FILE] [--n 8] [--temperature 0.8] [--top-p 0.95]
                     [--seed 0] [--max-new-tokens 200] [--limit N] [--engine llama|hf] [--schedule wave|question]
-                    [--wave 16] [--slots 32] [--context 32768] [--parallel P] [--threads 2] [--stats FILE]
+                    [--wave 32] [--slots 32] [--context 16384] [--parallel P] [--threads 2] [--stats FILE]
                     [--resume] [--max-minutes M] [--shard K/N]
        caper sample --merge PART.jsonl... --out DIR       shards 0..N-1 of one run -> DIR/samples/POLICY.jsonl, then the layout
        caper sample --layout --data DIR --out DIR          rewrite DIR's predictions layout from DIR/samples/*.jsonl

@@ -228,7 +228,7 @@ class LlamaEngine(Engine):
     with sequences 1..n-1 by reference (no copy of its cache), then one batch per step."""
     name = "llama"
 
-    def __init__(self, gguf: Path, threads: int, n_ctx: int = 8192, n_batch: int = 512):
+    def __init__(self, gguf: Path, threads: int, n_ctx: int = 8192, n_batch: int = 512, flash: bool = False):
         import llama_cpp as L
 
         self.L = L
@@ -248,9 +248,14 @@ class LlamaEngine(Engine):
         cp.n_batch = n_batch
         cp.n_ubatch = n_batch
         cp.n_seq_max = 64
-        # One cache for all sequences: the prompt's cells are shared by reference, and a sequence
+        # One cache for all sequences: a prompt's cells are shared by reference, and a sequence
         # may use as many cells as it needs (split per sequence, a long schema would not fit).
         cp.kv_unified = True
+        # The wave schedule keeps several questions' cells in the cache at once; without flash
+        # attention every token would pay for the cells of the others, masked.
+        if flash:
+            cp.flash_attn_type = 1
+        self.n_ctx = n_ctx
         cp.n_threads = threads
         cp.n_threads_batch = threads
         self.ctx = L.llama_init_from_model(self.model, cp)
@@ -258,6 +263,8 @@ class LlamaEngine(Engine):
             raise RuntimeError("llama.cpp could not create a context")
         self.n_batch = n_batch
         self.batch = L.llama_batch_init(max(n_batch, 64), 0, 64)
+        # where a run's time goes (the run's --stats): schemas decoded, prompts entered, steps
+        self.timing = {"schema_s": 0.0, "enter_s": 0.0, "step_s": 0.0, "steps": 0, "stepped": 0}
         self.mem = L.llama_get_memory(self.ctx)
 
     def tokenize(self, text: str) -> list[int]:
@@ -338,12 +345,14 @@ class LlamaEngine(Engine):
         import ctypes
 
         L = self.L
+        t0 = time.time()
         L.llama_memory_clear(self.mem, True)
         self._feed(prefix, 0, [0])
         size = L.llama_state_seq_get_size(self.ctx, 0)
         buf = (ctypes.c_uint8 * size)()
         got = L.llama_state_seq_get_data(self.ctx, buf, size, 0)
         L.llama_memory_clear(self.mem, True)
+        self.timing["schema_s"] += time.time() - t0
         return bytes(buf[:got])
 
     def _admit(self, job: "WaveJob", seqs: list[int]) -> np.ndarray:
@@ -394,18 +403,24 @@ class LlamaEngine(Engine):
             while nxt < len(jobs) and len(free) >= len(jobs[nxt].rngs):
                 n = len(jobs[nxt].rngs)
                 seqs, free[:] = free[:n], free[n:]
+                t0 = time.time()
                 first = self._admit(jobs[nxt], seqs)
+                self.timing["enter_s"] += time.time() - t0
                 for k, s in enumerate(seqs):
                     take(s, nxt, k, first, len(jobs[nxt].prompt))
                 nxt += 1
             if not live:
                 continue
             order = sorted(live)
+            t0 = time.time()
             self._fill([(out[live[s][0]][live[s][1]].tokens[-1], live[s][2], [s], True) for s in order])
             self._decode()
             for row, s in enumerate(order):
                 ji, k, pos = live.pop(s)
                 take(s, ji, k, self._logits(row), pos + 1)
+            self.timing["step_s"] += time.time() - t0
+            self.timing["steps"] += 1
+            self.timing["stepped"] += len(order)
         return out
 
 
@@ -465,9 +480,9 @@ class HfEngine(Engine):
         self.cache = None
 
 
-def make_engine(name: str, gguf: Path, threads: int, context: int = 8192) -> Engine:
+def make_engine(name: str, gguf: Path, threads: int, context: int = 8192, flash: bool = False) -> Engine:
     if name == "llama":
-        return LlamaEngine(gguf, threads, n_ctx=context)
+        return LlamaEngine(gguf, threads, n_ctx=context, flash=flash)
     if name == "hf":
         return HfEngine(gguf, threads)
     raise ValueError(f"unknown engine {name}")
@@ -548,7 +563,7 @@ def run(a) -> int:
         return 0
     gguf = Path(a.gguf)
     template = gguf_chat_template(gguf)
-    engine = make_engine(a.engine, gguf, a.threads, a.context if a.schedule == "wave" else 8192)
+    engine = make_engine(a.engine, gguf, a.threads, *((a.context, True) if a.schedule == "wave" else (8192, False)))
     ddl_of: dict[str, str] = {}
     states: dict[str, tuple[list[int], bytes]] = {}  # database -> its prompts' shared part and its cache
     t0 = time.time()
@@ -606,7 +621,8 @@ def run(a) -> int:
              "slots": a.slots if a.schedule == "wave" else 0, "parallel": a.parallel or a.n, "n": a.n, "threads": a.threads,
              "questions": done_now, "generated_tokens": gen_tokens, "prompt_tokens_decoded": prompt_tokens,
              "seconds": round(secs, 2), "generated_tokens_per_s": round(gen_tokens / max(secs, 1e-9), 2),
-             "questions_per_hour": round(3600 * done_now / max(secs, 1e-9), 1)}
+             "questions_per_hour": round(3600 * done_now / max(secs, 1e-9), 1),
+             **{k: round(v, 2) for k, v in getattr(engine, "timing", {}).items()}}
     print(f"sample: {done_now} questions, {gen_tokens} generated tokens in {secs:.0f} s: "
           f"{stats['generated_tokens_per_s']} generated tokens/s, {stats['questions_per_hour']} questions/hour", file=sys.stderr)
     if a.stats:
@@ -634,9 +650,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--schedule", choices=["wave", "question"], default=None,
                     help="wave (llama only, its default): --wave questions decoded as one stream of batches of up to "
                          "--slots samples, each database's schema decoded once; question: one question's samples at a time")
-    ap.add_argument("--wave", type=int, default=16, help="questions per wave")
+    ap.add_argument("--wave", type=int, default=32, help="questions per wave")
     ap.add_argument("--slots", type=int, default=32, help="samples decoded together in a wave")
-    ap.add_argument("--context", type=int, default=32768, help="cache cells of a wave (all its live samples together)")
+    ap.add_argument("--context", type=int, default=16384, help="cache cells for a wave's live questions and samples together")
     ap.add_argument("--parallel", type=int, default=0, help="question schedule: samples decoded together (0: all N of a question; 1: one at a time)")
     ap.add_argument("--stats", help="write the run's throughput here (JSON)")
     ap.add_argument("--progress-every", type=int, default=10)
