@@ -14,13 +14,13 @@ import type { ClauseKind, SplitResult } from '../clauses/types.js';
 import { CLAUSE_KINDS } from '../clauses/types.js';
 import { schemaFromSqlite, schemaFromSpiderTables, schemaText, type SchemaInfo } from '../clauses/schema.js';
 import { SqlExecutor, type ExecResult } from '../execution/executor.js';
-import { sameResult, rowOrderMatters } from '../execution/equivalence.js';
 import { SchemaIndex } from '../clauses/scope.js';
 import { makeMutants, fetchValues, type MutateStats, type Mutant } from './mutations.js';
 import { MUTATION_KINDS, DELETION_KINDS, type MutationKind, type ValueTable } from './mutation-kinds.js';
 import { literalColumns } from './kinds-values.js';
 import { similarity } from '../rootcause/repair.js';
 import { rootCauseDetail } from '../rootcause/rootcause.js';
+import { labelCandidate, type CandidateLabel } from './label.js';
 import { nodeRewards, clauseRewards, propagationParams } from '../rootcause/propagation.js';
 import { walk } from '../clauses/index.js';
 import { seededFor } from './rng.js';
@@ -43,6 +43,12 @@ export interface AnnotateOptions {
   limit?: number;
   /** Only the questions qi with qi % count === index (after limit); see shards.ts. */
   shard?: { index: number; count: number };
+  /**
+   * Called once a question's candidates (--failures) are all labelled, with each one's label:
+   * lines without a query have none, and a question skipped (no database, gold fails) or lost to
+   * an error is never reported.
+   */
+  onLabels?: (qi: number, labels: { system: string; label: CandidateLabel }[]) => void;
   /** Called in output order once a question's lines are written, with their number. */
   onQuestion?: (qi: number, lines: number) => void;
   /** Share of questions that also get a WITH-wrapped variant with one mutant inside the CTE (default 0.05). */
@@ -259,16 +265,18 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
         out.push(...faultRecords(m, split, gold, base, alpha, sigma, s));
       }
     }
+    const labels: { system: string; label: CandidateLabel }[] = [];
     for (const sys of systems) {
       const pred = sys.lines[qi];
       if (pred === undefined || pred.trim() === '') continue;
       s.counterfactual.candidates++;
-      const rc = await rootCauseDetail(pred, q.query, db.path, exec, { alpha, sigma, goldSplit: split, question: q.question });
+      const label = await labelCandidate(pred, q.query, gold, db.path, exec, { alpha, sigma, goldSplit: split, question: q.question });
+      labels.push({ system: sys.name, label });
+      const rc = label.rootCause;
       const ps = splitSql(pred, { tree: false });
       const pu = topUnits(ps);
       if (!rc) {
-        const pr = await exec.run(db.path, pred);
-        if (sameResult(gold, pr, q.query) && pu.length > 0) {
+        if (label.correct && pu.length > 0) {
           out.push(JSON.stringify({ type: 'trajectory', ...base, units: pu.map((u) => ({ kind: u.kind, text: u.text })),
             rewards: pu.map(() => 0), correct: true, source: 'counterfactual' }));
           s.trajectories++;
@@ -296,6 +304,7 @@ export async function annotate(o: AnnotateOptions): Promise<AnnotateSummary> {
       inc(s.pairsByClause, rejected.kind);
     }
     if (tops.length > 0 && !o.selfCheck) s.trajectories++;
+    o.onLabels?.(qi, labels);
     return out;
   };
 
