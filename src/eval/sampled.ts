@@ -50,7 +50,16 @@ export function readSamples(path: string): SampledQuestion[] {
 export interface LayoutSummary {
   questions: number;
   databases: number;
-  policies: { policy: string; questions: number; samples: number; systems: string[] }[];
+  policies: {
+    policy: string;
+    /** The samples file read, and the lines it held then (a growing file's torn last line is not one). */
+    file: string;
+    questions: number;
+    samples: number;
+    systems: string[];
+    /** The questions it sampled: their indexes in --data's questions file, in the file's order. */
+    indexes: number[];
+  }[];
 }
 
 function link(target: string, at: string): void {
@@ -63,25 +72,27 @@ function link(target: string, at: string): void {
 }
 
 /**
- * (Re)writes OUT's layout from OUT/samples/<policy>.jsonl (shard parts, *.shard-*.jsonl, are not
- * read: merge them first). The questions are those any policy sampled, in the split's order; a
- * policy's line for a question it did not sample is empty, which every reader skips.
+ * (Re)writes OUT's layout from OUT/samples/<policy>.jsonl, or from the <policy>.jsonl files of
+ * `dir` (a run's directory read where it is, e.g. while the run still appends to it; nothing
+ * is written there). Shard parts, *.shard-*.jsonl, are not read: merge them first. The questions
+ * are those any policy sampled, in the split's order; a policy's line for a question it did not
+ * sample is empty, which every reader skips.
  */
-export function writeLayout(data: string, out: string): LayoutSummary {
-  const dir = join(out, 'samples');
+export function writeLayout(data: string, out: string, dir: string = join(out, 'samples')): LayoutSummary {
   const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.jsonl') && !f.includes('.shard-')).sort() : [];
   if (files.length === 0) throw new Error(`${dir} holds no samples file`);
   const qName = basename(requireQuestionsPath(data));
   const source = JSON.parse(readFileSync(join(data, qName), 'utf8')) as { db_id: string; question: string; query: string }[];
-  const byPolicy = files.map((f) => ({ policy: basename(f, '.jsonl'), recs: readSamples(join(dir, f)) }));
+  const byPolicy = files.map((f) => ({ policy: basename(f, '.jsonl'), file: join(dir, f), recs: readSamples(join(dir, f)) }));
   const indexes = [...new Set(byPolicy.flatMap((p) => p.recs.map((r) => r.index)))].sort((a, b) => a - b);
   const row = new Map(indexes.map((qi, i) => [qi, i]));
+  mkdirSync(out, { recursive: true });
   writeFileSync(join(out, qName), JSON.stringify(indexes.map((qi) => ({ ...source[qi]!, source_index: qi })), null, 1) + '\n');
   const preds = join(out, 'predictions');
   rmSync(preds, { recursive: true, force: true });
   mkdirSync(preds, { recursive: true });
   const policies: LayoutSummary['policies'] = [];
-  for (const { policy, recs } of byPolicy) {
+  for (const { policy, file, recs } of byPolicy) {
     const n = Math.max(0, ...recs.map((r) => r.samples.length));
     const lines = Array.from({ length: n }, () => new Array<string>(indexes.length).fill(''));
     for (const r of recs) {
@@ -90,9 +101,18 @@ export function writeLayout(data: string, out: string): LayoutSummary {
     }
     const systems = lines.map((_, k) => `${policy}-s${k}`);
     lines.forEach((l, k) => writeFileSync(join(preds, `${systems[k]}.sql`), l.join('\n') + '\n'));
-    policies.push({ policy, questions: recs.length, samples: recs.reduce((a, r) => a + r.samples.length, 0), systems });
+    policies.push({ policy, file, questions: recs.length, samples: recs.reduce((a, r) => a + r.samples.length, 0), systems, indexes: recs.map((r) => r.index) });
   }
   const dbs = [...new Set(indexes.map((qi) => source[qi]!.db_id))].sort();
+  linkSplit(data, out, dbs);
+  return { questions: indexes.length, databases: dbs.length, policies };
+}
+
+/**
+ * Links under `out` to the databases `dbs` of the split `data` (those it has) and to its Spider
+ * tables.json (in `data` or its parent), so that `out` reads as a view of the split without a copy.
+ */
+export function linkSplit(data: string, out: string, dbs: readonly string[]): void {
   mkdirSync(join(out, 'database'), { recursive: true });
   for (const db of dbs) if (existsSync(join(data, 'database', db))) link(join(data, 'database', db), join(out, 'database', db));
   for (const tables of [join(data, 'tables.json'), join(data, '..', 'tables.json')]) {
@@ -101,7 +121,6 @@ export function writeLayout(data: string, out: string): LayoutSummary {
       break;
     }
   }
-  return { questions: indexes.length, databases: dbs.length, policies };
 }
 
 /**
