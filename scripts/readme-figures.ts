@@ -11,7 +11,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { MUTATION_KINDS } from '../src/annotate/mutation-kinds.js';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-export const FILES = ['README.md', join('src', 'annotate', 'README.md')];
+export const FILES = ['README.md', join('src', 'annotate', 'README.md'), join('training', 'README.md')];
 
 const json = (name: string): any => JSON.parse(readFileSync(join(REPO, 'bench', 'results', `${name}.json`), 'utf8'));
 const int = (x: number) => Math.round(x).toLocaleString('en-US');
@@ -43,10 +43,29 @@ const prmBase = (model: string): any => {
   return m;
 };
 
+/**
+ * caper sample's rate for a policy (bench/sample-throughput): llama.cpp with the most samples
+ * decoded together, in the question schedule (rows that name no schedule ran in it).
+ */
+const sampleRow = (policy: string): any => {
+  const rows = (json('sample-throughput').rows as { engine: string; policy: string; parallel: number; schedule?: string }[])
+    .filter((r) => r.engine === 'llama' && r.policy === policy && (r.schedule ?? 'question') === 'question');
+  if (!rows.length) throw new Error(`bench/results/sample-throughput.json has no llama row of ${policy}`);
+  return rows.reduce((a, b) => (b.parallel > a.parallel ? b : a));
+};
+
+/** The preset line's training rate (bench/results/train-throughput.json, the scratch presets on Spider train's records). */
+const presetRow = (name: string): any => {
+  const r = json('train-throughput').configs.find((x: { name: string }) => x.name === name);
+  if (!r) throw new Error(`bench/results/train-throughput.json has no config named ${name}`);
+  return r;
+};
+
 /** Every figure by name; each reads its source when asked. */
 export const FIGURES: Record<string, () => string> = {
   'mutation.kinds': () => String(MUTATION_KINDS.length),
 
+  'annotate.questions': () => int(json('annotate').train.questions),
   'annotate.pairs': () => int(json('annotate').train.pairs),
   'annotate.trajectories': () => int(json('annotate').train.trajectories),
   'annotate.clause_kinds': () => String(Object.keys(json('annotate').train.pairs_by_clause).length),
@@ -127,6 +146,24 @@ export const FIGURES: Record<string, () => string> = {
   'fits.selector.pool16.six': () => f(json('fit-databases').default['6'].selector['pool16.exec'].ex, 1),
   'fits.blame.fused.six': () => f(json('fit-databases').default['6'].blame.fused.top1, 3),
   'fits.blame.fused.small': () => f(json('fit-databases').small['11'].blame.fused.top1, 3),
+
+  // The path of a team's own policy (README, training/README.md): each step's rate on 2 cores.
+  'sample.q05.questions_per_hour': () => f(sampleRow('qwen2.5-coder-0.5b').questions_per_hour, 0),
+  'sample.q15.questions_per_hour': () => f(sampleRow('qwen2.5-coder-1.5b').questions_per_hour, 0),
+  'sample.q05.tokens_per_s': () => f(sampleRow('qwen2.5-coder-0.5b').generated_tokens_per_s, 1),
+  // The wave schedule's figure once bench/sample-throughput records a row of it ("schedule": "wave").
+  'sample.wave.questions_per_hour': () => {
+    const r = (json('sample-throughput').rows as { policy: string; schedule?: string; questions_per_hour: number }[])
+      .find((x) => x.schedule === 'wave' && x.policy === 'qwen2.5-coder-0.5b');
+    return r ? f(r.questions_per_hour, 0) : 'not measured yet';
+  },
+  'sampled_set.label_s_per_1000': () => {
+    const l = json('sampled-set').labelling.sampled;
+    return f((1000 * l.seconds) / l.candidates, 1);
+  },
+  'sampled_set.label_samples': () => int(json('sampled-set').labelling.sampled.candidates),
+  'train.preset.epoch_minutes': () => f(presetRow('h192').epoch_minutes, 0),
+  'train.preset.records': () => int(json('train-throughput').data.records),
 
   'failures.n': () => int(json('dev-failures').failures),
   'failures.by_clause': () => {
