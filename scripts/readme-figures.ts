@@ -1,6 +1,6 @@
 // README figures from their sources: every number written as <!--fig:NAME-->value<!--/fig--> in
-// README.md (and src/annotate/README.md) is computed here from bench/results/*.json or the code,
-// so a re-run benchmark or a new mutation kind cannot leave the README behind.
+// README.md, src/annotate/README.md and docs/SERVICE.md is computed here from bench/results/*.json
+// or the code, so a re-run benchmark or a new mutation kind cannot leave the docs behind.
 //   node dist/scripts/readme-figures.js           rewrite the marked values in place
 //   node dist/scripts/readme-figures.js --check   exit 1 listing every marked value that differs
 // (npm run readme does the first; test/readme-figures.test.ts the second.) A marker whose name
@@ -11,7 +11,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { MUTATION_KINDS } from '../src/annotate/mutation-kinds.js';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-export const FILES = ['README.md', join('src', 'annotate', 'README.md'), join('training', 'README.md')];
+export const FILES = ['README.md', join('src', 'annotate', 'README.md'), join('training', 'README.md'), join('docs', 'SERVICE.md')];
 
 const json = (name: string): any => JSON.parse(readFileSync(join(REPO, 'bench', 'results', `${name}.json`), 'utf8'));
 const int = (x: number) => Math.round(x).toLocaleString('en-US');
@@ -36,6 +36,9 @@ const confidenceRow = (pool: string, mode: string): any => {
   if (!r) throw new Error(`bench/results/confidence.json has no ${pool} ${mode} row`);
   return r;
 };
+
+/** The min_confidence thresholds docs/SERVICE.md tabulates (each must be in confidence.json). */
+const THRESHOLDS = [0.5, 0.7, 0.8, 0.9, 0.95] as const;
 
 const prmBase = (model: string): any => {
   const m = json('prm-base').models.find((x: { model: string }) => x.model === model);
@@ -123,11 +126,27 @@ export const FIGURES: Record<string, () => string> = {
 
   ...Object.fromEntries(
     (['pool8', 'pool16'] as const).flatMap((p) => [
-      ...(['exec', 'sql'] as const).map((mode) => [`confidence.${p}.${mode}.auroc`, () => f(confidenceRow(p, mode).pooled.auroc, 2)]),
+      ...(['exec', 'sql'] as const).flatMap((mode) => [
+        [`confidence.${p}.${mode}.auroc`, () => f(confidenceRow(p, mode).pooled.auroc, 2)],
+        [`confidence.${p}.${mode}.ex`, () => f(confidenceRow(p, mode).pooled.ex, 1)],
+        // docs/SERVICE.md's threshold table: the share of questions answered and their EX at each
+        // min_confidence the evaluation reports.
+        ...THRESHOLDS.map((t) => [`confidence.${p}.${mode}.at.${t}`, () => {
+          const r = (confidenceRow(p, mode).thresholds as { min_confidence: number; coverage: number; ex: number }[]).find((x) => x.min_confidence === t);
+          if (!r) throw new Error(`bench/results/confidence.json has no ${p} ${mode} threshold ${t}`);
+          return `${pct(r.coverage, 1, 0)}, ${f(r.ex, 1)}`;
+        }]),
+      ]),
       [`confidence.${p}.exec.ex80`, () => f(confidenceRow(p, 'exec').pooled.ex80, 1)],
-      [`confidence.${p}.exec.ex`, () => f(confidenceRow(p, 'exec').pooled.ex, 1)],
     ]),
   ),
+  'confidence.n': () => int(confidenceRow('pool8', 'exec').pooled.n),
+  // A lone candidate carries no agreement evidence: its mean confidence against how often one is right.
+  'confidence.pool8.exec.lone_mean': () => f(confidenceRow('pool8', 'exec').lone.meanConfidence, 2),
+  'confidence.pool8.exec.lone_right': () => f(confidenceRow('pool8', 'exec').lone.accuracy, 2),
+  'confidence.pool8.exec.group_sum': () => f(confidenceRow('pool8', 'exec').groups.mean_sum, 2),
+  'confidence.pool8.exec.several_likely': () => int(confidenceRow('pool8', 'exec').groups.several_likely_right),
+  'confidence.pool8.exec.candidates_ece': () => f(confidenceRow('pool8', 'exec').candidates.ece, 3),
   // Without a database: what a response's distinct groups add up to, and how calibrated every
   // candidate's confidence is for the event it states (the first right group down the ranking).
   'confidence.pool8.sql.group_sum': () => f(confidenceRow('pool8', 'sql').groups.mean_sum, 2),

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { makeDbDir, start, REPO, TINY, type Running } from './server-fixture.js';
 import { spawnServe } from './process-fixture.js';
 import { Rng } from '../src/annotate/rng.js';
+import { answersOf, checkGroups } from './answer-groups.js';
 
 let full: Running;
 let tiny: Running;
@@ -112,17 +113,33 @@ test('random requests on every route and strategy: scores and confidence follow 
       checkLocalize(loc.body, what);
       continue;
     }
+    // The answers each candidate gives, for the groups its confidence is about (prm executes nothing).
+    const answers = answersOf(sqls, withDb && strategy !== 'prm' ? db.dbPath : null);
+    const sameGroupsShowOne = strategy === undefined || strategy === 'selector';
     if (route === '/rerank') {
       const res = await srv.post(route, { question, candidates: sqls, ...ctx, ...(strategy ? { strategy } : {}), ...(topN ? { top_n: topN } : {}) });
       assert.equal(res.status, 200, `${what}: ${JSON.stringify(res.body)}`);
       checkRerank(res.body, what, topN === undefined);
+      const rs: any[] = res.body.results;
+      if (rs[0].confidence === undefined) assert.ok(rs.every((x) => x.group === undefined), `${what}: no confidence, no group`);
+      else checkGroups(rs.map((x) => ({ index: x.index, group: x.group, confidence: x.confidence, unscored: x.verdict === 'unscored' })), answers, what, sameGroupsShowOne);
       continue;
     }
     const res = await srv.post(route, { model: 'caper', query: question, documents: sqls, ...ctx, ...(strategy ? { strategy } : {}), ...(topN ? { top_n: topN } : {}) });
     assert.equal(res.status, 200, `${what}: ${JSON.stringify(res.body)}`);
     const rel = res.body.results.map((x: any) => x.relevance_score);
     assert.ok(neverIncreases(rel), `${what}: relevance_score follows the order ${JSON.stringify(rel)}`);
-    if (res.body.meta.confidence) assert.ok(neverIncreases(res.body.meta.confidence), `${what}: meta.confidence follows the order ${JSON.stringify(res.body.meta.confidence)}`);
+    const meta = res.body.meta;
+    if (!meta.confidence) {
+      assert.equal(meta.group, undefined, `${what}: no confidence, no group`);
+      continue;
+    }
+    assert.ok(neverIncreases(meta.confidence), `${what}: meta.confidence follows the order ${JSON.stringify(meta.confidence)}`);
+    // Which documents the model could not score: /rerank says it per result (the same request).
+    const whole = await srv.post('/rerank', { question, candidates: sqls, ...ctx, ...(strategy ? { strategy } : {}) });
+    const unscored = new Set(whole.body.results.filter((x: any) => x.verdict === 'unscored').map((x: any) => x.index));
+    assert.equal(meta.group.length, res.body.results.length, `${what}: one group per result`);
+    checkGroups(res.body.results.map((x: any, k: number) => ({ index: x.index, group: meta.group[k], confidence: meta.confidence[k], unscored: unscored.has(x.index) })), answers, what, sameGroupsShowOne);
   }
 });
 

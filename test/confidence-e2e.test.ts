@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { makeDbDir, start, REPO, TINY, type Running } from './server-fixture.js';
 import { canonicalSql } from '../src/clauses/canon.js';
+import { answersOf, checkGroups } from './answer-groups.js';
 
 let srv: Running;
 let tiny: Running;
@@ -79,6 +80,39 @@ test('/rerank without a database: distinct texts are exclusive answers down the 
   }
 });
 
+test('every rerank route names the group each confidence is about: one answer, one id, numbered down the ranking', async () => {
+  const SPAIN = "SELECT count(*) FROM singer WHERE country = 'Spain'";
+  const LIKE = "SELECT count(*) FROM singer WHERE country LIKE 'France'";
+  const candidates = [GOOD, SPAIN, WRONG, GOOD2, LIKE, BROKEN, SPAIN, '', 'DROP TABLE singer'];
+  const cases = [
+    { ctx: { schema: 'singer: singer_id*, name, country, age' }, strategies: ['selector', 'prm'] },
+    { ctx: { db_id: 'shop' }, strategies: ['selector', 'prm', 'vote', 'hybrid'] },
+  ];
+  for (const { ctx, strategies } of cases) {
+    for (const strategy of strategies) {
+      // prm ranks without executing: its groups are canonical texts even with a database.
+      const executed = 'db_id' in ctx && strategy !== 'prm';
+      const answers = answersOf(candidates, executed ? db.dbPath : null);
+      // The pool must hold answers given by several texts, or equal ids would prove nothing.
+      const counts = [...new Set(answers)].filter((a) => a !== null).map((a) => answers.filter((b) => b === a).length);
+      assert.ok(counts.length >= 3 && counts.some((k) => k >= 2), JSON.stringify(answers));
+      if (executed) assert.ok(answers[0] === answers[3] && answers[3] === answers[4], 'three texts of one result');
+      const what = `${JSON.stringify(ctx)} ${strategy}`;
+      const r = await srv.post('/rerank', { question: Q, ...ctx, candidates, strategy });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      const shown = r.body.results.map((x: any) => ({ index: x.index, group: x.group, confidence: x.confidence, unscored: x.verdict === 'unscored' }));
+      checkGroups(shown, answers, what, strategy === 'selector');
+      // The Cohere shapes carry the same ids beside meta.confidence, for the results they return.
+      for (const path of ['/v1/rerank', '/v2/rerank']) {
+        const c = await srv.post(path, { model: 'caper', query: Q, ...ctx, documents: candidates, strategy, top_n: 5 });
+        assert.equal(c.status, 200, JSON.stringify(c.body));
+        assert.deepEqual(c.body.results.map((x: any) => x.index), r.body.results.slice(0, 5).map((x: any) => x.index), `${what} ${path}`);
+        assert.deepEqual(c.body.meta.group, shown.slice(0, 5).map((x: any) => x.group), `${what} ${path}`);
+      }
+    }
+  }
+});
+
 test('/rerank min_confidence: abstains above the pick, still returning the ranking; answers below it', async () => {
   const hi = await srv.post('/rerank', { question: Q, db_id: 'shop', candidates: POOL, min_confidence: 0.999 });
   assert.equal(hi.status, 200, JSON.stringify(hi.body));
@@ -135,6 +169,7 @@ test('a model without a confidence map: no confidence, a request threshold refus
   const r = await tiny.post('/rerank', { question: Q, db_id: 'shop', candidates: POOL });
   assert.equal(r.status, 200);
   assert.equal(r.body.results[0].confidence, undefined);
+  assert.equal(r.body.results[0].group, undefined, 'no confidence, nothing for a group to be the unit of');
   assert.equal(r.body.abstained, undefined);
   assert.ok(r.body.warnings.some((w: string) => /--min-confidence ignored/.test(w)), JSON.stringify(r.body.warnings));
   const ask = await tiny.post('/rerank', { question: Q, db_id: 'shop', candidates: POOL, min_confidence: 0.5 });

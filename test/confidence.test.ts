@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  auroc, ece, accuracyAtCoverage, riskCoverage, reliabilityBins, calibrate, abstention, probability, responseProbabilities, confidenceEvent,
+  auroc, ece, accuracyAtCoverage, riskCoverage, reliabilityBins, calibrate, abstention, probability, responseProbabilities, responseGroups, confidenceEvent,
   type ConfidenceModel,
 } from '../src/verdict/confidence.js';
 import { confidenceFeatureNames } from '../src/scoring/confidence-features.js';
@@ -170,6 +170,26 @@ test('responses of every shape: distinct groups sum to at most one, at most one 
         if (contiguous) cluster.forEach((c, i) => cluster.forEach((d, j) => c >= 0 && c === d && assert.equal(q[i], q[j], `${mode}: one group, one value`)));
       }
     }
+  }
+});
+
+test('responseGroups: the groups a response shows, numbered in the order the ranking reaches them', () => {
+  // Selector groups 2, 0 and 1 reached in that order down the ranking; candidate 2 is in none.
+  assert.deepEqual(responseGroups([2, 0, -1, 2, 1], [3, 1, 0, 4, 2]), [0, 1, -1, 0, 2]);
+  const rand = rng(56);
+  for (let t = 0; t < 300; t++) {
+    const n = 1 + Math.floor(rand() * 12);
+    const cluster = Array.from({ length: n }, () => (rand() < 0.15 ? -1 : Math.floor(rand() * n)));
+    const order = Array.from({ length: n }, (_, i) => i).sort(() => rand() - 0.5);
+    const ids = responseGroups(cluster, order);
+    cluster.forEach((c, i) => cluster.forEach((d, j) => assert.equal(ids[i] === ids[j], c === d, JSON.stringify({ cluster, order, ids }))));
+    let next = 0;
+    for (const i of order) {
+      if (ids[i]! < 0) continue;
+      assert.ok(ids[i]! <= next, JSON.stringify({ cluster, order, ids }));
+      if (ids[i] === next) next++;
+    }
+    assert.ok(ids.every((g, i) => (g < 0) === (cluster[i]! < 0)));
   }
 });
 

@@ -12,7 +12,7 @@ import type { SqlRunner } from '../rootcause/rootcause.js';
 import { ROOT_CAUSE_MAX_CHARS } from './limits.js';
 import { chooseGroups, rankingOfChoice, rerank, type RerankInput, type RerankOutput, type Strategy } from '../verdict/rank.js';
 import { cannotMatch, confidenceFeatureNames, confidenceFeatures } from '../scoring/confidence-features.js';
-import { abstention, confidenceModelsFrom, probability, responseProbabilities, type Abstention, type ConfidenceMode, type ConfidenceModel, type ConfidenceModels } from '../verdict/confidence.js';
+import { abstention, confidenceModelsFrom, probability, responseGroups, responseProbabilities, type Abstention, type ConfidenceMode, type ConfidenceModel, type ConfidenceModels } from '../verdict/confidence.js';
 import { VerifierError } from './errors.js';
 
 /** The selector's choice: the model's group scores, the verdict's order. */
@@ -31,13 +31,18 @@ export function rankCandidates(strategy: Strategy, facts: {
   inputs: readonly RerankInput[];
   selector?: { cands: readonly SelectorCandidate[]; model: SelectorModel; executed: boolean; question: string };
   confidence?: ConfidenceModel | null;
-}): { ranking: RerankOutput[]; reasons?: SelectorReason[]; confidence?: number[] } {
+}): { ranking: RerankOutput[]; reasons?: SelectorReason[]; confidence?: number[]; confidenceGroups?: (number | null)[] } {
   const s = facts.selector;
   const mode = s?.executed ? 'exec' : 'sql';
   const choice = s ? selectGroups(s.cands, s.model[mode], s.question) : null;
   const ranking = strategy === 'selector' ? rankingOfChoice(choice!) : rerank(facts.inputs, strategy);
-  // The response's confidences follow whatever order the strategy chose (responseProbabilities).
-  const extra = s && choice && facts.confidence ? { confidence: confidenceOf(facts.confidence, s.cands, choice, ranking.map((r) => r.index), s.question) } : {};
+  // The response's confidences follow whatever order the strategy chose (responseProbabilities),
+  // and so do the ids of the groups they are about.
+  const order = ranking.map((r) => r.index);
+  const extra = s && choice && facts.confidence ? {
+    confidence: confidenceOf(facts.confidence, s.cands, choice, order, s.question),
+    confidenceGroups: responseGroups(choice.cluster, order).map((g) => (g < 0 ? null : g)),
+  } : {};
   if (strategy !== 'selector') return { ranking, ...extra };
   const w = s!.model[mode];
   return { ranking, reasons: explain(choice!, w, s!.model.source[mode], s!.cands.length, s!.cands), ...extra };

@@ -125,8 +125,13 @@ export interface RerankResult {
   strategy: Strategy;
   /** Per candidate (request order), for the selector: why its group ranks where it does. */
   reasons?: SelectorReason[];
-  /** Per candidate (request order): the probability that it is right; absent when the model ships no confidence map. */
+  /** Per candidate (request order): the probability the response shows (src/verdict/confidence.ts responseProbabilities); absent when the model ships no confidence map. */
   confidence?: number[];
+  /**
+   * Per candidate (request order), beside `confidence`: the group whose one probability it shows
+   * (the selector's groups, numbered down the ranking from 0), null outside every group.
+   */
+  confidenceGroups?: (number | null)[];
   /** Whether the top pick fell below the threshold in effect (absent without a threshold). */
   abstention?: Abstention & { minConfidence: number };
   model: string;

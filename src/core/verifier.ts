@@ -88,7 +88,7 @@ export class Verifier extends VerifierBase {
       }
       const index = ctx.dbPath ? this.schemaOf(req.db_id!).index : null;
       const evidence: (Map<string, number>[] | null)[] = sqls.map(() => null);
-      const { ranking, reasons, confidence } = rankCandidates(strategy, {
+      const { ranking, reasons, confidence, confidenceGroups } = rankCandidates(strategy, {
         inputs: scored.candidates.map((c, i) => ({ score: c.score, ...(exec ? { execKey: keys[i]! } : {}) })),
         confidence: this.confidence[mode],
         ...(strategy === 'selector' || this.confidence[mode] ? {
@@ -132,6 +132,7 @@ export class Verifier extends VerifierBase {
         consensus,
         ranking,
         ...(confidence ? { confidence } : {}),
+        ...(confidenceGroups ? { confidenceGroups } : {}),
         ...(abstention ? { abstention } : {}),
         executions: exec ? exec.results.map(outcome) : null,
         strategy,

@@ -111,17 +111,20 @@ export async function compatRerank(b: V1Body, req: FastifyRequest) {
 }
 
 /**
- * meta.confidence (per returned result, in result order: relevance_score stays the ranking's
- * score) and the selective-answering fields, for either Cohere shape.
+ * meta.confidence and meta.group (per returned result, in result order: Cohere's result objects
+ * stay as its SDKs parse them, and relevance_score stays the ranking's score) and the
+ * selective-answering fields, for either Cohere shape.
  */
 export const compatConfidenceMeta = {
-  confidence: { type: 'array', items: S.confidenceOut, description: 'per result, in result order: the estimated probability that it is right (relevance_score is unchanged)' },
+  confidence: { type: 'array', items: S.confidenceOut, description: 'per result, in result order: the probability that its group is the first right one down the ranking, with db_id the probability that it is right (relevance_score is unchanged)' },
+  group: { type: 'array', items: S.groupOut, description: 'per result, in result order: the group its confidence is about (equal ids: one answer, one probability; numbered down the ranking from 0; null in no group)' },
   ...S.abstentionOut,
 } as const;
 
 export function compatConfidence(r: RerankResult, shown: readonly { index: number }[]) {
   return {
     ...(r.confidence ? { confidence: shown.map((o) => r.confidence![o.index]!) } : {}),
+    ...(r.confidenceGroups ? { group: shown.map((o) => r.confidenceGroups![o.index] ?? null) } : {}),
     ...abstentionBody(r),
   };
 }

@@ -83,7 +83,12 @@ export const minConfidence = {
 
 export const confidenceOut = {
   type: 'number',
-  description: "estimated probability that this candidate's group is the first right one down the ranking (returns the reference answer while no group ranked above it does), calibrated on held-out databases (caper.json confidence), so a response's distinct groups sum to at most 1. With db_id, groups of different results cannot both be right: it is the probability that the candidate is right. Without, two canonical SQL texts can be the same answer: the top result's is its probability of being right, a lower one's only what it adds to those above. Absent when the model ships no confidence map. Not the relevance score: see docs/SERVICE.md",
+  description: "estimated probability that this candidate's group is the first right one down the ranking (returns the reference answer while no group ranked above it does), calibrated on held-out databases (caper.json confidence), so a response's distinct groups (see group) sum to at most 1. With db_id, groups of different results cannot both be right: it is the probability that the candidate is right. Without, two canonical SQL texts can be the same answer: the top result's is its probability of being right, a lower one's only what it adds to those above. Absent when the model ships no confidence map. Not the relevance score: see docs/SERVICE.md",
+} as const;
+
+export const groupOut = {
+  type: ['integer', 'null'],
+  description: "the group this result's confidence is about: results with one group id are one answer (the same canonical SQL without db_id, the same execution result with it) and share one probability, and distinct groups are exclusive answers whose confidences sum to at most 1. Numbered down the ranking: 0 is the group of the best-ranked grouped result, each new group takes the next id. null for a result in no group (an empty or unscored reply, a failed execution): its confidence is its own. Present with confidence",
 } as const;
 
 /** The response fields of selective answering (present when a threshold is in effect). */

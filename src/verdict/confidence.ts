@@ -140,6 +140,22 @@ export function responseProbabilities(mode: ConfidenceMode, p: readonly number[]
 }
 
 /**
+ * The groups a response's confidences are about, as the response numbers them: per caller index,
+ * 0 for the group of the best-ranked grouped candidate down `order`, then each further group as
+ * its first member appears; -1 outside every group (its confidence is its own and none of the
+ * exclusive answers). Numbered down the response's ranking rather than the selector's, so a
+ * client reads the ids in rank order whatever strategy ordered the results.
+ */
+export function responseGroups(cluster: readonly number[], order: readonly number[]): number[] {
+  const id = new Map<number, number>();
+  for (const i of order) {
+    const g = cluster[i]!;
+    if (g >= 0 && !id.has(g)) id.set(g, id.size);
+  }
+  return cluster.map((g) => (g < 0 ? -1 : id.get(g)!));
+}
+
+/**
  * Per candidate, whether the event its shown confidence (responseProbabilities) is the probability
  * of happened: with a database, that it is right; without, that its group is the first right
  * group down the ranking. What the evaluation calibrates the shown confidences against.
