@@ -5,7 +5,8 @@
 //        [--max-new-tokens 200] [--threads 2] [--configs llama:qwen2.5-coder-0.5b:1,llama:qwen2.5-coder-0.5b:8,...]
 // A configuration is ENGINE:POLICY:HOW: HOW a number of samples decoded together in the question
 // schedule (1 = one sequence), or `wave` (caper sample's wave schedule).
-// Writes bench/results/sample-throughput.{md,json}, keeping the rows of configurations this run did not name.
+// Writes bench/results/sample-throughput.{md,json}, keeping the rows of configurations this run did not name
+// (--configs none rewrites the table from the recorded rows).
 import { spawnSync } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -24,14 +25,14 @@ const threads = flagNumber(a, 'threads', 2);
 const configs = (flagString(a, 'configs') ?? [
   'llama:qwen2.5-coder-0.5b:1', 'llama:qwen2.5-coder-0.5b:8', 'llama:qwen2.5-coder-0.5b:wave', 'hf:qwen2.5-coder-0.5b:8',
   'llama:qwen2.5-coder-1.5b:1', 'llama:qwen2.5-coder-1.5b:8', 'llama:qwen2.5-coder-1.5b:wave',
-].join(',')).split(',').map((c) => {
+].join(',')).split(',').filter((c) => c !== 'none').map((c) => {
   const [engine, policy, how] = c.split(':');
   return { engine: engine!, policy: policy!, parallel: how === 'wave' ? 0 : Number(how), schedule: how === 'wave' ? 'wave' : 'question' };
 });
 
 interface Stats {
   generated_tokens: number; prompt_tokens_decoded: number; seconds: number; generated_tokens_per_s: number; questions_per_hour: number; questions: number;
-  schema_s?: number;
+  schema_s?: number; enter_s?: number; step_s?: number; steps?: number; stepped?: number;
 }
 interface Row extends Stats { engine: string; policy: string; parallel: number; schedule: string; load_before: number; run: string; n: number; max_new_tokens: number; threads: number }
 const run = new Date().toISOString().slice(0, 16).replace('T', ' ');
@@ -74,7 +75,7 @@ const sameRun = (r: Row, schedule: string, parallel: number) => all.find((x) => 
 const ratio = (r: Row, b: Row | undefined) => (b && b !== r ? `${(r.generated_tokens_per_s / b.generated_tokens_per_s).toFixed(2)}x` : '');
 // The wave schedule decodes each database's schema once per run; a run over the whole split
 // amortizes that over every question of the database, so the rate without it is the long run's.
-const steady = (r: Row) => (r.schema_s !== undefined ? (r.generated_tokens / (r.seconds - r.schema_s)).toFixed(1) : '');
+const steady = (r: Row) => (r.schedule === 'wave' && r.schema_s !== undefined ? (r.generated_tokens / (r.seconds - r.schema_s)).toFixed(1) : '');
 const md = `# caper sample: generation throughput
 
 \`${benchCommand('sample-throughput')}\`
@@ -99,5 +100,10 @@ ${all.map((r) => {
   const overQ = r.schedule === 'wave' ? ratio(r, sameRun(r, 'question', r.n)) : '';
   return `| ${r.run} | ${r.engine} | ${r.policy} | ${r.schedule} | ${together} | ${r.questions} x ${r.n} | **${r.generated_tokens_per_s}** | ${steady(r)} | ${r.questions_per_hour} | ${r.generated_tokens} | ${r.prompt_tokens_decoded} | ${r.seconds} | ${overOne} | ${overQ} | ${r.load_before} |`;
 }).join('\n')}
+
+Where a wave run's time went:
+${all.filter((r) => r.schedule === 'wave' && r.steps).map((r) => `- ${r.run}, ${r.policy}: ${r.seconds} s in all; schemas decoded ${r.schema_s} s, questions' own prompt parts ${r.enter_s} s, `
+  + `${r.steps} decoding steps of ${(r.stepped! / r.steps!).toFixed(1)} samples on average, ${(1000 * r.step_s! / r.steps!).toFixed(0)} ms a step `
+  + `(${(1000 * r.step_s! / r.stepped!).toFixed(1)} ms a generated token, sampling included).`).join('\n') || '- no wave run recorded'}
 `;
 writeResults(join(REPO, 'bench', 'results', 'sample-throughput'), { cpu, isa, run, threads, questions, n, max_new_tokens: maxNew, rows: all }, md);
