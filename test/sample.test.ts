@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CONCERTS_SQL, SINGERS_SQL, writeSpiderSplit } from './spider-split.js';
+import { CONCERTS_SQL, SAMPLED_QUESTIONS, SINGERS_SQL, writeSpiderSplit } from './spider-split.js';
 import { REPO } from './server-fixture.js';
 import { mergeSampleParts, predictionLine, writeLayout } from '../src/eval/sampled.js';
 import { loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
@@ -17,11 +17,7 @@ const PY = join(REPO, 'training', '.venv', 'bin', 'python');
 const CLI = join(REPO, 'dist', 'src', 'cli.js');
 let dir: string;
 
-const QUESTIONS = [
-  { db_id: 'shop', question: 'How many singers?', query: 'SELECT count(*) FROM singer' },
-  { db_id: 'mall', question: 'Titles of concerts', query: 'SELECT title FROM concert' },
-  { db_id: 'shop', question: 'Names of singers', query: 'SELECT name FROM singer' },
-];
+const QUESTIONS = SAMPLED_QUESTIONS;
 
 before(() => {
   dir = mkdtempSync(join(tmpdir(), 'caper-sample-'));

@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CONCERTS_SQL, SINGERS_SQL, TWO_QUESTIONS, writeSpiderSplit } from './spider-split.js';
+import { CONCERTS_SQL, SAMPLED_QUESTIONS, SINGERS_SQL, TWO_QUESTIONS, writeSpiderSplit } from './spider-split.js';
 import { REPO } from './server-fixture.js';
 import { labelPool, poolView, setFigures } from '../src/eval/candidate-set.js';
 import { writeLayout } from '../src/eval/sampled.js';
@@ -18,11 +18,7 @@ import { annotate } from '../src/annotate/tuples.js';
 const BENCH = join(REPO, 'dist', 'bench', 'sampled-set.js');
 let dir: string;
 
-const QUESTIONS = [
-  { db_id: 'shop', question: 'How many singers?', query: 'SELECT count(*) FROM singer' },
-  { db_id: 'mall', question: 'Titles of concerts', query: 'SELECT title FROM concert' },
-  { db_id: 'shop', question: 'Names of singers', query: 'SELECT name FROM singer' },
-];
+const QUESTIONS = SAMPLED_QUESTIONS;
 
 function record(index: number, policy: string, replies: string[]): string {
   return JSON.stringify({

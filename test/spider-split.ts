@@ -57,3 +57,11 @@ export function writeSpiderSplit(dir: string, split: { databases: Record<string,
   for (const [system, lines] of Object.entries(split.predictions)) writeFileSync(join(dir, 'predictions', `${system}.sql`), lines.join('\n') + '\n');
   return files;
 }
+
+/** Three questions over two databases (shop twice, so a database's second question exists), the
+ * split the caper sample tests sample from. */
+export const SAMPLED_QUESTIONS = [
+  { db_id: 'shop', question: 'How many singers?', query: 'SELECT count(*) FROM singer' },
+  { db_id: 'mall', question: 'Titles of concerts', query: 'SELECT title FROM concert' },
+  { db_id: 'shop', question: 'Names of singers', query: 'SELECT name FROM singer' },
+];
