@@ -255,7 +255,6 @@ class LlamaEngine(Engine):
         # attention every token would pay for the cells of the others, masked.
         if flash:
             cp.flash_attn_type = 1
-        self.n_ctx = n_ctx
         cp.n_threads = threads
         cp.n_threads_batch = threads
         self.ctx = L.llama_init_from_model(self.model, cp)
@@ -312,14 +311,8 @@ class LlamaEngine(Engine):
 
     def start(self, prompt: list[int], n: int) -> np.ndarray:
         self.L.llama_memory_clear(self.mem, True)
-        seqs = list(range(n))
-        for at in range(0, len(prompt), self.n_batch):
-            chunk = prompt[at: at + self.n_batch]
-            last = at + len(chunk) == len(prompt)
-            # Every sequence reads the prompt's cells: one copy of its keys and values.
-            self._fill([(t, at + j, seqs, last and j == len(chunk) - 1) for j, t in enumerate(chunk)])
-            self._decode()
-        return self._logits(len(chunk) - 1)
+        # Every sequence reads the prompt's cells: one copy of its keys and values.
+        return self._feed(prompt, 0, list(range(n)))
 
     def step(self, tokens: list[int], seqs: list[int], pos: int) -> np.ndarray:
         self._fill([(t, pos, [s], True) for t, s in zip(tokens, seqs)])
@@ -565,7 +558,7 @@ def run(a) -> int:
     template = gguf_chat_template(gguf)
     engine = make_engine(a.engine, gguf, a.threads, *((a.context, True) if a.schedule == "wave" else (8192, False)))
     ddl_of: dict[str, str] = {}
-    states: dict[str, tuple[list[int], bytes]] = {}  # database -> its prompts' shared part and its cache
+    states: dict[str, tuple[list[int], bytes | None]] = {}  # database -> its prompts' shared part and its cache
     t0 = time.time()
     gen_tokens = prompt_tokens = done_now = 0
     with open(out, "a") as fh:
@@ -585,13 +578,18 @@ def run(a) -> int:
                 jobs.append(WaveJob(prompt, [np.random.default_rng(x) for x in seeds]))
                 if a.schedule != "wave":
                     continue
-                head = engine.tokenize(shared)
-                # The shared part is used only where its tokens begin the whole prompt's tokens.
+                # A database's shared part is the same text for all its questions: tokenized once,
+                # decoded the first time one of its questions can use it (its tokens begin that
+                # question's tokens).
+                if q["db_id"] not in states:
+                    states[q["db_id"]] = (engine.tokenize(shared), None)
+                head, state = states[q["db_id"]]
                 if len(head) < len(prompt) and prompt[: len(head)] == head:
-                    if q["db_id"] not in states or states[q["db_id"]][0] != head:
-                        states[q["db_id"]] = (head, engine.prefix_state(head))
+                    if state is None:
+                        state = engine.prefix_state(head)
+                        states[q["db_id"]] = (head, state)
                         prompt_tokens += len(head)
-                    jobs[-1].state, jobs[-1].prefix_len = states[q["db_id"]][1], len(head)
+                    jobs[-1].state, jobs[-1].prefix_len = state, len(head)
             if a.schedule == "wave":
                 replies = engine.generate_wave(jobs, a.temperature, a.top_p, a.max_new_tokens, a.slots)
                 prompt_tokens += sum(len(jb.prompt) - jb.prefix_len for jb in jobs)
