@@ -126,13 +126,9 @@ export function responseProbabilities(mode: ConfidenceMode, p: readonly number[]
   } else {
     // Groups in the order their first member is ranked; `none` is P(every group so far is wrong).
     let none = 1;
-    const seen = new Set<number>();
-    for (const i of order) {
-      const g = cluster[i]!;
-      if (g < 0 || seen.has(g)) continue;
-      seen.add(g);
-      const x = group.get(g)!;
-      group.set(g, x * none);
+    for (const i of groupHeads(cluster, order)) {
+      const x = group.get(cluster[i]!)!;
+      group.set(cluster[i]!, x * none);
       none *= 1 - x;
     }
   }
@@ -147,12 +143,19 @@ export function responseProbabilities(mode: ConfidenceMode, p: readonly number[]
  * client reads the ids in rank order whatever strategy ordered the results.
  */
 export function responseGroups(cluster: readonly number[], order: readonly number[]): number[] {
-  const id = new Map<number, number>();
-  for (const i of order) {
-    const g = cluster[i]!;
-    if (g >= 0 && !id.has(g)) id.set(g, id.size);
-  }
+  const id = new Map(groupHeads(cluster, order).map((i, k) => [cluster[i]!, k]));
   return cluster.map((g) => (g < 0 ? -1 : id.get(g)!));
+}
+
+/** Each group's best-ranked member (caller index), groups in the order `order` first reaches them. */
+function groupHeads(cluster: readonly number[], order: readonly number[]): number[] {
+  const seen = new Set<number>();
+  return order.filter((i) => {
+    const g = cluster[i]!;
+    if (g < 0 || seen.has(g)) return false;
+    seen.add(g);
+    return true;
+  });
 }
 
 /**
@@ -164,10 +167,8 @@ export function confidenceEvent(mode: ConfidenceMode, correct: readonly boolean[
   if (mode === 'exec') return [...correct];
   const first = new Map<number, boolean>();
   let found = false;
-  for (const i of order) {
-    const g = cluster[i]!;
-    if (g < 0 || first.has(g)) continue;
-    first.set(g, correct[i]! && !found);
+  for (const i of groupHeads(cluster, order)) {
+    first.set(cluster[i]!, correct[i]! && !found);
     if (correct[i]) found = true;
   }
   return correct.map((y, i) => (cluster[i]! < 0 ? y : first.get(cluster[i]!)!));
