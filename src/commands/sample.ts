@@ -14,7 +14,7 @@ export const POLICIES = ['qwen2.5-coder-0.5b', 'qwen2.5-coder-1.5b'] as const;
 export const USAGE = `usage: caper sample --data DIR --policy NAME --out DIR [--gguf FILE] [--n 8] [--temperature 0.8] [--top-p 0.95]
                     [--seed 0] [--max-new-tokens 200] [--limit N] [--engine llama|hf] [--schedule wave|question]
                     [--wave 32] [--slots 32] [--context 16384] [--parallel P] [--threads 2] [--stats FILE]
-                    [--resume] [--max-minutes M] [--shard K/N]
+                    [--head-cache DIR|none] [--resume] [--max-minutes M] [--shard K/N]
        caper sample --merge PART.jsonl... --out DIR       shards 0..N-1 of one run -> DIR/samples/POLICY.jsonl, then the layout
        caper sample --layout --data DIR --out DIR          rewrite DIR's predictions layout from DIR/samples/*.jsonl
   N replies per question of --data (questions round-robin over its databases, so --limit spreads over all
@@ -32,6 +32,8 @@ export const USAGE = `usage: caper sample --data DIR --policy NAME --out DIR [--
                   cache cells for a wave's live samples); question (hf's, and llama's with --parallel): one
                   question's samples at a time, --parallel P of them together (default all N)
   --stats FILE    the run's throughput as JSON (generated tokens/s, questions/hour)
+  --head-cache    wave schedule: where each database's decoded schema head is kept, so a resumed run or another
+                  shard restores it instead of decoding it again (default DIR/samples/heads; none: not kept)
   --shard K/N     waves K, K+N, ... of the spread order (a question is a wave in the question schedule) into
                   DIR/samples/POLICY.shard-K-of-N.jsonl (no layout until --merge); the merged file is the one an
                   unsharded run writes (a wave's samples depend on the wave, so shards and --resume keep waves whole)
@@ -51,7 +53,7 @@ function layout(data: string, out: string): void {
   console.log(`layout: ${s.questions} questions over ${s.databases} databases in ${out}`);
 }
 
-const GEN = ['gguf', 'n', 'schedule', 'wave', 'slots', 'context', 'parallel', 'temperature', 'top-p', 'seed', 'max-new-tokens', 'limit', 'engine', 'threads', 'max-minutes', 'shard', 'stats'];
+const GEN = ['gguf', 'n', 'schedule', 'wave', 'slots', 'context', 'parallel', 'temperature', 'top-p', 'seed', 'max-new-tokens', 'limit', 'engine', 'threads', 'max-minutes', 'shard', 'stats', 'head-cache'];
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, {
@@ -105,7 +107,7 @@ export async function run(argv: string[]): Promise<number> {
   const args = ['-m', 'caper_train.data.sample', '--data', resolve(data), '--gguf', resolve(gguf), '--policy', policy, '--out', resolve(file), '--engine', engine];
   for (const f of GEN.filter((x) => !['gguf', 'engine'].includes(x))) {
     const v = flagString(a, f);
-    if (v !== undefined) args.push(`--${f}`, f === 'stats' ? resolve(v) : v);
+    if (v !== undefined) args.push(`--${f}`, (f === 'stats' || f === 'head-cache') && v !== 'none' ? resolve(v) : v);
   }
   if (a.flags.has('resume')) args.push('--resume');
   const env = { ...process.env, PYTHONPATH: [join(ROOT, 'training'), process.env.PYTHONPATH].filter(Boolean).join(':') };

@@ -160,6 +160,34 @@ def test_a_schemas_restored_cache_continues_as_the_whole_prompt_does(tiny):
     assert [r.tokens for r in by_wave[0]] == [r.tokens for r in by_question]
 
 
+def test_schema_heads_kept_on_disk_are_restored_by_the_next_run(tmp_path, tiny):
+    """A resumed run restores the heads an earlier run decoded instead of decoding them again, and
+    writes what a run without the store writes; a damaged file is decoded anew."""
+    pytest.importorskip("llama_cpp")
+    make_split(tmp_path)
+    how = ["--wave", "2", "--slots", "5"]
+    plain = tmp_path / "plain.jsonl"
+    assert run(tmp_path, tiny, plain, *how, "--head-cache", "none", engine="llama") == 0
+    assert not (tmp_path / "heads").exists()
+    stats = []
+    for name in ("first", "second"):
+        st = tmp_path / f"{name}.stats.json"
+        assert run(tmp_path, tiny, tmp_path / f"{name}.jsonl", *how, "--stats", str(st), engine="llama") == 0
+        stats.append(json.loads(st.read_text()))
+        assert (tmp_path / f"{name}.jsonl").read_text() == plain.read_text()
+    files = sorted((tmp_path / "heads").glob("*.state"))
+    assert len(files) == 2, "one head for each database with questions that can use one (shop, zoo)"
+    assert (stats[0]["heads_written"], stats[0]["heads_loaded"]) == (2, 0)
+    assert (stats[1]["heads_written"], stats[1]["heads_loaded"]) == (0, 2)
+    # A torn file: its digest no longer holds, so the head is decoded and written again.
+    files[0].write_bytes(files[0].read_bytes()[:-7])
+    st = tmp_path / "third.stats.json"
+    assert run(tmp_path, tiny, tmp_path / "third.jsonl", *how, "--stats", str(st), engine="llama") == 0
+    third = json.loads(st.read_text())
+    assert (third["heads_written"], third["heads_loaded"]) == (1, 1)
+    assert (tmp_path / "third.jsonl").read_text() == plain.read_text()
+
+
 def test_bad_arguments_are_refused(tmp_path, tiny):
     make_split(tmp_path)
     for bad, why in ((["--shard", "2/2"], "0 <= K < N"), (["--shard", "x"], "K/N"), (["--n", "0"], "--n"), (["--top-p", "0"], "--top-p"),

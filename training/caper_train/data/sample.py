@@ -512,6 +512,50 @@ def waves_of(order: list[int], size: int) -> list[list[int]]:
     return [order[at: at + size] for at in range(0, len(order), size)]
 
 
+class HeadStore:
+    """Each database's prompt head, decoded once, kept on disk across runs: a stopped run resumed, or
+    another shard on the same machine, restores it instead of decoding every schema again. The file
+    is keyed by the policy's bytes, the cache layout (flash attention stores values another way) and
+    the head's tokens, and holds a digest of its payload, so a torn or foreign file is decoded anew,
+    never restored. The bytes restored are the ones the decoding wrote, so runs stay the same."""
+
+    MAGIC = b"CAPERHD1"
+
+    def __init__(self, root: Path, gguf: Path, layout: str):
+        self.root = root
+        h = hashlib.sha256()
+        with open(gguf, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                h.update(chunk)
+        self.key = f"{h.hexdigest()}/{layout}".encode()
+        self.loaded = self.written = 0
+
+    def _path(self, head: list[int]) -> Path:
+        h = hashlib.sha256(self.key)
+        h.update(np.asarray(head, dtype="<i4").tobytes())
+        return self.root / f"{h.hexdigest()[:40]}.state"
+
+    def get(self, head: list[int]) -> bytes | None:
+        try:
+            raw = self._path(head).read_bytes()
+        except OSError:
+            return None
+        n = len(self.MAGIC)
+        if raw[:n] != self.MAGIC or hashlib.sha256(raw[n + 32:]).digest() != raw[n:n + 32]:
+            return None
+        self.loaded += 1
+        return raw[n + 32:]
+
+    def put(self, head: list[int], state: bytes) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self._path(head)
+        # written aside then renamed, so a shard reading it meanwhile sees all of it or none
+        tmp = path.with_suffix(f".{time.time_ns()}.tmp")
+        tmp.write_bytes(self.MAGIC + hashlib.sha256(state).digest() + state)
+        tmp.replace(path)
+        self.written += 1
+
+
 def run(a) -> int:
     data = Path(a.data)
     questions = load_split(data)
@@ -557,6 +601,10 @@ def run(a) -> int:
     gguf = Path(a.gguf)
     template = gguf_chat_template(gguf)
     engine = make_engine(a.engine, gguf, a.threads, *((a.context, True) if a.schedule == "wave" else (8192, False)))
+    # The engine's cache layout: the wave schedule runs llama.cpp with flash attention and f16 keys
+    # and values, and the state's format is the library's.
+    store = HeadStore(Path(a.head_cache) if a.head_cache else out.parent / "heads", gguf,
+                      f"llama-{engine.L.__version__}-fa-f16") if a.schedule == "wave" and a.head_cache != "none" else None
     ddl_of: dict[str, str] = {}
     states: dict[str, tuple[list[int], bytes | None]] = {}  # database -> its prompts' shared part and its cache
     t0 = time.time()
@@ -586,9 +634,13 @@ def run(a) -> int:
                 head, state = states[q["db_id"]]
                 if len(head) < len(prompt) and prompt[: len(head)] == head:
                     if state is None:
-                        state = engine.prefix_state(head)
+                        state = store.get(head) if store else None
+                        if state is None:
+                            state = engine.prefix_state(head)
+                            prompt_tokens += len(head)
+                            if store:
+                                store.put(head, state)
                         states[q["db_id"]] = (head, state)
-                        prompt_tokens += len(head)
                     jobs[-1].state, jobs[-1].prefix_len = state, len(head)
             if a.schedule == "wave":
                 replies = engine.generate_wave(jobs, a.temperature, a.top_p, a.max_new_tokens, a.slots)
@@ -620,7 +672,8 @@ def run(a) -> int:
              "questions": done_now, "generated_tokens": gen_tokens, "prompt_tokens_decoded": prompt_tokens,
              "seconds": round(secs, 2), "generated_tokens_per_s": round(gen_tokens / max(secs, 1e-9), 2),
              "questions_per_hour": round(3600 * done_now / max(secs, 1e-9), 1),
-             **{k: round(v, 2) for k, v in getattr(engine, "timing", {}).items()}}
+             **{k: round(v, 2) for k, v in getattr(engine, "timing", {}).items()},
+             **({"heads_loaded": store.loaded, "heads_written": store.written} if store else {})}
     print(f"sample: {done_now} questions, {gen_tokens} generated tokens in {secs:.0f} s: "
           f"{stats['generated_tokens_per_s']} generated tokens/s, {stats['questions_per_hour']} questions/hour", file=sys.stderr)
     if a.stats:
@@ -651,6 +704,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wave", type=int, default=32, help="questions per wave")
     ap.add_argument("--slots", type=int, default=32, help="samples decoded together in a wave")
     ap.add_argument("--context", type=int, default=16384, help="cache cells for a wave's live questions and samples together")
+    ap.add_argument("--head-cache", help="wave schedule: where each database's decoded prompt head is kept across runs "
+                    "(default: heads/ beside --out; none: decode them every run)")
     ap.add_argument("--parallel", type=int, default=0, help="question schedule: samples decoded together (0: all N of a question; 1: one at a time)")
     ap.add_argument("--stats", help="write the run's throughput here (JSON)")
     ap.add_argument("--progress-every", type=int, default=10)
