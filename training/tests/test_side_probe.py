@@ -57,3 +57,27 @@ def test_the_graph_serves_the_average_of_the_head_and_the_probe(shipped, tmp_pat
         side_probe.attach(g, 1, head.weight.numpy(), float(head.bias), norm_w, eps)
     with pytest.raises(ValueError, match="not below"):
         side_probe.write(model_dir, tmp_path / "x", 3, head, (norm_w, eps), {})
+
+    # The served probe reads back as the head that was fitted.
+    w, b, mix = side_probe.served(g, norm_w)
+    np.testing.assert_allclose(w, head.weight.numpy(), rtol=1e-5, atol=1e-6)
+    assert abs(b - float(head.bias)) < 1e-6 and mix == 0.5
+    # A refit in place: the same graph with another probe serves the average with the new one, and
+    # says what it replaced.
+    other = type(head)(-2 * head.weight, float(head.bias) + 0.5)
+    again = tmp_path / "again"
+    side_probe.write(out, again, 1, other, (norm_w, eps), {"candidates": 1}, replace=True)
+    man2 = json.loads((again / "caper.json").read_text())
+    assert man2["export"]["side_probe"]["replaced"]["candidates"] == 48
+    g2 = onnx.load(str(again / "model.onnx"), load_external_data=False)
+    assert sum(n.name.startswith(side_probe.PREFIX) for n in g2.graph.node) == sum(n.name.startswith(side_probe.PREFIX) for n in g.graph.node)
+    w2, b2, _ = side_probe.served(g2, norm_w)
+    np.testing.assert_allclose(w2, other.weight.numpy(), rtol=1e-5, atol=1e-6)
+    replaced = ort_rewards(ship.session(again / "model.onnx", 1), ids)
+    served_new = ort_rewards(ship.session(out / "model.onnx", 1), ids)
+    for x, a, s_old, s_new in zip(ids, old, served_new, replaced):
+        # head share is the same; the probe share moved from the first probe to the second
+        first = 2 * s_old - a
+        assert np.abs(s_new - (0.5 * a + 0.5 * (-2 * (first - float(head.bias)) + float(head.bias) + 0.5))).max() < 1e-3
+    with pytest.raises(ValueError, match="reads layer 1"):
+        side_probe.write(out, tmp_path / "y", 2, other, (norm_w, eps), {}, replace=True)

@@ -46,10 +46,27 @@ def base_norm(base: Path) -> tuple[np.ndarray, float]:
     return w, float(cfg.get("rms_norm_eps", 1e-6))
 
 
+def served(graph_model, norm_w: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """The side probe a graph carries, as (weight on the normed features, bias, its share): what
+    caper_train.base.probe's heads are, so the served probe is measured on caches like any other."""
+    from onnx import numpy_helper
+
+    inits = {t.name: t for t in graph_model.graph.initializer}
+    if PREFIX + "weight" not in inits:
+        raise ValueError("the graph carries no side probe")
+    folded = numpy_helper.to_array(inits[PREFIX + "weight"]).reshape(-1)
+    norm_w = np.asarray(norm_w, np.float32)
+    if np.abs(norm_w).min() < 1e-8:
+        raise ValueError("the base's final norm has a zero weight: the probe cannot be read back from the graph")
+    return (folded / norm_w, float(numpy_helper.to_array(inits[PREFIX + "bias"])),
+            float(numpy_helper.to_array(inits[PREFIX + "probe_share"])))
+
+
 def attach(graph_model, layer: int, weight: np.ndarray, bias: float, norm_w: np.ndarray, eps: float,
-           mix: float = 0.5) -> None:
+           mix: float = 0.5, replace: bool = False) -> None:
     """In place: rewards = (1 - mix) * head + mix * (weight . rmsnorm(layer L output) + bias).
-    `weight` is on the normed features; the norm's own weight is folded into it."""
+    `weight` is on the normed features; the norm's own weight is folded into it. With `replace`, a
+    graph that carries a probe already gets the new weight and bias in its place."""
     from onnx import helper, numpy_helper
 
     g = graph_model.graph
@@ -59,7 +76,16 @@ def attach(graph_model, layer: int, weight: np.ndarray, bias: float, norm_w: np.
         raise ValueError(f"the graph has no {src if src not in produced else HEAD_OUT}: not a top-k export of "
                          f"{layer} or more layers")
     if any(n.name.startswith(PREFIX) for n in g.node):
-        raise ValueError("the graph already carries a side probe")
+        if not replace:
+            raise ValueError("the graph already carries a side probe")
+        # A refit: the probe's place in the graph and its share stay; only what it learned changes.
+        if served(graph_model, norm_w)[2] != mix:
+            raise ValueError("the graph's side probe has another share than the one asked for")
+        inits = {t.name: t for t in g.initializer}
+        folded = (np.asarray(weight, np.float32) * np.asarray(norm_w, np.float32)).reshape(-1, 1)
+        inits[PREFIX + "weight"].CopyFrom(numpy_helper.from_array(folded, PREFIX + "weight"))
+        inits[PREFIX + "bias"].CopyFrom(numpy_helper.from_array(np.array(bias, np.float32), PREFIX + "bias"))
+        return
     p = lambda s: PREFIX + s  # noqa: E731
     folded = (np.asarray(weight, np.float32) * np.asarray(norm_w, np.float32)).reshape(-1, 1)
     g.initializer.extend([
@@ -105,7 +131,7 @@ def fit(caches: list[str], layer: int, l2: float, exclude: set[str]):
 
 
 def write(model_dir: Path, out: Path, layer: int, head, norm: tuple[np.ndarray, float], info: dict,
-          mix: float = 0.5) -> dict:
+          mix: float = 0.5, replace: bool = False) -> dict:
     """A copy of `model_dir` whose graph carries the side probe; its train step records it."""
     import onnx
 
@@ -123,9 +149,13 @@ def write(model_dir: Path, out: Path, layer: int, head, norm: tuple[np.ndarray, 
     shutil.copytree(model_dir, out)
     graph_file = out / man["files"]["model"]
     m = onnx.load(str(graph_file), load_external_data=False)
-    attach(m, layer, head.weight.numpy(), float(head.bias), norm[0], norm[1], mix)
+    was = (read_step(model_dir, "train") or {}).get("export", {}).get("side_probe")
+    if replace and was and was.get("layer") != layer:
+        raise ValueError(f"{model_dir}: its side probe reads layer {was.get('layer')}, not {layer}")
+    attach(m, layer, head.weight.numpy(), float(head.bias), norm[0], norm[1], mix, replace)
     onnx.save_model(m, str(graph_file))
-    record = {"layer": layer, "mix": mix, "norm": "the base's final RMS norm", **info}
+    record = {"layer": layer, "mix": mix, "norm": "the base's final RMS norm", **info,
+              **({"replaced": was} if replace and was else {})}
     train["name"] = out.name
     train.setdefault("export", {})["side_probe"] = record
     write_step(out, "train", train)
@@ -140,18 +170,33 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m caper_train.ship.side_probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="a shipped top-k model directory")
     ap.add_argument("--base", required=True, help="the base its frozen layers come from (for the final norm)")
-    ap.add_argument("--cache", nargs="+", required=True, help="caper_train.base.features caches of training records")
+    ap.add_argument("--cache", nargs="+", help="caper_train.base.features caches of training records")
     ap.add_argument("--layer", type=int, required=True)
     ap.add_argument("--l2", type=float, default=1e-2)
     ap.add_argument("--exclude-dbs", default="")
     ap.add_argument("--out", required=True)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--replace", action="store_true",
+                    help="the model carries a side probe already: refit it on --cache (same layer and share)")
+    ap.add_argument("--dump-head", help="instead: write the model's served probe as a caper_train.base.probe head file")
     a = ap.parse_args(argv)
+    if a.dump_head:
+        import onnx
+
+        from ..model.manifest import read_manifest
+
+        m = onnx.load(str(Path(a.model) / read_manifest(Path(a.model))["files"]["model"]), load_external_data=False)
+        w, b, mix = served(m, base_norm(Path(a.base))[0])
+        torch.save({"weight": torch.from_numpy(w), "bias": b, "layer": a.layer, "mix": mix, "model": str(a.model)}, a.dump_head)
+        return 0
+    if not a.cache:
+        ap.error("--cache is required (unless --dump-head)")
     torch.set_num_threads(a.threads)
     exclude = {x for x in a.exclude_dbs.split(",") if x}
     head, info = fit(a.cache, a.layer, a.l2, exclude)
     record = write(Path(a.model), Path(a.out), a.layer, head, base_norm(Path(a.base)),
-                   {**info, "l2": a.l2, "exclude_dbs": sorted(exclude), "caches": [Path(c).name for c in a.cache]})
+                   {**info, "l2": a.l2, "exclude_dbs": sorted(exclude), "caches": [Path(c).name for c in a.cache]},
+                   replace=a.replace)
     print(json.dumps(record), file=sys.stderr)
     return 0
 
