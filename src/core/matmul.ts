@@ -1,9 +1,10 @@
 // Which of a model's two graphs runs: the one it was shipped with (fp32 arithmetic on its 4-bit
 // weights), or the same graph with int8 activations (caper.json `matmul_accuracy`, written by
 // python -m caper_train.ship.int8). The weights, inputs and outputs are the same; only onnxruntime's
-// CPU kernels compute differently. int8 arithmetic pays where the CPU multiplies int8 vectors in
-// one instruction (AVX-512 VNNI, AVX-VNNI, Arm's dot product); elsewhere onnxruntime emulates it
-// and the rounding costs judgment for little or no time, so `auto` takes it only on such CPUs.
+// CPU kernels compute differently. int8 arithmetic pays most where the CPU multiplies and adds
+// int8 vectors in one instruction (AVX-512 VNNI, AVX-VNNI, Arm's dot product); elsewhere the gain
+// is small while the rounding moves scores (and can swap close candidates) just the same
+// (bench/results/int8.md), so `auto` takes it only on such CPUs.
 // The choice and its reason are made here, once at load, and /info and the start-up line say both.
 import { readFileSync } from 'node:fs';
 import { INT8_ACCURACY_LEVEL } from '../scoring/manifest.js';
