@@ -4,7 +4,9 @@
 //   ready time (spawn to /readyz 200), /rerank p50/p99, requests/s and non-2xx at concurrency 1
 //   and 8, server RSS (VmRSS at ready and at the end of load, VmHWM peak), model tokens computed
 //   per request with prefix sharing (the server's caper_tokens_total), server time per request
-//   against the FLOP floor (bench/serve's flopsPerToken and MatMul rate), model directory size.
+//   against the FLOP floor (bench/serve's flopsPerToken and MatMul rate) and against a second
+//   floor at the int8 rate (4-bit MatMulNBits with int8 activations, what --matmul int8 runs),
+//   model directory size.
 // The first model is judged against the targets of shipping a base Clause-PRM as the default;
 // the others are columns beside it (and the ratios are first / other).
 // A model whose graph takes past keys and values keeps each database's schema head
@@ -18,7 +20,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { parseStrict, flagString, flagNumber } from '../src/commands/args.js';
 import { shownPath } from '../src/core/paths.js';
 import { REPO, benchCommand, startServer, stopServer, memKb, dirBytes } from './lib.js';
-import { flopsPerToken, load, loadAutocannon, matmulRate, pool8Requests, type LoadResult } from './serve.js';
+import { flopsPerToken, load, loadAutocannon, matmulNBitsRate, matmulRate, pool8Requests, type LoadResult } from './serve.js';
 import type { ModelShape } from './onnx-graph.js';
 
 const MB = 1e6; // decimal, as ship's --max-file-mb counts (95 MB = 95e6 bytes)
@@ -56,6 +58,8 @@ interface ModelRun {
   flopsPerToken: number;
   flopsHow: string;
   loadavgBefore: number[];
+  /** The arithmetic of the graph the server ran, and why (its /info model.matmul). */
+  matmul: { arithmetic: string; reason: string } | null;
 }
 
 const perReq = (r: LoadResult, x: number) => (r.requests ? x / r.requests : NaN);
@@ -99,6 +103,8 @@ async function main(): Promise<void> {
   // it, and the floor uses the higher one (a floor must not be longer than the best this machine did).
   const mmBefore = await matmulRate(threads);
   console.log(`onnxruntime MatMul: ${mmBefore.gflops.toFixed(1)} GFLOP/s peak (${JSON.stringify(mmBefore.bySize)})`);
+  const i8Before = await matmulNBitsRate(4, threads);
+  console.log(`onnxruntime MatMulNBits, int8 activations: ${i8Before.gflops.toFixed(1)} GFLOP/s peak (${JSON.stringify(i8Before.bySize)})`);
 
   const runs: ModelRun[] = [];
   for (const [i, dir] of dirs.entries()) {
@@ -112,6 +118,8 @@ async function main(): Promise<void> {
     console.log(`${manifest.name} (${dir}): ready in ${srv.readyS.toFixed(1)} s, RSS ${(memKb(pid, 'VmRSS') / 1024).toFixed(0)} MiB`);
     try {
       const rssReady = memKb(pid, 'VmRSS');
+      const info = (await (await fetch(srv.url + '/info')).json()) as { model?: { matmul?: { arithmetic: string; reason: string } } };
+      const matmul = info.model?.matmul ?? null;
       // Warm-up, one request at a time over bodies spread across dev-open: what a client sees in
       // `usage` gives the prompt length per candidate (the attention term of the FLOP count) and
       // the tokens a request would cost without prefix sharing.
@@ -154,26 +162,31 @@ async function main(): Promise<void> {
         flopsPerToken: fpt.flops,
         flopsHow: fpt.how,
         loadavgBefore,
+        matmul,
       });
     } finally {
       await stopServer(srv.child);
     }
   }
   const mmAfter = await matmulRate(threads);
+  const i8After = await matmulNBitsRate(4, threads);
   const loadAfter = loadavg();
   const mm = mmAfter.gflops > mmBefore.gflops ? mmAfter : mmBefore;
   const mmDrift = Math.max(mmBefore.gflops, mmAfter.gflops) / Math.min(mmBefore.gflops, mmAfter.gflops);
+  const i8 = i8After.gflops > i8Before.gflops ? i8After : i8Before;
   console.log(`onnxruntime MatMul after the servers: ${mmAfter.gflops.toFixed(1)} GFLOP/s (before ${mmBefore.gflops.toFixed(1)})`);
 
   // --- the table: a row per measure, a column per model, the target and whether the first meets it.
   const first = runs[0]!;
   const fl = runs.map((m) => ({ c1: floor(m, m.c1, mm.gflops), c8: floor(m, m.c8, mm.gflops) }));
+  const fl8 = runs.map((m) => ({ c1: floor(m, m.c1, i8.gflops), c8: floor(m, m.c8, i8.gflops) }));
   const n = (x: number, d: number) => (Number.isFinite(x) ? x.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d }) : '-');
   const judge = (x: number, limit: number) => (!Number.isFinite(x) ? 'not measured' : x <= limit ? 'met' : 'not met');
   const met = (x: number, limit: number) => judge(x, limit).replace(/^not met$/, '**not met**');
   type Row = [string, (m: ModelRun, k: number) => string, string?, string?];
   const rows: Row[] = [
     ['model (caper.json name; template; weights)', (m) => `\`${m.name}\`; ${m.template}; ${m.weights}`],
+    ['matmul arithmetic the server ran (/info model.matmul: which floor applies)', (m) => m.matmul?.arithmetic ?? '-'],
     ['parameters (caper.json, embedding table included)', (m) => n(m.parameters, 0)],
     ['non-embedding parameters (what costs FLOPs per token)', (m) => (m.shape ? n(m.parameters - m.shape.embeddingRows * m.shape.hidden, 0) : '-')],
     ['layers, hidden (read from the graph)', (m) => (m.shape ? `${m.shape.layers}, ${m.shape.hidden}` : '-')],
@@ -200,6 +213,8 @@ async function main(): Promise<void> {
     ['c=8: server time / FLOP floor', (_m, k) => `${n(fl[k]!.c8.ratio, 2)}x`, `<= ${TARGETS.floor_ratio_c8}x`, met(fl[0]!.c8.ratio, TARGETS.floor_ratio_c8)],
     ['(c=8: onnxruntime time / FLOP floor)', (_m, k) => `${n(fl[k]!.c8.inferenceRatio, 2)}x`],
     ['(c=1: server time / FLOP floor)', (_m, k) => `${n(fl[k]!.c1.ratio, 2)}x`],
+    ['int8 FLOP floor per request, ms (the same at the int8 MatMulNBits rate, c=8)', (_m, k) => n(fl8[k]!.c8.perRequestMs, 1)],
+    ['c=8: server time / int8 FLOP floor', (_m, k) => `${n(fl8[k]!.c8.ratio, 2)}x`],
   ];
   const label = (m: ModelRun) => {
     return `${m.name} (${shownPath(m.dir)})`;
@@ -255,6 +270,10 @@ FLOP floor: model tokens computed (prefix sharing, from the server's caper_token
 the peak onnxruntime float32 MatMul rate measured here with ${threads} intra-op threads, the higher of before the first server
 (${Object.entries(mmBefore.bySize).map(([k, g]) => `${k}: ${g}`).join(', ')} GFLOP/s) and after the last (${Object.entries(mmAfter.bySize).map(([k, g]) => `${k}: ${g}`).join(', ')} GFLOP/s).${mmDrift > 1.2 ? `
 **The two differ ${mmDrift.toFixed(2)}x: the machine's state changed during the run, so floor ratios (and the ratios between models) are unreliable.**` : ''}
+int8 FLOP floor: the same tokens and FLOPs at ${i8.gflops.toFixed(1)} GFLOP/s, the peak rate of a 4-bit MatMulNBits (blocks of 128, as the shipped
+graphs store their matrices) with int8 activations (accuracy_level 4, \`caper serve --matmul int8\`), the higher of before
+(${Object.entries(i8Before.bySize).map(([k, g]) => `${k}: ${g}`).join(', ')} GFLOP/s) and after (${Object.entries(i8After.bySize).map(([k, g]) => `${k}: ${g}`).join(', ')} GFLOP/s).
+Which of the two floors applies depends on the graph the server ran (its /info \`model.matmul\`).
 A ratio below 1x means the rate was measured while the cores were busier than during serving.
 FLOPs per token: 2 per non-embedding parameter (the token embedding is a lookup) + causal attention at the warm-up's mean prompt length per candidate:
 ${runs.map((m) => `- ${m.name}: ${m.flopsHow}`).join('\n')}
@@ -278,6 +297,7 @@ ${runs.map((m) => `- ${m.name}: ${m.flopsHow}`).join('\n')}
         requests_available: questions.length,
         targets: { ...TARGETS, judged: first.name },
         matmul: { gflops: mm.gflops, before: { gflops: mmBefore.gflops, by_size: mmBefore.bySize }, after: { gflops: mmAfter.gflops, by_size: mmAfter.bySize } },
+        matmul_int8: { gflops: i8.gflops, before: { gflops: i8Before.gflops, by_size: i8Before.bySize }, after: { gflops: i8After.gflops, by_size: i8After.bySize } },
         models: runs.map((m, k) => ({
           dir: shownPath(m.dir),
           name: m.name,
@@ -295,6 +315,8 @@ ${runs.map((m) => `- ${m.name}: ${m.flopsHow}`).join('\n')}
           flops_per_token: m.flopsPerToken,
           flops_how: m.flopsHow,
           floor: fl[k],
+          floor_int8: fl8[k],
+          matmul: m.matmul,
           loadavg_before: m.loadavgBefore,
         })),
         met: {

@@ -23,7 +23,7 @@ import { Scorer } from '../src/scoring/scorer.js';
 import { schemaFromSqlite, schemaText } from '../src/clauses/schema.js';
 import { mkdtempSync, rmSync, symlinkSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { matmulModel } from './matmul-onnx.js';
+import { matmulModel, matmulNBitsModel, NBITS_WEIGHT } from './matmul-onnx.js';
 import { REPO, benchCommand, startServer, stopServer, metricValue } from './lib.js';
 import { modelShape, type ModelShape } from './onnx-graph.js';
 
@@ -86,6 +86,36 @@ export async function matmulRate(threads?: number): Promise<{ gflops: number; by
     best = Math.max(best, g);
   }
   await s.release();
+  return { gflops: best, bySize };
+}
+
+/**
+ * The rate of the 4-bit matrix products the shipped graphs run (MatMulNBits, blocks of 128) at
+ * onnxruntime's accuracy_level `level`: 0 computes on fp32 activations, 4 on int8 ones (the int8
+ * floor, what `caper serve --matmul int8` runs). Square products as matmulRate's, one graph a
+ * size since the weight is a constant packed at load.
+ */
+export async function matmulNBitsRate(level: number, threads?: number, sizes: readonly number[] = [256, 512, 1024], seconds = 1): Promise<{ gflops: number; bySize: Record<string, number> }> {
+  const bySize: Record<string, number> = {};
+  let best = 0;
+  for (const n of sizes) {
+    const s = await ort.InferenceSession.create(matmulNBitsModel(n, n, level), { graphOptimizationLevel: 'all', ...(threads ? { intraOpNumThreads: threads } : {}) });
+    const a = new ort.Tensor('float32', new Float32Array(n * n).fill(1), [n, n]);
+    const r0 = await s.run({ A: a });
+    // Ones are exact in int8 as in fp32, so both levels must give K x the weight exactly.
+    const y = (r0.Y!.data as Float32Array)[0];
+    if (y !== n * NBITS_WEIGHT) throw new Error(`MatMulNBits model (accuracy_level ${level}) computes ${y}, not ${n * NBITS_WEIGHT}`);
+    let it = 0;
+    const t0 = performance.now();
+    while (performance.now() - t0 < seconds * 1000) {
+      await s.run({ A: a });
+      it++;
+    }
+    const g = (2 * n * n * n * it) / ((performance.now() - t0) / 1000) / 1e9;
+    bySize[String(n)] = Number(g.toFixed(2));
+    best = Math.max(best, g);
+    await s.release();
+  }
   return { gflops: best, bySize };
 }
 

@@ -51,7 +51,7 @@ function settingsOf(opts: ServerOptions, basePath: string): Record<string, strin
   const given: Record<string, unknown> = {
     model: opts.modelDir, 'db-dir': opts.dbDir, postgres: opts.postgresUrl !== undefined ? 'set' : undefined, host: opts.listen?.host, port: opts.listen?.port, 'base-path': basePath,
     device: opts.device, threads: opts.threads, quantized: opts.quantized === true || opts.quantized === 'int8',
-    weights: opts.quantized === 'int4' ? 'int4' : opts.quantized ? 'int8' : 'model',
+    weights: opts.quantized === 'int4' ? 'int4' : opts.quantized ? 'int8' : 'model', matmul: opts.matmul,
     'no-prefix-sharing': opts.prefixSharing === false, 'prefix-cache-mb': opts.prefixCacheMb, 'max-batch-tokens': opts.maxBatchTokens,
     'max-wait-ms': opts.maxWaitMs, 'max-batch-size': opts.maxBatchSize, 'max-queue-tokens': opts.maxQueueTokens,
     'max-candidates': opts.maxCandidates, 'body-limit': opts.bodyLimit, 'exec-timeout-ms': opts.execTimeoutMs,

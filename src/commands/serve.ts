@@ -3,6 +3,7 @@
 import { parseStrict, UsageError } from './args.js';
 import { SERVE_OPTIONS, resolveServeOptions, serveHelp, envName, OptionError } from '../core/options.js';
 import { DEFAULT_MODEL_DIR } from '../core/paths.js';
+import type { MatmulChoice } from '../core/matmul.js';
 
 export const USAGE = serveHelp();
 
@@ -51,6 +52,7 @@ export async function run(argv: string[]): Promise<number> {
     device: str('device') as 'auto' | 'cuda' | 'cpu',
     ...opt<number>('threads', (x) => ({ threads: x })),
     quantized,
+    matmul: str('matmul') as MatmulChoice,
     ...(v.get('no-prefix-sharing') === true ? { prefixSharing: false } : {}),
     ...opt<number>('prefix-cache-mb', (x) => ({ prefixCacheMb: x })),
     ...opt<number>('max-batch-tokens', (x) => ({ maxBatchTokens: x })),
@@ -95,7 +97,10 @@ export async function run(argv: string[]): Promise<number> {
   if (probe.statusCode !== 200) {
     const why = (probe.json() as { message?: string }).message ?? app.caper.notReadyReason ?? `readyz answered ${probe.statusCode}`;
     console.error(`caper serve: not ready on ${url}: ${why}`);
-  } else console.error(`caper serve: ready on ${url} (model ${app.caper.model!.manifest.name}, ${app.caper.model!.provider})`);
+  } else {
+    const mm = app.caper.matmul;
+    console.error(`caper serve: ready on ${url} (model ${app.caper.model!.manifest.name}, ${app.caper.model!.provider}${mm ? `, ${mm.arithmetic} matmul: ${mm.reason}` : ''})`);
+  }
   // Keep the process alive while the server runs.
   return new Promise<number>(() => undefined);
 }

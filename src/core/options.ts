@@ -13,6 +13,7 @@ import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   MAX_EXEC_QUEUE,
 } from './verifier.js';
+import { MATMUL_CHOICES } from './matmul.js';
 
 /** A flag or variable with a value the service cannot use; the CLI reports it and exits 2. */
 export class OptionError extends Error {
@@ -41,6 +42,8 @@ export interface OptionSpec {
   max?: number;
   /** Never echoed back (/info says only whether it is set). */
   secret?: boolean;
+  /** The values a string option takes; anything else stops the start naming the flag or variable. */
+  choices?: readonly string[];
 }
 
 export const SERVE_OPTIONS: readonly OptionSpec[] = [
@@ -55,6 +58,7 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   { flag: 'threads', type: 'int', min: 1, defaultText: "onnxruntime's (one per core)", help: 'onnxruntime intra-op threads' },
   { flag: 'quantized', type: 'bool', default: false, help: 'use the int8 model file when the manifest lists one (weight-only for fp16 exports); same as --weights int8' },
   { flag: 'weights', type: 'string', arg: 'model|int8|int4', default: 'model', help: "which weights file of caper.json: model (as exported), int8, or int4 (weight-only, CPU)" },
+  { flag: 'matmul', type: 'string', arg: 'auto|fp32|int8', choices: MATMUL_CHOICES, default: 'auto', help: "arithmetic of the model file's 4-bit matrix products: int8 runs its int8 graph (caper.json matmul_accuracy, written by python -m caper_train.ship.int8), fp32 the graph as shipped; auto takes int8 only when the model has that graph and the CPU has int8 dot-product instructions (AVX-512 VNNI, AVX-VNNI, Arm dot product). /info says which runs and why" },
   { flag: 'no-prefix-sharing', type: 'bool', default: false, help: "score each candidate as its own sequence instead of one prefix-tree row per request (models exported before prefix-tree packing always do)" },
   { flag: 'prefix-cache-mb', type: 'int', min: 0, default: DEFAULT_PREFIX_CACHE_MB, help: "keys and values of prompt heads (the template's opening and the schema) kept across requests, so a database's schema is computed once; for models whose graph takes them (caper.json past_kv). Approximate MiB, least recently used dropped first; 0 disables it" },
   { flag: 'max-batch-tokens', type: 'int', min: 1, defaultText: `${DEFAULT_MAX_BATCH_TOKENS.cuda} on CUDA; on CPU ${DEFAULT_MAX_BATCH_TOKENS_CPU_PACKED} (one prefix-tree row per run) for a model that packs candidates, as models/small does, else ${DEFAULT_MAX_BATCH_TOKENS.cpu}; /info shows the one in effect`, help: 'bound on rows x longest row of one onnxruntime batch' },
@@ -92,7 +96,10 @@ function parseValue(o: OptionSpec, raw: string | true, where: string): OptionVal
     throw new OptionError(`${where} must be true or false, got "${raw}"`);
   }
   if (raw === true) throw new OptionError(`${where} needs a value`);
-  if (o.type === 'string') return raw;
+  if (o.type === 'string') {
+    if (o.choices && !o.choices.includes(raw)) throw new OptionError(`${where} must be ${o.choices.join(', ')}, got "${raw}"`);
+    return raw;
+  }
   if (o.type === 'device') {
     if (raw !== 'auto' && raw !== 'cuda' && raw !== 'cpu') throw new OptionError(`${where} must be auto, cuda or cpu, got "${raw}"`);
     return raw;

@@ -8,6 +8,7 @@ import type { BlameSource, CandidateVerdict } from '../verdict/blame.js';
 import type { RootCause, ConsensusOutcome } from '../rootcause/rootcause.js';
 import type { Abstention } from '../verdict/confidence.js';
 import type { SqlDialect } from '../clauses/types.js';
+import type { MatmulChoice } from './matmul.js';
 
 export { SQL_DIALECTS, type SqlDialect } from '../clauses/types.js';
 
@@ -23,6 +24,8 @@ export interface VerifierOptions {
   threads?: number;
   /** true/'int8': the int8 weights file; 'int4': the int4 one. */
   quantized?: boolean | 'int8' | 'int4';
+  /** The model file's graph with int8 arithmetic, as shipped, or chosen by the CPU (default 'auto'; src/core/matmul.ts). */
+  matmul?: MatmulChoice;
   /** Score a request's candidates as one prefix-tree row when the model allows (default true). */
   prefixSharing?: boolean;
   /** MiB of prompt heads' keys and values kept across requests (default DEFAULT_PREFIX_CACHE_MB; 0: none). */

@@ -23,6 +23,7 @@ import { confidenceModelsOf } from './ranking.js';
 import { createDeadline, untilDeadline, type Deadline } from './deadline.js';
 import { VerifierError } from './errors.js';
 import { createMetrics, type Metrics } from './metrics.js';
+import { chooseMatmul, readCpuInfo, type MatmulDecision } from './matmul.js';
 import { DbRegistry } from './databases.js';
 import { VERSION } from './version.js';
 import {
@@ -55,6 +56,8 @@ export class VerifierBase {
   /** Execution and deadline settings in effect. */
   readonly execution: { timeoutMs: number; workers: number; perRequestWorkers: number; maxQueue: number; requestTimeoutMs: number };
   model: LoadedModel | null = null;
+  /** Which graph's arithmetic runs and why (src/core/matmul.ts); null until the model loaded. */
+  matmul: MatmulDecision | null = null;
   scorer: Scorer | null = null;
   batcher: Batcher<PackedRow> | null = null;
   /** The selector strategy's weights (caper.json `selector`, else the vote fallback). */
@@ -143,12 +146,22 @@ export class VerifierBase {
     const dir = this.opts.modelDir;
     if (!dir) return;
     try {
-      const { loadModel } = await import('../scoring/onnx.js');
+      const { loadModel, readManifest } = await import('../scoring/onnx.js');
+      const acc = (await readManifest(dir)).matmul_accuracy;
+      const matmul = chooseMatmul({
+        requested: this.opts.matmul ?? 'auto',
+        graph: acc ? { file: acc.file, accuracyLevel: acc.accuracy_level } : null,
+        cpuinfo: readCpuInfo(),
+        device: this.device,
+        weights: this.opts.quantized === 'int4' ? 'int4' : this.opts.quantized ? 'int8' : 'model',
+      });
       const model = await loadModel(dir, {
         device: this.device,
         ...(this.opts.quantized ? { quantized: this.opts.quantized } : {}),
         ...(this.opts.threads ? { threads: this.opts.threads } : {}),
+        matmul: matmul.arithmetic,
       });
+      this.matmul = matmul;
       const m = this.metrics;
       if (this.opts.maxBatchTokens === undefined) {
         const packed = model.packing && this.opts.prefixSharing !== false && model.provider === 'cpu';

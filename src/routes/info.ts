@@ -31,6 +31,12 @@ export default async function infoRoute(app: FastifyInstance): Promise<void> {
                   weights: { type: 'string', description: 'model (as exported, fp32 or fp16), int8 or int4' },
                   prefix_sharing: { type: 'boolean', description: "a request's candidates are scored as one prefix-tree row" },
                   prefix_cache: { type: 'boolean', description: "prompt heads' keys and values are kept across requests (a graph that takes them, --prefix-cache-mb > 0)" },
+                  file: { type: 'string', description: 'the graph file loaded, in the model directory' },
+                  matmul: {
+                    type: 'object',
+                    description: "the arithmetic of the 4-bit matrix products (--matmul): fp32 (the graph as shipped) or int8 (its int8 graph), and why",
+                    properties: { arithmetic: { type: 'string', enum: ['fp32', 'int8'] }, reason: { type: 'string' } },
+                  },
                 },
               },
               scoring: {
@@ -96,6 +102,8 @@ export default async function infoRoute(app: FastifyInstance): Promise<void> {
               weights: m.variant,
               prefix_sharing: s.scorer?.prefixSharing ?? false,
               prefix_cache: !!s.scorer?.prefixCache,
+              file: m.file,
+              ...(s.matmul ? { matmul: { arithmetic: s.matmul.arithmetic, reason: s.matmul.reason } } : {}),
             }
           : null,
         scoring: { ...DECISION_SETTINGS },

@@ -30,6 +30,9 @@ type Schema = {
   'x-writer'?: string;
 };
 
+/** caper.json matmul_accuracy's accuracy_level for int8 activations (onnxruntime's MatMulNBits; caper_train.ship.int8). */
+export const INT8_ACCURACY_LEVEL = 4;
+
 let cached: Schema | undefined;
 
 export function manifestSchema(): Schema {

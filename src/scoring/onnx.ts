@@ -5,7 +5,7 @@ import { stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { CaperTokenizer } from './tokenizer.js';
 import { plainRow, type PackedRow } from './packing.js';
-import { ManifestError, readManifestFile } from './manifest.js';
+import { INT8_ACCURACY_LEVEL, ManifestError, readManifestFile } from './manifest.js';
 import { SessionThread, type PastKvSpec, type PastPlan, type WireTensor } from './session-thread.js';
 
 /** The packed-row interface of training/caper_train/model/export.py (caper.json `packing`). */
@@ -31,6 +31,8 @@ export interface Manifest {
   terminal_verdict?: boolean;
   /** Set when the graph takes and returns past keys and values (caper_train.ship.past_kv). */
   past_kv?: { interface: string; layers: number; kv_heads: number; head_dim: number };
+  /** A second graph, files.model with another MatMulNBits accuracy_level (caper_train.ship.int8). */
+  matmul_accuracy?: { file: string; accuracy_level: number; arithmetic: string; nodes: number };
   [k: string]: unknown;
 }
 
@@ -43,6 +45,10 @@ export interface LoadedModel {
   packing: boolean;
   /** The weights file loaded: fp32/fp16 graph or a quantized one. */
   variant: 'model' | 'int8' | 'int4';
+  /** The graph file loaded (relative to dir). */
+  file: string;
+  /** The arithmetic of the model file's matrix products: as shipped, or its int8 graph. */
+  matmul: 'fp32' | 'int8';
   /**
    * The shape of the past keys and values the graph takes (caper.json `past_kv`), or null: rows
    * may then read a kept head (PackedRow.past) and keep their own (PackedRow.store).
@@ -68,6 +74,12 @@ export interface LoadOptions {
   quantized?: boolean | 'int8' | 'int4';
   /** onnxruntime intra-op threads; default: onnxruntime's choice. */
   threads?: number;
+  /**
+   * 'int8': the model file's int8 graph (caper.json matmul_accuracy at accuracy_level 4) instead
+   * of files.model; default 'fp32', the graph every evaluation scores with. The choice for a
+   * server is src/core/matmul.ts's.
+   */
+  matmul?: 'fp32' | 'int8';
 }
 
 const PAD_ID = 0;
@@ -93,8 +105,15 @@ export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<Lo
   const root = resolve(dir);
   const manifest = await readManifest(root);
   const variant: LoadedModel['variant'] = opts.quantized === 'int4' ? 'int4' : opts.quantized ? 'int8' : 'model';
-  const rel = variant === 'int4' ? manifest.files.model_int4 : variant === 'int8' ? manifest.files.model_int8 : manifest.files.model;
+  const matmul = opts.matmul ?? 'fp32';
+  let rel = variant === 'int4' ? manifest.files.model_int4 : variant === 'int8' ? manifest.files.model_int8 : manifest.files.model;
   if (!rel) throw new Error(`${root}/caper.json lists no ${variant} model (files.model_${variant})`);
+  if (matmul === 'int8') {
+    if (variant !== 'model') throw new Error(`the int8 graph is a variant of files.model, not of the ${variant} weights file`);
+    const acc = manifest.matmul_accuracy;
+    if (!acc || acc.accuracy_level !== INT8_ACCURACY_LEVEL) throw new Error(`${root}/caper.json records no int8 graph (matmul_accuracy with accuracy_level ${INT8_ACCURACY_LEVEL})`);
+    rel = acc.file;
+  }
   const file = join(root, rel);
   try {
     const st = await stat(file);
@@ -122,7 +141,8 @@ export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<Lo
   const device = opts.device ?? 'auto';
   const pk = manifest.past_kv;
   if (pk && pk.interface !== PAST_KV) throw new Error(`${root}/caper.json: past_kv interface "${pk.interface}" is not ${PAST_KV}`);
-  // Only the graph as exported was rewritten to take them; quantized files are separate exports.
+  // Only the graph as exported was rewritten to take them (its int8 graph is the same graph);
+  // quantized files are separate exports.
   const pastKv: PastKvSpec | null = pk && variant === 'model' ? { layers: pk.layers, kvHeads: pk.kv_heads, headDim: pk.head_dim } : null;
   // The session lives on its own thread (session-thread.ts): every run would otherwise hold this
   // thread's event loop for as long as onnxruntime computes.
@@ -197,6 +217,8 @@ export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<Lo
     dir: root,
     packing,
     variant,
+    file: rel,
+    matmul,
     pastKv,
     dropPast(entries: number[]): void {
       thread.drop(entries);
