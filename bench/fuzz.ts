@@ -5,9 +5,13 @@
 // strings, deep nesting, out-of-range numbers, hostile SQL), plus N raw payloads (malformed JSON,
 // wrong content types, invalid UTF-8, prototype keys, nesting bombs, oversized bodies).
 // Pass criteria: 0 responses >= 500, 0 hung or reset requests, every 4xx a JSON {error, message},
-// the process alive and /healthz 200 at the end, the database file unchanged.
+// the process alive and /healthz 200 at the end, the database file unchanged; and (issue 53)
+// /healthz, probed on its own connection every 100 ms for the whole run (bench/healthz.ts), p99
+// <= 100 ms and never over 1 s.
 //
-// Usage: node dist/bench/fuzz.js [--n 10000] [--seed 1] [--concurrency 8] [--model DIR] [--out bench/results/fuzz]
+// Usage: node dist/bench/fuzz.js [--n 10000] [--seed 1] [--concurrency 8] [--timeout-s 30] [--model DIR] [--out bench/results/fuzz]
+// --n is per endpoint; a slow model wants a few hundred: the bodies answered 200 are the ones that
+// reached the model, and they set the run's length.
 // (bench/reliability.ts runs it with the soak and writes bench/results/reliability.{md,json}.)
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -18,6 +22,7 @@ import { Rng } from '../src/annotate/rng.js';
 import { parseArgs, flagNumber, flagString } from '../src/commands/args.js';
 import { shownPath } from '../src/core/paths.js';
 import { REPO, startServer, stopServer } from './lib.js';
+import { healthzPass, probeLine, startHealthzProber, summarizeProbes, type ProbeSummary } from './healthz.js';
 import { DEFAULT_LIMITS } from '../src/routes/context.js';
 
 export const ENDPOINTS = ['/rerank', '/v1/rerank', '/v2/rerank', '/localize', '/reward'] as const;
@@ -50,6 +55,8 @@ export interface FuzzReport {
   seconds: number;
   alive: boolean;
   dbUnchanged: boolean;
+  /** Absent in reports from before issue 53. */
+  healthz?: ProbeSummary;
 }
 
 const QUESTIONS = ['How many singers are from France?', 'List the titles of concerts in 2015.', 'Who is the oldest singer?', '?', 'q'];
@@ -331,17 +338,21 @@ export async function runCases(url: string, cases: FuzzCase[], concurrency: numb
 }
 
 /** Starts the real server, fuzzes it, checks it is still alive and the db unchanged, stops it. */
-export async function fuzz(opts: { perEndpoint: number; seed: number; concurrency: number; modelDir: string }): Promise<FuzzReport> {
+export async function fuzz(opts: { perEndpoint: number; seed: number; concurrency: number; modelDir: string; timeoutS?: number }): Promise<FuzzReport> {
   // The same small --db-dir database the server tests use.
   const db = makeDbDir();
   const hash = () => createHash('sha256').update(readFileSync(db.dbPath)).digest('hex');
   const h0 = hash();
   const srv = await startServer(['--model', opts.modelDir, '--device', 'cpu', '--threads', '1', '--db-dir', db.dir, '--exec-timeout-ms', '200']);
+  const cases = generate(opts.seed, opts.perEndpoint);
+  const prober = startHealthzProber(srv.url);
+  let proberStopped = false;
   try {
-    const cases = generate(opts.seed, opts.perEndpoint);
     const t0 = performance.now();
-    const rep = await runCases(srv.url, cases, opts.concurrency);
+    const rep = await runCases(srv.url, cases, opts.concurrency, (opts.timeoutS ?? 30) * 1000);
     const seconds = (performance.now() - t0) / 1000;
+    const healthz = summarizeProbes(await prober.stop(), 100);
+    proberStopped = true;
     let alive = srv.child.exitCode === null;
     if (alive) {
       try {
@@ -350,8 +361,9 @@ export async function fuzz(opts: { perEndpoint: number; seed: number; concurrenc
         alive = false;
       }
     }
-    return { ...rep, seconds, alive, dbUnchanged: hash() === h0 };
+    return { ...rep, seconds, alive, dbUnchanged: hash() === h0, healthz };
   } finally {
+    if (!proberStopped) await prober.stop();
     await stopServer(srv.child);
     db.cleanup();
   }
@@ -366,18 +378,22 @@ async function main(): Promise<void> {
   const n = flagNumber(a, 'n', 10_000);
   const seed = flagNumber(a, 'seed', 1);
   const concurrency = flagNumber(a, 'concurrency', 8);
+  const timeoutS = flagNumber(a, 'timeout-s', 30);
   const modelDir = resolve(flagString(a, 'model', defaultModel())!);
   const out = resolve(flagString(a, 'out', join(REPO, 'bench', 'results', 'fuzz'))!);
-  const rep = await fuzz({ perEndpoint: n, seed, concurrency, modelDir });
-  console.log(`fuzz: ${rep.requests} requests in ${rep.seconds.toFixed(1)} s, >=500: ${rep.serverErrors}, no response: ${rep.failures}, upload cut after early 413: ${rep.earlyRejects}, non-JSON 4xx: ${rep.badErrorBodies}, alive: ${rep.alive}, db unchanged: ${rep.dbUnchanged}`);
+  const rep = await fuzz({ perEndpoint: n, seed, concurrency, modelDir, timeoutS });
+  console.log(`fuzz: ${n} bodies per endpoint (seed ${seed}), ${rep.requests} requests in ${rep.seconds.toFixed(1)} s, >=500: ${rep.serverErrors}, no response: ${rep.failures}, upload cut after early 413: ${rep.earlyRejects}, non-JSON 4xx: ${rep.badErrorBodies}, alive: ${rep.alive}, db unchanged: ${rep.dbUnchanged}`);
   console.log('| endpoint | requests | statuses |\n|---|---:|---|');
   for (const [ep, e] of Object.entries(rep.byEndpoint)) {
     console.log(`| ${ep} | ${e.requests} | ${Object.entries(e.status).sort().map(([s, c]) => `${s}: ${c}`).join(', ')} |`);
   }
   for (const ex of rep.examples) console.log(JSON.stringify(ex));
+  console.log(probeLine(rep.healthz!));
   mkdirSync(dirname(out), { recursive: true });
-  writeFileSync(`${out}.json`, JSON.stringify({ command: `node dist/bench/fuzz.js --n ${n} --seed ${seed} --concurrency ${concurrency}`, perEndpoint: n, seed, concurrency, model: shownPath(modelDir), ...rep }, null, 2) + '\n');
-  process.exitCode = rep.serverErrors || rep.failures || rep.badErrorBodies || !rep.alive || !rep.dbUnchanged ? 1 : 0;
+  const command = `node dist/bench/fuzz.js --model ${shownPath(modelDir)} --n ${n} --seed ${seed} --concurrency ${concurrency} --timeout-s ${timeoutS}`;
+  writeFileSync(`${out}.json`, JSON.stringify({ command, perEndpoint: n, seed, concurrency, timeoutS, model: shownPath(modelDir), ...rep }, null, 2) + '\n');
+  console.log(`wrote ${shownPath(out)}.json`);
+  process.exitCode = rep.serverErrors || rep.failures || rep.badErrorBodies || !rep.alive || !rep.dbUnchanged || !healthzPass(rep.healthz!) ? 1 : 0;
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
