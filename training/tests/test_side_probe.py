@@ -62,6 +62,11 @@ def test_the_graph_serves_the_average_of_the_head_and_the_probe(shipped, tmp_pat
     w, b, mix = side_probe.served(g, norm_w)
     np.testing.assert_allclose(w, head.weight.numpy(), rtol=1e-5, atol=1e-6)
     assert abs(b - float(head.bias)) < 1e-6 and mix == 0.5
+    # ... and so does the command line's --dump-head, as a probe head file.
+    assert side_probe.main(["--model", str(out), "--base", str(base), "--layer", "1", "--dump-head", str(tmp_path / "h.pt")]) == 0
+    dumped = torch.load(tmp_path / "h.pt", weights_only=False)
+    np.testing.assert_allclose(dumped["weight"].numpy(), head.weight.numpy(), rtol=1e-5, atol=1e-6)
+    assert dumped["layer"] == 1 and dumped["mix"] == 0.5
     # A refit in place: the same graph with another probe serves the average with the new one, and
     # says what it replaced.
     other = type(head)(-2 * head.weight, float(head.bias) + 0.5)

@@ -174,7 +174,7 @@ def main(argv=None) -> int:
     ap.add_argument("--layer", type=int, required=True)
     ap.add_argument("--l2", type=float, default=1e-2)
     ap.add_argument("--exclude-dbs", default="")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="the new model directory (required unless --dump-head)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--replace", action="store_true",
                     help="the model carries a side probe already: refit it on --cache (same layer and share)")
@@ -189,8 +189,8 @@ def main(argv=None) -> int:
         w, b, mix = served(m, base_norm(Path(a.base))[0])
         torch.save({"weight": torch.from_numpy(w), "bias": b, "layer": a.layer, "mix": mix, "model": str(a.model)}, a.dump_head)
         return 0
-    if not a.cache:
-        ap.error("--cache is required (unless --dump-head)")
+    if not a.cache or not a.out:
+        ap.error("--cache and --out are required (unless --dump-head)")
     torch.set_num_threads(a.threads)
     exclude = {x for x in a.exclude_dbs.split(",") if x}
     head, info = fit(a.cache, a.layer, a.l2, exclude)
