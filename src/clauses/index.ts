@@ -4,6 +4,7 @@
 import type { ClauseUnit, NodeKind, SplitResult, SqlDialect, TreeNode } from './types.js';
 import { tokenize } from './lexer.js';
 import { MAX_DEPTH, segmentQuery } from './segment.js';
+import { ParseBudgetError, parseStepBudget } from './parser.js';
 
 /** Longest SQL (in characters) that gets a tree; longer input still gets clause units. */
 export const MAX_TREE_CHARS = 100_000;
@@ -44,11 +45,12 @@ function split(sql: string, wantTree: boolean, dialect: SqlDialect): SplitResult
     // Guards for the HTTP service: the parser is recursive and superlinear on pathological input.
     if (q.truncated) return { sql, ok: false, error: `subqueries nested deeper than ${MAX_DEPTH} levels`, units };
     if (sql.length > MAX_TREE_CHARS) return { sql, ok: false, error: `SQL longer than ${MAX_TREE_CHARS} characters is not parsed`, units };
-    const env: BuildEnv = { sql, dialect, toks, units, dialects: new Set() };
+    const env: BuildEnv = { sql, dialect, toks, units, dialects: new Set(), meter: { steps: 0, limit: parseStepBudget(sql.length) } };
     let query: TreeNode;
     try {
       query = buildQuery(q, env);
     } catch (e) {
+      if (e instanceof ParseBudgetError) return { sql, ok: false, error: `not parsed: ${e.message}`, units };
       return { sql, ok: false, error: `parse error: ${e instanceof Error ? e.message : String(e)}`, units };
     }
     const root = mk('statement', 'statement', [query]);

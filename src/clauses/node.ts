@@ -20,14 +20,21 @@ export function mk(kind: NodeKind, label: string, children: TreeNode[] = [], att
   return n;
 }
 
+/** What one splitSql call has spent of its parser budget (parser.ts parseStepBudget). */
+export interface ParseMeter {
+  steps: number;
+  limit: number;
+}
+
 /** What tree building works from: the SQL, its dialect, its tokens and clause units, the parser's
- * grammars used so far. */
+ * grammars used so far and its budget. */
 export interface BuildEnv {
   sql: string;
   dialect: SqlDialect;
   toks: Token[];
   units: ClauseUnit[];
   dialects: Set<string>;
+  meter: ParseMeter;
 }
 
 export function walkTree(tree: TreeNode): TreeNode[] {
