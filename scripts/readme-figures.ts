@@ -256,6 +256,22 @@ export const FIGURES: Record<string, () => string> = {
   'gateway.heavy_s': () => f(json('gateway').fairness.heavy.ms / 1000, 2),
   'gateway.fuzz_requests': () => String(json('gateway').fuzz.requests),
   'gateway.fuzz_max_s': () => f(json('gateway').fuzz.max_ms / 1000, 2),
+
+  // soak and fuzz per model (bench/soak, bench/fuzz --out bench/results/{soak,fuzz}-NAME)
+  ...Object.fromEntries(['default', 'small'].flatMap((m) => [
+    [`rel.${m}.fuzz_requests`, () => json(`fuzz-${m}`).requests.toLocaleString('en-US')],
+    [`rel.${m}.fuzz_5xx`, () => String(json(`fuzz-${m}`).serverErrors)],
+    [`rel.${m}.soak_requests`, () => json(`soak-${m}`).requests.toLocaleString('en-US')],
+    [`rel.${m}.soak_errors`, () => String(json(`soak-${m}`).errors)],
+    [`rel.${m}.soak_tail`, () => f(json(`soak-${m}`).p99OverP50, 2)],
+    [`rel.${m}.soak_rss`, () => {
+      const r = json(`soak-${m}`).rss;
+      const pct = r.growthPct as number;
+      return `${pct >= 0 ? '+' : ''}${f(pct, 1)}%`;
+    }],
+    [`rel.${m}.healthz_p99`, () => f(Math.max(json(`soak-${m}`).healthz.p99, json(`fuzz-${m}`).healthz.p99), 1)],
+    [`rel.${m}.healthz_max`, () => f(Math.max(json(`soak-${m}`).healthz.max, json(`fuzz-${m}`).healthz.max), 0)],
+  ]).filter(([k]) => !['rel.small.fuzz_requests', 'rel.small.soak_errors', 'rel.small.healthz_max'].includes(k as string))),
 };
 
 const MARK = /<!--fig:([\w.-]+)-->([\s\S]*?)<!--\/fig-->/g;

@@ -44,9 +44,10 @@ def table(rows: dict[str, dict]) -> str:
     names = list(rows)
     out = ["| measure | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
     for key, label, digits in MEASURES:
-        for mode in ("terminal", "min"):
+        # blame orders a candidate's clauses, which the candidate readout does not touch
+        for mode in ("terminal", "min") if not key.startswith("blame") else ("min",):
             cells = [f"{rows[n][mode][key]:.{digits}f}" for n in names]
-            out.append(f"| {label} ({mode}) | " + " | ".join(cells) + " |")
+            out.append(f"| {label}{'' if key.startswith('blame') else f' ({mode} readout)'} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
@@ -60,6 +61,8 @@ def main(argv=None) -> int:
     ap.add_argument("--l2", type=float, default=1e-2, help="side_probe's default")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", help="write OUT.md and OUT.json")
+    ap.add_argument("--save-heads", help="write the fitted probe and the average as head files here "
+                    "(for `caper_train.ship.side_probe --replace --head FILE`)")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     held, meta = probe.load_cache([a.heldout])
@@ -74,6 +77,15 @@ def main(argv=None) -> int:
         raise SystemExit(f"the served probe reads layer {h['layer']}, not {a.layer}")
     served = probe.Head(h["weight"].float(), float(h["bias"]))
     new = probe.fit(probe.table(train, tmeta["layers"].index(a.layer)), a.l2)
+    if a.save_heads:
+        d = Path(a.save_heads)
+        d.mkdir(parents=True, exist_ok=True)
+        made = {"caches": [Path(c).name for c in a.train], "l2": a.l2, "candidates": len(train),
+                "databases": len({c["db_id"] for c in train})}
+        torch.save({"weight": new.weight, "bias": new.bias, "layer": a.layer, "info": made}, d / "sampled.pt")
+        avg = mean_head(served, new)
+        torch.save({"weight": avg.weight, "bias": avg.bias, "layer": a.layer,
+                    "info": {**made, "averaged_with": Path(a.served).name}}, d / "average.pt")
     split = probe_eval.load_split(a.data)
     slot = meta["layers"].index(a.layer)
     rows = {"served probe (models/default)": measure(served, held, slot, split),

@@ -54,7 +54,7 @@ def test_a_probe_fitted_on_other_databases_finds_what_they_share(tmp_path):
     out = tmp_path / "res"
     assert sampled_probe.main(["--heldout", str(tmp_path / "held"), "--data", str(tmp_path / "view"),
                                "--served", str(tmp_path / "served.pt"), "--train", str(tmp_path / "train"),
-                               "--threads", "1", "--out", str(out)]) == 0
+                               "--threads", "1", "--out", str(out), "--save-heads", str(tmp_path / "heads")]) == 0
     res = json.loads((out.with_suffix(".json")).read_text())
     rows = res["rows"]
     assert rows["probe on the sampled set"]["terminal"]["auroc"] > 0.95
@@ -62,6 +62,12 @@ def test_a_probe_fitted_on_other_databases_finds_what_they_share(tmp_path):
     assert abs(rows["served probe (models/default)"]["terminal"]["auroc"] - 0.5) < 0.25
     assert res["train_databases"] == 6 and res["train_wrong"] == 120
     assert "probe on the sampled set" in out.with_suffix(".md").read_text()
+    # the saved average is the probe whose logit is the mean of the two probes' logits
+    avg = torch.load(tmp_path / "heads" / "average.pt", weights_only=False)
+    fitted = torch.load(tmp_path / "heads" / "sampled.pt", weights_only=False)
+    x = torch.randn(5, HIDDEN)
+    torch.testing.assert_close(x @ avg["weight"] + avg["bias"], ((x @ w) + (x @ fitted["weight"] + fitted["bias"])) / 2)
+    assert avg["layer"] == 9 and fitted["info"]["candidates"] == len(train)
     # held-out databases in the training caches: refused
     write_cache(tmp_path / "leak", held[:4])
     with pytest.raises(SystemExit, match="held-out databases"):

@@ -84,5 +84,11 @@ def test_the_graph_serves_the_average_of_the_head_and_the_probe(shipped, tmp_pat
         # head share is the same; the probe share moved from the first probe to the second
         first = 2 * s_old - a
         assert np.abs(s_new - (0.5 * a + 0.5 * (-2 * (first - float(head.bias)) + float(head.bias) + 0.5))).max() < 1e-3
+    # The command line writes a given head file in place of the served probe.
+    torch.save({"weight": other.weight, "bias": other.bias, "layer": 1}, tmp_path / "other.pt")
+    assert side_probe.main(["--model", str(out), "--base", str(base), "--layer", "1", "--head", str(tmp_path / "other.pt"),
+                            "--replace", "--out", str(tmp_path / "cli")]) == 0
+    w3, b3, _ = side_probe.served(onnx.load(str(tmp_path / "cli" / "model.onnx"), load_external_data=False), norm_w)
+    np.testing.assert_allclose(w3, other.weight.numpy(), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="reads layer 1"):
         side_probe.write(out, tmp_path / "y", 2, other, (norm_w, eps), {}, replace=True)

@@ -178,6 +178,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--replace", action="store_true",
                     help="the model carries a side probe already: refit it on --cache (same layer and share)")
+    ap.add_argument("--head", help="write this probe head file (caper_train.base.probe's format) instead of fitting one on --cache")
     ap.add_argument("--dump-head", help="instead: write the model's served probe as a caper_train.base.probe head file")
     a = ap.parse_args(argv)
     if a.dump_head:
@@ -189,13 +190,22 @@ def main(argv=None) -> int:
         w, b, mix = served(m, base_norm(Path(a.base))[0])
         torch.save({"weight": torch.from_numpy(w), "bias": b, "layer": a.layer, "mix": mix, "model": str(a.model)}, a.dump_head)
         return 0
-    if not a.cache or not a.out:
-        ap.error("--cache and --out are required (unless --dump-head)")
+    if not a.out or not (a.cache or a.head) or (a.cache and a.head):
+        ap.error("--out and one of --cache or --head are required (unless --dump-head)")
     torch.set_num_threads(a.threads)
     exclude = {x for x in a.exclude_dbs.split(",") if x}
-    head, info = fit(a.cache, a.layer, a.l2, exclude)
+    if a.head:
+        from ..base import probe
+
+        h = torch.load(a.head, weights_only=False)
+        if h.get("layer", a.layer) != a.layer:
+            raise SystemExit(f"{a.head} is a probe of layer {h['layer']}, not {a.layer}")
+        head, info = probe.Head(h["weight"].float(), float(h["bias"])), {"head": Path(a.head).name, **(h.get("info") or {})}
+    else:
+        head, info = fit(a.cache, a.layer, a.l2, exclude)
     record = write(Path(a.model), Path(a.out), a.layer, head, base_norm(Path(a.base)),
-                   {**info, "l2": a.l2, "exclude_dbs": sorted(exclude), "caches": [Path(c).name for c in a.cache]},
+                   {**info, **({} if a.head else {"l2": a.l2, "exclude_dbs": sorted(exclude),
+                                                    "caches": [Path(c).name for c in a.cache]})},
                    replace=a.replace)
     print(json.dumps(record), file=sys.stderr)
     return 0
