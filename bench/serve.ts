@@ -65,6 +65,17 @@ export interface LoadResult {
 }
 
 
+/** GFLOP/s of an n x n by n x n product `run` computes, called back to back for `seconds`. */
+async function squareGflops(n: number, seconds: number, run: () => Promise<unknown>): Promise<number> {
+  let it = 0;
+  const t0 = performance.now();
+  while (performance.now() - t0 < seconds * 1000) {
+    await run();
+    it++;
+  }
+  return (2 * n * n * n * it) / ((performance.now() - t0) / 1000) / 1e9;
+}
+
 export async function matmulRate(threads?: number): Promise<{ gflops: number; bySize: Record<string, number> }> {
   // Same thread budget as the model sessions, so the floor and the server compete on equal terms.
   const s = await ort.InferenceSession.create(matmulModel(), { graphOptimizationLevel: 'all', ...(threads ? { intraOpNumThreads: threads } : {}) });
@@ -75,13 +86,7 @@ export async function matmulRate(threads?: number): Promise<{ gflops: number; by
     const b = new ort.Tensor('float32', new Float32Array(n * n).fill(0.5), [n, n]);
     const r0 = await s.run({ A: a, B: b });
     if ((r0.C!.data as Float32Array)[0] !== n * 0.5) throw new Error('MatMul model computes the wrong thing');
-    let it = 0;
-    const t0 = performance.now();
-    while (performance.now() - t0 < 1000) {
-      await s.run({ A: a, B: b });
-      it++;
-    }
-    const g = (2 * n * n * n * it) / ((performance.now() - t0) / 1000) / 1e9;
+    const g = await squareGflops(n, 1, () => s.run({ A: a, B: b }));
     bySize[String(n)] = Number(g.toFixed(2));
     best = Math.max(best, g);
   }
@@ -105,13 +110,7 @@ export async function matmulNBitsRate(level: number, threads?: number, sizes: re
     // Ones are exact in int8 as in fp32, so both levels must give K x the weight exactly.
     const y = (r0.Y!.data as Float32Array)[0];
     if (y !== n * NBITS_WEIGHT) throw new Error(`MatMulNBits model (accuracy_level ${level}) computes ${y}, not ${n * NBITS_WEIGHT}`);
-    let it = 0;
-    const t0 = performance.now();
-    while (performance.now() - t0 < seconds * 1000) {
-      await s.run({ A: a });
-      it++;
-    }
-    const g = (2 * n * n * n * it) / ((performance.now() - t0) / 1000) / 1e9;
+    const g = await squareGflops(n, seconds, () => s.run({ A: a }));
     bySize[String(n)] = Number(g.toFixed(2));
     best = Math.max(best, g);
     await s.release();
