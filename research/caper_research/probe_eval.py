@@ -166,9 +166,8 @@ def cv(a) -> int:
 def evaluate(a) -> int:
     cands, meta = probe.load_cache(a.cache)
     split = load_split(a.data)
-    h = torch.load(a.head, weights_only=False)
-    head = probe.Head(h["weight"], h["bias"])
-    slot = meta["layers"].index(h["layer"])
+    head, layer, _ = probe.load_head(a.head)
+    slot = meta["layers"].index(layer)
     outs = probe.candidate_outputs(head, cands, slot)
     dbs = {c["db_id"] for c in cands}
     res = {m: measures(cands, outs, split, dbs, m) for m in ("terminal", "min")}

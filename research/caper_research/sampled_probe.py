@@ -72,20 +72,17 @@ def main(argv=None) -> int:
         raise SystemExit(f"the training caches hold held-out databases: {sorted(overlap)}")
     if a.layer not in meta["layers"] or a.layer not in tmeta["layers"]:
         raise SystemExit(f"layer {a.layer} is not in both caches ({meta['layers']}, {tmeta['layers']})")
-    h = torch.load(a.served, weights_only=False)
-    if h.get("layer", a.layer) != a.layer:
-        raise SystemExit(f"the served probe reads layer {h['layer']}, not {a.layer}")
-    served = probe.Head(h["weight"].float(), float(h["bias"]))
+    served, layer, _ = probe.load_head(a.served)
+    if layer != a.layer:
+        raise SystemExit(f"the served probe reads layer {layer}, not {a.layer}")
     new = probe.fit(probe.table(train, tmeta["layers"].index(a.layer)), a.l2)
     if a.save_heads:
         d = Path(a.save_heads)
         d.mkdir(parents=True, exist_ok=True)
         made = {"caches": [Path(c).name for c in a.train], "l2": a.l2, "candidates": len(train),
                 "databases": len({c["db_id"] for c in train})}
-        torch.save({"weight": new.weight, "bias": new.bias, "layer": a.layer, "info": made}, d / "sampled.pt")
-        avg = mean_head(served, new)
-        torch.save({"weight": avg.weight, "bias": avg.bias, "layer": a.layer,
-                    "info": {**made, "averaged_with": Path(a.served).name}}, d / "average.pt")
+        probe.save_head(new, a.layer, d / "sampled.pt", made)
+        probe.save_head(mean_head(served, new), a.layer, d / "average.pt", {**made, "averaged_with": Path(a.served).name})
     split = probe_eval.load_split(a.data)
     slot = meta["layers"].index(a.layer)
     rows = {"served probe (models/default)": measure(served, held, slot, split),

@@ -67,7 +67,7 @@ def test_a_probe_fitted_on_other_databases_finds_what_they_share(tmp_path):
     fitted = torch.load(tmp_path / "heads" / "sampled.pt", weights_only=False)
     x = torch.randn(5, HIDDEN)
     torch.testing.assert_close(x @ avg["weight"] + avg["bias"], ((x @ w) + (x @ fitted["weight"] + fitted["bias"])) / 2)
-    assert avg["layer"] == 9 and fitted["info"]["candidates"] == len(train)
+    assert avg["layer"] == 9 and fitted["candidates"] == len(train)
     # held-out databases in the training caches: refused
     write_cache(tmp_path / "leak", held[:4])
     with pytest.raises(SystemExit, match="held-out databases"):

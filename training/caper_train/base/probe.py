@@ -173,6 +173,13 @@ def save_head(head: Head, layer: int, path: str | Path, info: dict) -> None:
     torch.save({"weight": head.weight, "bias": head.bias, "layer": layer, **info}, path)
 
 
+def load_head(path: str | Path) -> tuple[Head, int, dict]:
+    """A head file of save_head: the head, the layer it reads, and what else the file records."""
+    h = torch.load(path, weights_only=False)
+    info = {k: v for k, v in h.items() if k not in ("weight", "bias", "layer")}
+    return Head(h["weight"].float(), float(h["bias"])), int(h["layer"]), info
+
+
 def reward_model(base: str | Path, head_file: str | Path):
     """The served model: the base's first `layer` layers and the probe folded into one Linear."""
     from .features import load_truncated

@@ -75,6 +75,7 @@ def attach(graph_model, layer: int, weight: np.ndarray, bias: float, norm_w: np.
     if src not in produced or HEAD_OUT not in produced:
         raise ValueError(f"the graph has no {src if src not in produced else HEAD_OUT}: not a top-k export of "
                          f"{layer} or more layers")
+    folded = (np.asarray(weight, np.float32) * np.asarray(norm_w, np.float32)).reshape(-1, 1)
     if any(n.name.startswith(PREFIX) for n in g.node):
         if not replace:
             raise ValueError("the graph already carries a side probe")
@@ -82,12 +83,10 @@ def attach(graph_model, layer: int, weight: np.ndarray, bias: float, norm_w: np.
         if served(graph_model, norm_w)[2] != mix:
             raise ValueError("the graph's side probe has another share than the one asked for")
         inits = {t.name: t for t in g.initializer}
-        folded = (np.asarray(weight, np.float32) * np.asarray(norm_w, np.float32)).reshape(-1, 1)
         inits[PREFIX + "weight"].CopyFrom(numpy_helper.from_array(folded, PREFIX + "weight"))
         inits[PREFIX + "bias"].CopyFrom(numpy_helper.from_array(np.array(bias, np.float32), PREFIX + "bias"))
         return
     p = lambda s: PREFIX + s  # noqa: E731
-    folded = (np.asarray(weight, np.float32) * np.asarray(norm_w, np.float32)).reshape(-1, 1)
     g.initializer.extend([
         numpy_helper.from_array(folded, p("weight")),
         numpy_helper.from_array(np.array(bias, np.float32), p("bias")),
@@ -149,7 +148,7 @@ def write(model_dir: Path, out: Path, layer: int, head, norm: tuple[np.ndarray, 
     shutil.copytree(model_dir, out)
     graph_file = out / man["files"]["model"]
     m = onnx.load(str(graph_file), load_external_data=False)
-    was = (read_step(model_dir, "train") or {}).get("export", {}).get("side_probe")
+    was = train.get("export", {}).get("side_probe")
     if replace and was and was.get("layer") != layer:
         raise ValueError(f"{model_dir}: its side probe reads layer {was.get('layer')}, not {layer}")
     attach(m, layer, head.weight.numpy(), float(head.bias), norm[0], norm[1], mix, replace)
@@ -181,6 +180,8 @@ def main(argv=None) -> int:
     ap.add_argument("--head", help="write this probe head file (caper_train.base.probe's format) instead of fitting one on --cache")
     ap.add_argument("--dump-head", help="instead: write the model's served probe as a caper_train.base.probe head file")
     a = ap.parse_args(argv)
+    from ..base import probe
+
     if a.dump_head:
         import onnx
 
@@ -188,19 +189,17 @@ def main(argv=None) -> int:
 
         m = onnx.load(str(Path(a.model) / read_manifest(Path(a.model))["files"]["model"]), load_external_data=False)
         w, b, mix = served(m, base_norm(Path(a.base))[0])
-        torch.save({"weight": torch.from_numpy(w), "bias": b, "layer": a.layer, "mix": mix, "model": str(a.model)}, a.dump_head)
+        probe.save_head(probe.Head(torch.from_numpy(w), b), a.layer, a.dump_head, {"mix": mix, "model": str(a.model)})
         return 0
     if not a.out or not (a.cache or a.head) or (a.cache and a.head):
         ap.error("--out and one of --cache or --head are required (unless --dump-head)")
     torch.set_num_threads(a.threads)
     exclude = {x for x in a.exclude_dbs.split(",") if x}
     if a.head:
-        from ..base import probe
-
-        h = torch.load(a.head, weights_only=False)
-        if h.get("layer", a.layer) != a.layer:
-            raise SystemExit(f"{a.head} is a probe of layer {h['layer']}, not {a.layer}")
-        head, info = probe.Head(h["weight"].float(), float(h["bias"])), {"head": Path(a.head).name, **(h.get("info") or {})}
+        head, layer, made = probe.load_head(a.head)
+        if layer != a.layer:
+            raise SystemExit(f"{a.head} is a probe of layer {layer}, not {a.layer}")
+        info = {"head": Path(a.head).name, **made}
     else:
         head, info = fit(a.cache, a.layer, a.l2, exclude)
     record = write(Path(a.model), Path(a.out), a.layer, head, base_norm(Path(a.base)),
