@@ -346,13 +346,11 @@ export async function fuzz(opts: { perEndpoint: number; seed: number; concurrenc
   const srv = await startServer(['--model', opts.modelDir, '--device', 'cpu', '--threads', '1', '--db-dir', db.dir, '--exec-timeout-ms', '200']);
   const cases = generate(opts.seed, opts.perEndpoint);
   const prober = startHealthzProber(srv.url);
-  let proberStopped = false;
   try {
     const t0 = performance.now();
     const rep = await runCases(srv.url, cases, opts.concurrency, (opts.timeoutS ?? 30) * 1000);
     const seconds = (performance.now() - t0) / 1000;
     const healthz = summarizeProbes(await prober.stop(), 100);
-    proberStopped = true;
     let alive = srv.child.exitCode === null;
     if (alive) {
       try {
@@ -363,7 +361,8 @@ export async function fuzz(opts: { perEndpoint: number; seed: number; concurrenc
     }
     return { ...rep, seconds, alive, dbUnchanged: hash() === h0, healthz };
   } finally {
-    if (!proberStopped) await prober.stop();
+    // a no-op after the run's own stop; stops the prober when the run threw
+    await prober.stop();
     await stopServer(srv.child);
     db.cleanup();
   }

@@ -78,7 +78,7 @@ function probeOnce(url: string, timeoutMs: number): Promise<{ ms: number; status
 }
 
 export interface ProbeLoop {
-  /** Stops after the probe in flight (if any) and returns every sample. */
+  /** Stops after the probe in flight (if any) and returns every sample; called again, the same samples. */
   stop(): Promise<ProbeSample[]>;
 }
 
@@ -134,10 +134,14 @@ export function startHealthzProber(url: string, intervalMs = 100, timeoutMs = 10
   });
   // Without this a failed prober whose result nobody awaits yet would be an unhandled rejection.
   result.catch(() => {});
+  let stopped: Promise<ProbeSample[]> | undefined;
   return {
-    async stop() {
-      worker.postMessage('stop');
-      return result;
+    stop() {
+      if (!stopped) {
+        worker.postMessage('stop');
+        stopped = result;
+      }
+      return stopped;
     },
   };
 }

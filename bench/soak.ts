@@ -150,7 +150,6 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
   const srv = await startServer(args);
   const pid = srv.child.pid!;
   const prober = startHealthzProber(srv.url);
-  let proberStopped = false;
   const timeoutMs = opts.timeoutS * 1000;
   try {
     // Optional warm-up: every distinct body once at low concurrency, so the result, parse and
@@ -189,7 +188,6 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
       clearInterval(sampler);
     }
     const healthz = summarizeProbes(await prober.stop(), 100);
-    proberStopped = true;
     const elapsed = (performance.now() - t0) / 1000;
     all.sort((x, y) => x - y);
     const byKind: SoakReport['byKind'] = {};
@@ -232,7 +230,8 @@ export async function soak(opts: SoakOptions): Promise<SoakReport> {
       pass: { errors: errors === 0, tail: p99 <= 10 * p50, memory: growthPct <= 10, healthz: healthzPass(healthz) },
     };
   } finally {
-    if (!proberStopped) await prober.stop();
+    // a no-op after the run's own stop; stops the prober when the run threw
+    await prober.stop();
     await stopServer(srv.child);
   }
 }
