@@ -18,7 +18,7 @@ import { shownPath } from '../src/core/paths.js';
 import { Verifier } from '../src/core/verifier.js';
 import { int8DotFlags, readCpuInfo } from '../src/core/matmul.js';
 import type { RerankResult } from '../src/core/types.js';
-import { REPO, benchCommand, writeResults, percentile } from './lib.js';
+import { REPO, benchCommand, writeResults, median, pairOrder } from './lib.js';
 import { pool8Requests } from './serve.js';
 
 interface Side {
@@ -43,7 +43,6 @@ function sideOf(r: RerankResult): Side {
 }
 
 const maxDiff = (a: number[][], b: number[][]) => Math.max(0, ...a.flatMap((x, i) => x.map((v, j) => Math.abs(v - b[i]![j]!))));
-const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
 
 async function open(model: string, dbDir: string, threads: number, matmul: 'fp32' | 'int8'): Promise<Verifier> {
   const v = new Verifier({ modelDir: model, dbDir, device: 'cpu', threads, matmul, prefixCacheMb: 0 });
@@ -103,14 +102,9 @@ async function main(): Promise<void> {
   let pairs = 0;
   let kept = 0;
   for (const r of rows) {
-    const x = r.fp32.score;
-    const y = r.int8.score;
-    for (let i = 0; i < x.length; i++) {
-      for (let j = i + 1; j < x.length; j++) {
-        pairs++;
-        if (Math.sign(x[i]! - x[j]!) === Math.sign(y[i]! - y[j]!)) kept++;
-      }
-    }
+    const o = pairOrder(r.fp32.score, r.int8.score);
+    pairs += o.pairs;
+    kept += o.kept;
   }
   const ratios = per.map((p) => p.ratio);
   const fp32Total = per.reduce((s, p) => s + p.fp32_ms, 0);

@@ -69,6 +69,27 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
 }
 
+/** percentile 50 of an unsorted list (the lower middle of an even one). */
+export function median(xs: readonly number[]): number {
+  return percentile([...xs].sort((a, b) => a - b), 50);
+}
+
+/**
+ * Pairs of candidates (i < j) two scorings of one request order the same way: the sign of
+ * x[i] - x[j] equals that of y[i] - y[j] (a tie kept as a tie).
+ */
+export function pairOrder(x: readonly number[], y: readonly number[]): { pairs: number; kept: number } {
+  let pairs = 0;
+  let kept = 0;
+  for (let i = 0; i < x.length; i++) {
+    for (let j = i + 1; j < x.length; j++) {
+      pairs++;
+      if (Math.sign(x[i]! - x[j]!) === Math.sign(y[i]! - y[j]!)) kept++;
+    }
+  }
+  return { pairs, kept };
+}
+
 /** A field of /proc/PID/status in kB (VmRSS: resident now, VmHWM: the peak); NaN when unreadable. */
 export function memKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   try {

@@ -14,7 +14,7 @@ import { join, resolve } from 'node:path';
 import { cpus, loadavg } from 'node:os';
 import { parseStrict, flagString, flagNumber } from '../src/commands/args.js';
 import { shownPath } from '../src/core/paths.js';
-import { REPO, benchCommand, startServer, stopServer, writeResults, percentile } from './lib.js';
+import { REPO, benchCommand, startServer, stopServer, writeResults, median, pairOrder } from './lib.js';
 import { pool8Requests } from './serve.js';
 
 interface Answer {
@@ -45,10 +45,6 @@ async function serveAll(args: string[], bodies: string[]): Promise<{ answers: An
   }
 }
 
-function median(xs: number[]): number {
-  return percentile([...xs].sort((a, b) => a - b), 50);
-}
-
 async function main(): Promise<void> {
   const a = parseStrict(process.argv.slice(2), { values: ['model', 'threads', 'limit', 'cache-mb', 'data', 'out'] });
   const model = resolve(flagString(a, 'model', join(REPO, 'models', 'default'))!);
@@ -77,18 +73,14 @@ async function main(): Promise<void> {
   bodies.forEach((_, k) => {
     const x = off.answers[k]!.scores;
     const y = on.answers[k]!.scores;
-    let all = true;
     x.forEach((c, i) => {
       maxPrm = Math.max(maxPrm, Math.abs(c.prm - y[i]!.prm));
       c.clauses.forEach((s, u) => (maxClause = Math.max(maxClause, Math.abs(s - y[i]!.clauses[u]!))));
-      for (let j = i + 1; j < x.length; j++) {
-        pairs++;
-        const same = Math.sign(c.prm - x[j]!.prm) === Math.sign(y[i]!.prm - y[j]!.prm);
-        if (same) kept++;
-        else all = false;
-      }
     });
-    if (all) requestsAllKept++;
+    const o = pairOrder(x.map((c) => c.prm), y.map((c) => c.prm));
+    pairs += o.pairs;
+    kept += o.kept;
+    if (o.kept === o.pairs) requestsAllKept++;
   });
   const idx = (kind: 'hit' | 'miss') => on.answers.map((x, k) => (x.usage.prefix_cache === kind ? k : -1)).filter((k) => k >= 0);
   const hits = idx('hit');

@@ -60,6 +60,10 @@ test('startHealthzProber: a new connection per probe, a slow answer measured as 
     assert.ok(s.p50 < 290, `p50 ${s.p50} ms`);
     // The probe after the slow one starts when it ends, not piled up behind it.
     assert.ok(samples[3]!.t - samples[2]!.t >= 0.29);
+    // Stopped again (a bench's finally after its run stopped it): the same samples, no new probe.
+    const before = requests;
+    assert.deepEqual(await prober.stop(), samples);
+    assert.equal(requests, before);
   } finally {
     srv.closeAllConnections();
     await new Promise((r) => srv.close(r));
