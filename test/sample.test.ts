@@ -100,6 +100,7 @@ test('caper sample refuses bad input before starting anything', () => {
     [['--data', join(dir, 'split'), '--policy', 'qwen2.5-coder-9b', '--gguf', join(dir, 'none.gguf'), '--out', join(dir, 'o')], /--gguf .* does not exist/],
     [['--data', join(dir, 'split'), '--policy', 'p', '--gguf', CLI, '--out', join(dir, 'o'), '--shard', '3/2'], /--shard takes K\/N/],
     [['--data', join(dir, 'split'), '--policy', 'p', '--gguf', CLI, '--out', join(dir, 'o'), '--engine', 'vllm'], /--engine must be llama or hf/],
+    [['--data', join(dir, 'split'), '--policy', 'p', '--gguf', CLI, '--out', join(dir, 'o'), '--stop', 'never'], /--stop must be fence or eos/],
     [['--data', join(dir, 'split'), '--policy', 'p', '--gguf', CLI, '--out', join(dir, 'o'), '--temprature', '1'], /unknown flag --temprature/],
   ];
   for (const [args, why] of cases) {

@@ -12,7 +12,7 @@ import { ROOT, runChild } from './train-child.js';
 export const POLICIES = ['qwen2.5-coder-0.5b', 'qwen2.5-coder-1.5b'] as const;
 
 export const USAGE = `usage: caper sample --data DIR --policy NAME --out DIR [--gguf FILE] [--n 8] [--temperature 0.8] [--top-p 0.95]
-                    [--seed 0] [--max-new-tokens 200] [--limit N] [--engine llama|hf] [--schedule wave|question]
+                    [--seed 0] [--max-new-tokens 200] [--stop fence|eos] [--limit N] [--engine llama|hf] [--schedule wave|question]
                     [--wave 32] [--slots 32] [--context 16384] [--parallel P] [--threads 2] [--stats FILE]
                     [--head-cache DIR|none] [--resume] [--max-minutes M] [--shard K/N]
        caper sample --merge PART.jsonl... --out DIR       shards 0..N-1 of one run -> DIR/samples/POLICY.jsonl, then the layout
@@ -25,6 +25,8 @@ export const USAGE = `usage: caper sample --data DIR --policy NAME --out DIR [--
   each reply, cut out as /rerank cuts it) and links to the split's databases.
   --policy        a name of ${POLICIES.join(', ')} (its GGUF: runs/policies/NAME.gguf, built by
                   bash training/setup-sample.sh), or any name with --gguf FILE
+  --stop          fence (a new file's default): a reply ends once its first \`\`\`-fenced block is closed, the
+                  SQL read from it final; eos: at the model's end of turn. A resumed file keeps the way it began
   --engine        llama (llama-cpp-python; default) or hf (transformers on the dequantized GGUF)
   --schedule      wave (llama's default): --wave questions at a time decoded as one stream of batches of up to
                   --slots samples, a question entering as soon as there is room for all its samples, each
@@ -53,7 +55,7 @@ function layout(data: string, out: string): void {
   console.log(`layout: ${s.questions} questions over ${s.databases} databases in ${out}`);
 }
 
-const GEN = ['gguf', 'n', 'schedule', 'wave', 'slots', 'context', 'parallel', 'temperature', 'top-p', 'seed', 'max-new-tokens', 'limit', 'engine', 'threads', 'max-minutes', 'shard', 'stats', 'head-cache'];
+const GEN = ['gguf', 'n', 'schedule', 'wave', 'slots', 'context', 'parallel', 'temperature', 'top-p', 'seed', 'max-new-tokens', 'stop', 'limit', 'engine', 'threads', 'max-minutes', 'shard', 'stats', 'head-cache'];
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseStrict(argv, {
@@ -96,6 +98,8 @@ export async function run(argv: string[]): Promise<number> {
   if (shard !== undefined && (!m || Number(m[1]) >= Number(m[2]))) throw new UsageError(`--shard takes K/N with 0 <= K < N, got "${shard}"`);
   const engine = flagString(a, 'engine', 'llama')!;
   if (engine !== 'llama' && engine !== 'hf') throw new UsageError(`--engine must be llama or hf, got "${engine}"`);
+  const stop = flagString(a, 'stop');
+  if (stop !== undefined && stop !== 'fence' && stop !== 'eos') throw new UsageError(`--stop must be fence or eos, got "${stop}"`);
   const schedule = flagString(a, 'schedule');
   if (schedule !== undefined && schedule !== 'wave' && schedule !== 'question') throw new UsageError(`--schedule must be wave or question, got "${schedule}"`);
   for (const f of ['n', 'wave', 'slots', 'context', 'parallel', 'limit', 'threads', 'max-new-tokens', 'seed']) {

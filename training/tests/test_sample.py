@@ -196,3 +196,89 @@ def test_bad_arguments_are_refused(tmp_path, tiny):
                      (["--engine", "llama", "--schedule", "wave", "--parallel", "2"], "--parallel is the question schedule's")):
         with pytest.raises(SystemExit, match=why):
             run(tmp_path, tiny, tmp_path / "x.jsonl", *bad)
+
+
+def test_a_reply_is_closed_where_the_extractor_would_stop_reading():
+    """The SQL is the first fenced block; the second ``` ends it, however the tokens split the backticks."""
+    r = sample.Reply([], "length")
+    pieces = [b"Here", b" is:\n", b"``", b"`sql\nSELECT", b" 1\n", b"``", b"`\n\nThis", b" query"]
+    closer = sample.Closer(lambda t: pieces[t])
+    assert [closer.closes(r, t) for t in range(7)] == [False] * 6 + [True]
+    # four backticks open the block once, as the extractor's first match does
+    r = sample.Reply([], "length")
+    assert [closer.closes(r, t) for t in range(3)] == [False] * 3
+    r = sample.Reply([], "length")
+    assert not closer.closes(r, 0) and not sample.Closer(lambda t: b"````").closes(r, 0)
+
+
+def cut_at(reply, piece, marker, count):
+    """The reply's tokens up to the one that completes the marker's count-th occurrence (None: never)."""
+    text = b""
+    for i, t in enumerate(reply.tokens):
+        text += piece(t)
+        if text.count(marker) >= count:
+            return reply.tokens[: i + 1]
+    return None
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_closed_replies_are_the_whole_replies_cut_where_they_close(tiny, schedule):
+    """With a Closer, each reply is the reply decoded without one, ended at the token that closes it:
+    the other samples of the batch go on as they would have. The random tiny model never writes a
+    fence, so the rule is checked with the byte it writes in most replies, closing at its first."""
+    engine_name, how = SCHEDULES[schedule]
+    if engine_name == "llama":
+        pytest.importorskip("llama_cpp")
+    eng = sample.make_engine(engine_name, tiny, 1, 4096, schedule == "llama-wave")
+    tmpl = sample.gguf_chat_template(tiny)
+    prompts = [eng.tokenize(sample.prompt_parts(tmpl, DBS["shop"], f"Question {i}?")[0]) for i in range(3)]
+
+    def decode(closer):
+        rngs = [[np.random.default_rng(100 * i + k) for k in range(4)] for i in range(3)]
+        if schedule == "llama-wave":
+            return eng.generate_wave([sample.WaveJob(p, r) for p, r in zip(prompts, rngs)], 1.0, 1.0, 24, 6, closer)
+        return [eng.generate(p, r, 1.0, 1.0, 24, 0, closer) for p, r in zip(prompts, rngs)]
+
+    whole = decode(None)
+    counts = {}
+    for reps in whole:
+        for r in reps:
+            for b in set(b"".join(eng.piece(t) for t in r.tokens)):
+                counts[b] = counts.get(b, 0) + 1
+    marker = bytes([max(counts, key=counts.get)])
+    closed = decode(sample.Closer(eng.piece, marker, 1))
+    cut = 0
+    for reps, creps in zip(whole, closed):
+        for r, c in zip(reps, creps):
+            # every reply ends at the token that closes it, and only there
+            assert cut_at(c, eng.piece, marker, 1) == (c.tokens if c.stop == "fence" else None)
+            if schedule == "llama-wave":
+                # Samples that end sooner let the next question in sooner, so the others share their
+                # batches with other rows, and llama.cpp's sums over a batch's cache cells differ in
+                # the last bits; a reply that is not closed is the same reply only up to that.
+                continue
+            want = cut_at(r, eng.piece, marker, 1)
+            if want is None:
+                assert (c.tokens, c.stop) == (r.tokens, r.stop)
+            else:
+                assert (c.tokens, c.stop) == (want, "fence")
+        cut += sum(c.stop == "fence" for c in creps)
+    assert cut > 0, "some reply closed"
+
+
+def test_new_files_close_replies_at_the_fence_and_old_ones_resume_as_begun(tmp_path, tiny):
+    make_split(tmp_path)
+    out = tmp_path / "new.jsonl"
+    assert run(tmp_path, tiny, out, "--limit", "2") == 0
+    assert json.loads((tmp_path / "new.jsonl.meta.json").read_text())["stop"] == "fence"
+    # a file begun before --stop existed: its meta has no "stop", and its replies ran to the end of turn
+    old = tmp_path / "old.jsonl"
+    assert run(tmp_path, tiny, old, "--limit", "2", "--stop", "eos") == 0
+    meta_path = tmp_path / "old.jsonl.meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["stop"]
+    meta_path.write_text(json.dumps(meta))
+    assert run(tmp_path, tiny, old, "--resume", "--limit", "2") == 0
+    assert json.loads(meta_path.read_text())["stop"] == "eos"
+    with pytest.raises(SystemExit, match=r"other settings \(stop 'eos' -> 'fence'\)"):
+        run(tmp_path, tiny, old, "--resume", "--limit", "2", "--stop", "fence")

@@ -1,7 +1,7 @@
 """Real candidates from an open code model: N sampled replies per question of a Spider-layout split.
 
     python -m caper_train.data.sample --data DIR --gguf FILE --policy NAME --out SAMPLES.jsonl
-        [--n 8] [--temperature 0.8] [--top-p 0.95] [--seed 0] [--max-new-tokens 200]
+        [--n 8] [--temperature 0.8] [--top-p 0.95] [--seed 0] [--max-new-tokens 200] [--stop fence|eos]
         [--limit N] [--shard K/N] [--resume] [--max-minutes M] [--engine llama|hf] [--threads 2]
 
 What a verifier learns from must be what policies get wrong, on every database it trains on. This
@@ -13,6 +13,8 @@ own extractor, so what a policy wrote is read the way /rerank reads it).
 Output: one JSON line per question, appended as each question finishes:
     {"index", "db_id", "question", "policy", "prompt_tokens",
      "samples": [{"k", "seed", "temperature", "top_p", "reply", "tokens", "stop"}]}
+"stop" is eos (the model ended its turn), length (--max-new-tokens) or fence (--stop fence: the reply's
+first fenced block closed, the SQL read from it final).
 Questions are taken round-robin over the databases (the r-th question of every database before
 any database's r+1-th), so a --limit spreads over all of them. Every sample draws from its own
 generator seeded by (--seed, question index, k) and the samples of a question are decoded
@@ -33,7 +35,7 @@ import json
 import sqlite3
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -152,7 +154,22 @@ def pick_token(logits: np.ndarray, rng: np.random.Generator, temperature: float,
 @dataclass
 class Reply:
     tokens: list[int]
-    stop: str  # "eos" or "length"
+    stop: str  # "eos", "length" or "fence"
+    text: bytearray = field(default_factory=bytearray)  # the reply's bytes so far, kept for a Closer
+
+
+class Closer:
+    """Ends a reply as soon as what is cut out of it can no longer change: the SQL is the first
+    fenced block (src/core/candidates.ts extractSql), so once a second ``` has been written the
+    rest is prose about the query, and decoding it costs time and changes nothing read from it.
+    Counted as that extractor reads: the first ``` opens, the next one after it closes."""
+
+    def __init__(self, piece, marker: bytes = b"```", count: int = 2):
+        self.piece, self.marker, self.count = piece, marker, count
+
+    def closes(self, r: Reply, tok: int) -> bool:
+        r.text += self.piece(tok)
+        return r.text.count(self.marker) >= self.count
 
 
 @dataclass
@@ -176,6 +193,10 @@ class Engine:
     def is_end(self, tok: int) -> bool:
         raise NotImplementedError
 
+    def piece(self, tok: int) -> bytes:
+        """The bytes one token writes."""
+        raise NotImplementedError
+
     def start(self, prompt: list[int], n: int) -> np.ndarray:
         """Decodes the prompt once for n sequences; returns the logits after it (vocab,)."""
         raise NotImplementedError
@@ -188,37 +209,35 @@ class Engine:
         pass
 
     def generate(self, prompt: list[int], rngs: list[np.random.Generator], temperature: float, top_p: float,
-                 max_new: int, parallel: int = 0) -> list[Reply]:
+                 max_new: int, parallel: int = 0, closer: Closer | None = None) -> list[Reply]:
         """N replies, decoded `parallel` at a time (0: all together); each group decodes the prompt once."""
         step = parallel or len(rngs)
-        return [r for at in range(0, len(rngs), step) for r in self._group(prompt, rngs[at: at + step], temperature, top_p, max_new)]
+        return [r for at in range(0, len(rngs), step)
+                for r in self._group(prompt, rngs[at: at + step], temperature, top_p, max_new, closer)]
+
+    def took(self, r: Reply, t: int, max_new: int, closer: Closer | None) -> bool:
+        """Adds a sampled token to a reply; whether the reply goes on."""
+        if self.is_end(t):
+            r.stop = "eos"
+            return False
+        r.tokens.append(t)
+        if closer is not None and closer.closes(r, t):
+            r.stop = "fence"
+            return False
+        return len(r.tokens) < max_new
 
     def _group(self, prompt: list[int], rngs: list[np.random.Generator], temperature: float, top_p: float,
-               max_new: int) -> list[Reply]:
+               max_new: int, closer: Closer | None = None) -> list[Reply]:
         n = len(rngs)
         first = self.start(prompt, n)
         out = [Reply([], "length") for _ in range(n)]
-        live = []
-        for s in range(n):
-            t = pick_token(first, rngs[s], temperature, top_p)
-            if self.is_end(t):
-                out[s].stop = "eos"
-            else:
-                out[s].tokens.append(t)
-                live.append(s)
+        live = [s for s in range(n) if self.took(out[s], pick_token(first, rngs[s], temperature, top_p), max_new, closer)]
         pos = len(prompt)
-        while live and pos < len(prompt) + max_new - 1:
+        while live:
             logits = self.step([out[s].tokens[-1] for s in live], live, pos)
             pos += 1
-            nxt = []
-            for row, s in enumerate(live):
-                t = pick_token(logits[row], rngs[s], temperature, top_p)
-                if self.is_end(t):
-                    out[s].stop = "eos"
-                else:
-                    out[s].tokens.append(t)
-                    nxt.append(s)
-            live = nxt
+            live = [s for row, s in enumerate(live)
+                    if self.took(out[s], pick_token(logits[row], rngs[s], temperature, top_p), max_new, closer)]
         self.finish()
         return out
 
@@ -288,6 +307,13 @@ class LlamaEngine(Engine):
 
     def is_end(self, tok: int) -> bool:
         return bool(self.L.llama_vocab_is_eog(self.vocab, tok))
+
+    def piece(self, tok: int) -> bytes:
+        import ctypes
+
+        buf = ctypes.create_string_buffer(256)
+        n = self.L.llama_token_to_piece(self.vocab, tok, buf, len(buf), 0, False)
+        return buf.raw[: max(n, 0)]
 
     def _fill(self, items: list[tuple[int, int, list[int], bool]]) -> None:
         b = self.batch
@@ -365,7 +391,7 @@ class LlamaEngine(Engine):
         return self._feed(job.prompt[at:], at, seqs)
 
     def generate_wave(self, jobs: list["WaveJob"], temperature: float, top_p: float, max_new: int,
-                      slots: int) -> list[list[Reply]]:
+                      slots: int, closer: Closer | None = None) -> list[list[Reply]]:
         """Every job's replies, decoded as one stream of batches: a question enters as soon as
         `slots` leaves room for all its samples and each sample leaves the batch when it ends, so
         the batch stays full instead of shrinking to a question's longest sample. The cache starts
@@ -379,15 +405,9 @@ class LlamaEngine(Engine):
         nxt = 0
 
         def take(s: int, ji: int, k: int, logits: np.ndarray, pos: int) -> None:
-            t = pick_token(logits, jobs[ji].rngs[k], temperature, top_p)
-            r = out[ji][k]
-            if self.is_end(t):
-                r.stop = "eos"
-            else:
-                r.tokens.append(t)
-                if len(r.tokens) < max_new:
-                    live[s] = (ji, k, pos)
-                    return
+            if self.took(out[ji][k], pick_token(logits, jobs[ji].rngs[k], temperature, top_p), max_new, closer):
+                live[s] = (ji, k, pos)
+                return
             L.llama_memory_seq_rm(self.mem, s, -1, -1)
             free.append(s)
             free.sort()
@@ -446,6 +466,9 @@ class HfEngine(Engine):
 
     def is_end(self, tok: int) -> bool:
         return tok in self.ends
+
+    def piece(self, tok: int) -> bytes:
+        return self.tok.convert_tokens_to_string([self.tok.convert_ids_to_tokens(tok)]).encode("utf-8", errors="replace")
 
     def start(self, prompt: list[int], n: int) -> np.ndarray:
         torch = self.torch
@@ -579,13 +602,16 @@ def run(a) -> int:
             "parallel": a.parallel, "temperature": a.temperature, "top_p": a.top_p, "seed": a.seed,
             "max_new_tokens": a.max_new_tokens, "limit": a.limit, "shard": [k, n], "questions": len(mine),
             "schedule": a.schedule, "wave": size, "slots": a.slots if a.schedule == "wave" else 0}
-    # Files begun before the wave schedule existed were made one question at a time.
-    before = {"schedule": "question", "wave": 1, "slots": 0}
+    # Files begun before the wave schedule existed were made one question at a time, and those begun
+    # before replies ended at their closed fence decoded them to the end.
+    before = {"schedule": "question", "wave": 1, "slots": 0, "stop": "eos"}
     meta_path = Path(str(out) + ".meta.json")
-    if a.resume and meta_path.exists():
+    was = json.loads(meta_path.read_text()) if a.resume and meta_path.exists() else None
+    # A resumed file goes on ending its replies as it began; a new one ends them at the closed fence.
+    meta["stop"] = a.stop or (was.get("stop", before["stop"]) if was is not None else "fence")
+    if was is not None:
         # Samples depend on every setting (the decoding groups included): a file is only ever
         # continued the way it was begun.
-        was = json.loads(meta_path.read_text())
         changed = sorted(x for x in meta if x != "data" and was.get(x, before.get(x)) != meta[x])
         if changed:
             raise SystemExit(f"--resume: {out} was begun with other settings ({', '.join(f'{x} {was.get(x, before.get(x))!r} -> {meta[x]!r}' for x in changed)})")
@@ -605,6 +631,7 @@ def run(a) -> int:
     # and values, and the state's format is the library's.
     store = HeadStore(Path(a.head_cache) if a.head_cache else out.parent / "heads", gguf,
                       f"llama-{engine.L.__version__}-fa-f16") if a.schedule == "wave" and a.head_cache != "none" else None
+    closer = Closer(engine.piece) if meta["stop"] == "fence" else None
     ddl_of: dict[str, str] = {}
     states: dict[str, tuple[list[int], bytes | None]] = {}  # database -> its prompts' shared part and its cache
     t0 = time.time()
@@ -643,10 +670,11 @@ def run(a) -> int:
                         states[q["db_id"]] = (head, state)
                     jobs[-1].state, jobs[-1].prefix_len = state, len(head)
             if a.schedule == "wave":
-                replies = engine.generate_wave(jobs, a.temperature, a.top_p, a.max_new_tokens, a.slots)
+                replies = engine.generate_wave(jobs, a.temperature, a.top_p, a.max_new_tokens, a.slots, closer)
                 prompt_tokens += sum(len(jb.prompt) - jb.prefix_len for jb in jobs)
             else:
-                replies = [engine.generate(jb.prompt, jb.rngs, a.temperature, a.top_p, a.max_new_tokens, a.parallel) for jb in jobs]
+                replies = [engine.generate(jb.prompt, jb.rngs, a.temperature, a.top_p, a.max_new_tokens, a.parallel, closer)
+                           for jb in jobs]
                 prompt_tokens += sum(len(jb.prompt) * -(-a.n // (a.parallel or a.n)) for jb in jobs)
             for qi, jb, seeds, reps in zip(wave, jobs, seeds_of, replies):
                 gen_tokens += sum(len(r.tokens) for r in reps)
@@ -669,7 +697,7 @@ def run(a) -> int:
     secs = time.time() - t0
     stats = {"engine": a.engine, "policy": a.policy, "schedule": a.schedule, "wave": size,
              "slots": a.slots if a.schedule == "wave" else 0, "parallel": a.parallel or a.n, "n": a.n, "threads": a.threads,
-             "questions": done_now, "generated_tokens": gen_tokens, "prompt_tokens_decoded": prompt_tokens,
+             "stop": meta["stop"], "questions": done_now, "generated_tokens": gen_tokens, "prompt_tokens_decoded": prompt_tokens,
              "seconds": round(secs, 2), "generated_tokens_per_s": round(gen_tokens / max(secs, 1e-9), 2),
              "questions_per_hour": round(3600 * done_now / max(secs, 1e-9), 1),
              **{k: round(v, 2) for k, v in getattr(engine, "timing", {}).items()},
@@ -692,6 +720,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top-p", type=float, default=0.95)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-new-tokens", type=int, default=200)
+    ap.add_argument("--stop", choices=["fence", "eos"], default=None,
+                    help="fence (a new file's default): a reply ends once its first ```-fenced block is closed, where "
+                         "what is read from it can no longer change; eos: at the model's end of turn. A resumed file "
+                         "keeps the way it began")
     ap.add_argument("--limit", type=int, default=0, help="the first N questions of the spread order (0: all)")
     ap.add_argument("--shard", help="K/N: every N-th question of the spread order from the K-th")
     ap.add_argument("--resume", action="store_true", help="continue an output file, skipping its questions")
