@@ -147,7 +147,8 @@ export class VerifierBase {
     if (!dir) return;
     try {
       const { loadModel, readManifest } = await import('../scoring/onnx.js');
-      const acc = (await readManifest(dir)).matmul_accuracy;
+      const manifest = await readManifest(dir);
+      const acc = manifest.matmul_accuracy;
       const matmul = chooseMatmul({
         requested: this.opts.matmul ?? 'auto',
         graph: acc ? { file: acc.file, accuracyLevel: acc.accuracy_level } : null,
@@ -160,6 +161,7 @@ export class VerifierBase {
         ...(this.opts.quantized ? { quantized: this.opts.quantized } : {}),
         ...(this.opts.threads ? { threads: this.opts.threads } : {}),
         matmul: matmul.arithmetic,
+        manifest,
       });
       this.matmul = matmul;
       const m = this.metrics;

@@ -80,6 +80,11 @@ export interface LoadOptions {
    * server is src/core/matmul.ts's.
    */
   matmul?: 'fp32' | 'int8';
+  /**
+   * The directory's caper.json as readManifest returned it, when the caller already read it to
+   * decide the options above: the options and the model then come from one reading of the file.
+   */
+  manifest?: Manifest;
 }
 
 const PAD_ID = 0;
@@ -103,7 +108,7 @@ export async function readManifest(dir: string): Promise<Manifest> {
 
 export async function loadModel(dir: string, opts: LoadOptions = {}): Promise<LoadedModel> {
   const root = resolve(dir);
-  const manifest = await readManifest(root);
+  const manifest = opts.manifest ?? (await readManifest(root));
   const variant: LoadedModel['variant'] = opts.quantized === 'int4' ? 'int4' : opts.quantized ? 'int8' : 'model';
   const matmul = opts.matmul ?? 'fp32';
   let rel = variant === 'int4' ? manifest.files.model_int4 : variant === 'int8' ? manifest.files.model_int8 : manifest.files.model;
