@@ -18,7 +18,7 @@ import { shownPath } from '../src/core/paths.js';
 import { Verifier } from '../src/core/verifier.js';
 import { int8DotFlags, readCpuInfo } from '../src/core/matmul.js';
 import type { RerankResult } from '../src/core/types.js';
-import { REPO, benchCommand, writeResults, median, pairOrder } from './lib.js';
+import { REPO, benchCommand, writeResults, median, pairOrder, runBench } from './lib.js';
 import { pool8Requests } from './serve.js';
 
 interface Side {
@@ -166,7 +166,4 @@ async function main(): Promise<void> {
   writeResults(outBase, figures, md);
 }
 
-main().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+runBench(main);

@@ -118,3 +118,14 @@ export function dirBytes(dir: string): { bytes: number; files: number } {
   }
   return { bytes, files };
 }
+
+/**
+ * Runs a benchmark's main and ends the process on its failure: a bench that failed may still hold
+ * a server child or an open handle, and its run is over either way.
+ */
+export function runBench(main: () => Promise<void>): void {
+  main().catch((e: unknown) => {
+    console.error(e);
+    process.exit(1);
+  });
+}

@@ -17,7 +17,7 @@ import { schemaFromSqlite } from '../src/clauses/schema.js';
 import { PgExecutor } from '../src/execution/postgres.js';
 import { importSqlite } from '../src/execution/pg-import.js';
 import { startPgCluster, READER, type PgCluster } from '../test/pg-fixture.js';
-import { REPO } from './lib.js';
+import { REPO, runBench } from './lib.js';
 import { REWRITES, measure, namesOf, toPostgres, type Measured, type PgQuery } from './pg-dialect-set.js';
 
 const EXEC_TIMEOUT_MS = 5000;
@@ -154,7 +154,4 @@ async function main(): Promise<void> {
   console.log(md.slice(10, 12 + rows.length + 2).join('\n'));
 }
 
-main().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+runBench(main);

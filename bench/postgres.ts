@@ -26,7 +26,7 @@ import { PgExecutor } from '../src/execution/postgres.js';
 import { importSqlite } from '../src/execution/pg-import.js';
 import { sameResult } from '../src/execution/equivalence.js';
 import { startPgCluster, READER, type PgCluster } from '../test/pg-fixture.js';
-import { REPO, benchCommand, startServer, stopServer, percentile } from './lib.js';
+import { REPO, benchCommand, startServer, stopServer, percentile, runBench } from './lib.js';
 
 const EXEC_TIMEOUT_MS = 5000;
 
@@ -154,7 +154,4 @@ Same candidate picked on both: ${samePick} of ${both}. Target: PostgreSQL within
   }
 }
 
-main().catch((e) => {
-  console.error(e);
-  process.exitCode = 1;
-});
+runBench(main);

@@ -14,7 +14,7 @@ import { join, resolve } from 'node:path';
 import { cpus, loadavg } from 'node:os';
 import { parseStrict, flagString, flagNumber } from '../src/commands/args.js';
 import { shownPath } from '../src/core/paths.js';
-import { REPO, benchCommand, startServer, stopServer, writeResults, median, pairOrder } from './lib.js';
+import { REPO, benchCommand, startServer, stopServer, writeResults, median, pairOrder, runBench } from './lib.js';
 import { pool8Requests } from './serve.js';
 
 interface Answer {
@@ -135,7 +135,4 @@ async function main(): Promise<void> {
   writeResults(outBase, figures, md);
 }
 
-main().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+runBench(main);

@@ -8,7 +8,7 @@ import { cpus, loadavg } from 'node:os';
 import { parseArgs, flagString, flagNumber } from '../src/commands/args.js';
 import { loadQuestions, loadPredictions, resolvePool } from '../src/eval/spider.js';
 import { shownPath } from '../src/core/paths.js';
-import { REPO, startServer, stopServer, percentile } from './lib.js';
+import { REPO, startServer, stopServer, percentile, runBench } from './lib.js';
 
 interface Row {
   group: number;
@@ -100,7 +100,4 @@ Samples/s with groups of 16 vs 8, same run: ${ratio.toFixed(2)}x (larger groups 
   writeFileSync(outBase + '.json', JSON.stringify({ model: shownPath(modelDir), seconds, concurrency, loadavg: load, rows, ratio16vs8: ratio }, null, 2) + '\n');
 }
 
-main().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+runBench(main);

@@ -13,7 +13,7 @@ import { cpus, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs, flagString, flagNumber } from '../src/commands/args.js';
 import { loadQuestions, loadPredictions, POOLS } from '../src/eval/spider.js';
-import { REPO, benchCommand, startServer, stopServer, memKb } from './lib.js';
+import { REPO, benchCommand, startServer, stopServer, memKb, runBench } from './lib.js';
 
 const SPEC = { hidden_size: 896, intermediate_size: 4864, num_hidden_layers: 24, num_attention_heads: 14, num_key_value_heads: 2, vocab_size: 151_936 };
 
@@ -124,7 +124,4 @@ Time to ready: process start to /readyz 200, which includes loading the weights 
   console.log(md);
 }
 
-main().catch((e: unknown) => {
-  console.error(e);
-  process.exitCode = 1;
-});
+runBench(main);

@@ -19,7 +19,7 @@ import { dirname, join, resolve } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { parseStrict, flagString, flagNumber } from '../src/commands/args.js';
 import { shownPath } from '../src/core/paths.js';
-import { REPO, benchCommand, startServer, stopServer, memKb, dirBytes } from './lib.js';
+import { REPO, benchCommand, startServer, stopServer, memKb, dirBytes, runBench } from './lib.js';
 import { flopsPerToken, load, loadAutocannon, matmulNBitsRate, matmulRate, pool8Requests, type LoadResult } from './serve.js';
 import type { ModelShape } from './onnx-graph.js';
 
@@ -344,7 +344,4 @@ function ortVersion(): string {
   }
 }
 
-main().catch((e: unknown) => {
-  console.error(e);
-  process.exitCode = 1;
-});
+runBench(main);
