@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { CONCERTS_SQL, SAMPLED_QUESTIONS, SINGERS_SQL, writeSpiderSplit } from './spider-split.js';
 import { REPO } from './server-fixture.js';
 import { mergeSampleParts, predictionLine, writeLayout } from '../src/eval/sampled.js';
-import { loadPredictions, loadQuestions, resolvePool } from '../src/eval/spider.js';
+import { loadPredictions, loadQuestions, resolvePool, sampledPolicies } from '../src/eval/spider.js';
 
 const PY = join(REPO, 'training', '.venv', 'bin', 'python');
 const CLI = join(REPO, 'dist', 'src', 'cli.js');
@@ -63,6 +63,19 @@ test('the layout: the sampled questions, one predictions file per sample index, 
   // Samples of another split are refused rather than misaligned.
   samplesFile(join(out, 'samples', 'big.jsonl'), [{ index: 1, db_id: 'shop', replies: ['SELECT 1'] }]);
   assert.throws(() => writeLayout(join(dir, 'split'), out), /question 1 is not on shop/);
+});
+
+test('sampled:POLICY is that policy\'s samples in sample order (s10 after s9); none is an error naming the directory', () => {
+  const d = join(dir, 'pools');
+  mkdirSync(join(d, 'predictions'), { recursive: true });
+  const systems = [...Array.from({ length: 12 }, (_, k) => `qwen-s${k}`), 'qwen-x-s0', 'qwen-x-s1', 'gpt4-few-shot'];
+  for (const s of systems) writeFileSync(join(d, 'predictions', `${s}.sql`), 'SELECT 1\n');
+  assert.deepEqual(resolvePool(d, 'sampled:qwen'), Array.from({ length: 12 }, (_, k) => `qwen-s${k}`));
+  assert.deepEqual(resolvePool(d, 'sampled:qwen-x'), ['qwen-x-s0', 'qwen-x-s1'], 'a policy named after another is its own');
+  assert.deepEqual(resolvePool(d, 'sampled:qwen-x,gpt4-few-shot'), ['qwen-x-s0', 'qwen-x-s1', 'gpt4-few-shot']);
+  assert.deepEqual(sampledPolicies(d), ['qwen', 'qwen-x']);
+  assert.throws(() => resolvePool(d, 'sampled:qwen2.5'), (e: Error) => e.message.includes('no samples of policy "qwen2.5"') && e.message.includes(join(d, 'predictions')));
+  assert.throws(() => resolvePool(join(dir, 'nowhere'), 'sampled:qwen'), /no samples of policy "qwen" .* in .*nowhere/);
 });
 
 test('shard parts join into the one-run file; an unfinished or differently made part is refused', () => {

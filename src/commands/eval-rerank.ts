@@ -9,6 +9,8 @@ import { CANDIDATE_SCORE_MODES, type CandidateScoreMode } from '../scoring/candi
 export const USAGE = `usage: caper eval rerank --data DIR --pool NAME,... --strategy prm|vote|hybrid|selector
        [--model DIR] [--device auto|cuda|cpu] [--out PICKS.jsonl] [--facts FILE] [--lambda X]
        [--score min|min_clauses|terminal|last|mean] [--limit N] [--timeout-ms MS]
+  --pool: pool8, pool16 (all systems), sampled:POLICY (a caper sample layout's POLICY-s<k> samples, in
+  sample order), or system names, comma-separated
   --strategy selector: cross-validated per-fold figures and the EX plot, or with --weights shipped the
   model's own selector weights scored without a refit (caper eval rerank --strategy selector --help)
   --confidence: how well the pick's confidence separates right from wrong, per fold (caper eval rerank --confidence --help)`;

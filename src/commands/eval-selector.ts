@@ -9,7 +9,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { onlyIn, parseStrict, flagString, flagNumber, UsageError, type ParsedArgs } from './args.js';
 import { resolvePool } from '../eval/spider.js';
 import { loadOrComputeFacts, subsetFacts, type SelectorFacts } from '../eval/selector-data.js';
-import { crossValidate, chooseL2, fitQuestion, fittable, fittedDatabases, selectorPick, votePick, METHODS, type CvResult, type FitScope } from '../eval/selector.js';
+import { crossValidate, chooseL2, fitQuestion, fittable, fittedDatabases, fixedFigures, selectorPick, METHODS, type CvResult, type FitScope } from '../eval/selector.js';
 import { fitSelector } from '../scoring/selector-fit.js';
 import { selectorSvg } from '../eval/plot.js';
 import { FEATURES, SELECTED, selectorModelFrom, type SelectorMode } from '../scoring/selector.js';
@@ -21,7 +21,7 @@ export const USAGE = `usage: caper eval rerank --strategy selector --data DIR [-
        [--fit-exclude-dbs A,B] [--fit-out MODEL_DIR [--fit-pool pool8]] [--out PICKS.jsonl] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
        caper eval rerank --strategy selector --weights shipped --data DIR [--pools pool8] [--model DIR]
        [--facts FILE] [--modes exec,sql] [--json FILE] [--out PICKS.jsonl] [--device auto|cuda|cpu] [--timeout-ms MS] [--limit N]
-  --pools: pools separated by '+' (each as --pool takes it: a name or a comma list of systems).
+  --pools: pools separated by '+' (each as --pool takes it: pool8, pool16, sampled:POLICY or a comma list of systems).
   --weights cv (default): cross-validated fits. The shipped feature set (SELECTED in src/scoring/selector.ts)
   is used unless --all-features. Folds group whole databases; l2 is chosen inside each training fold by
   inner cross-validation unless --l2 fixes it. --fit-out writes the weights fitted on all questions of
@@ -146,18 +146,16 @@ function runShipped(a: ParsedArgs, all: SelectorFacts, modelDir: string, pools: 
   let firstPicks: { facts: SelectorFacts; picks: number[] } | undefined;
   for (const pool of pools) {
     const facts = subsetFacts(all, poolSystems[pool]!);
+    const fig = fixedFigures(facts, shipped);
     for (const mode of modes) {
       const w = shipped[mode];
-      const picks = facts.questions.map((q) => selectorPick(q, w));
-      firstPicks ??= { facts, picks };
+      firstPicks ??= { facts, picks: facts.questions.map((q) => selectorPick(q, w)) };
       const n = facts.questions.length;
-      const pct = (right: number) => (100 * right) / Math.max(1, n);
-      const count = (pick: (qi: number) => boolean) => pct(facts.questions.filter((_, qi) => pick(qi)).length);
       const ex: Record<string, number> = {
-        vote: count((qi) => facts.questions[qi]!.correct[votePick(facts.questions[qi]!, 'vote')]!),
-        ...(mode === 'exec' ? { hybrid: count((qi) => facts.questions[qi]!.correct[votePick(facts.questions[qi]!, 'hybrid')]!) } : {}),
-        selector: count((qi) => facts.questions[qi]!.correct[picks[qi]!]!),
-        oracle: count((qi) => facts.questions[qi]!.correct.some(Boolean)),
+        vote: fig.vote,
+        ...(mode === 'exec' ? { hybrid: fig.hybrid } : {}),
+        selector: mode === 'exec' ? fig.selector_exec : fig.selector_sql,
+        oracle: fig.oracle,
       };
       const source = shipped.source[mode] === 'vote' ? 'the vote (caper.json has no selector weights for this mode)' : `${w.features.length} features`;
       console.log(`\n${pool} (${facts.systems.length} systems), ${MODE_NAME[mode]}, shipped weights: ${source}`);

@@ -1,7 +1,7 @@
 // Cross-validated evaluation of the selector on cached facts (selector-data.ts): folds group whole
 // databases, so a fold's databases contribute nothing to the weights that score it.
 import { largestGroup } from '../consensus/vote.js';
-import { buildGroups, prmOf, SELECTED, type SelectorMode, type SelectorWeights, type SelectorCandidate } from '../scoring/selector.js';
+import { buildGroups, prmOf, SELECTED, type SelectorMode, type SelectorModel, type SelectorWeights, type SelectorCandidate } from '../scoring/selector.js';
 import { fitSelector, type FitOptions, type FitQuestion } from '../scoring/selector-fit.js';
 import { rerank } from '../verdict/rank.js';
 import { selectGroups } from '../core/ranking.js';
@@ -80,6 +80,48 @@ export function textVotePick(q: SelectorQuestion): number {
 export function largestGroupPick(cands: readonly SelectorCandidate[]): number {
   const { groups } = buildGroups(cands, 'sql');
   return groups.length ? Math.min(...largestGroup(groups.map((g) => g.members))) : 0;
+}
+
+/** EX in percent per strategy over a set of questions (fixedFigures). */
+export interface FixedFigures {
+  questions: number;
+  databases: number;
+  prm: number;
+  vote: number;
+  hybrid: number;
+  selector_exec: number;
+  selector_sql: number;
+  text_vote: number;
+  best_single: { system: string; ex: number };
+  oracle: number;
+}
+
+/**
+ * The figures of a fixed selector model over `facts`' questions beside what it is compared with:
+ * the PRM alone, Majority Vote and the hybrid (with execution), the most frequent canonical SQL
+ * (the vote without a database), the best single system and the oracle. No fit: `model` scores
+ * every question as the service would (`--weights shipped`).
+ */
+export function fixedFigures(facts: SelectorFacts, model: SelectorModel): FixedFigures {
+  const qs = facts.questions;
+  const pct = (right: (q: SelectorQuestion) => boolean) => (100 * qs.filter(right).length) / Math.max(1, qs.length);
+  let best = { system: '', ex: -1 };
+  facts.systems.forEach((system, i) => {
+    const ex = pct((q) => q.correct[i]!);
+    if (ex > best.ex) best = { system, ex };
+  });
+  return {
+    questions: qs.length,
+    databases: new Set(qs.map((q) => q.db_id)).size,
+    prm: pct((q) => q.correct[votePick(q, 'prm')]!),
+    vote: pct((q) => q.correct[votePick(q, 'vote')]!),
+    hybrid: pct((q) => q.correct[votePick(q, 'hybrid')]!),
+    selector_exec: pct((q) => q.correct[selectorPick(q, model.exec)]!),
+    selector_sql: pct((q) => q.correct[selectorPick(q, model.sql)]!),
+    text_vote: pct((q) => q.correct[textVotePick(q)]!),
+    best_single: best,
+    oracle: pct((q) => q.correct.some(Boolean)),
+  };
 }
 
 export interface FoldResult {

@@ -14,13 +14,47 @@ export function dbPath(dir: string, dbId: string): string {
   return join(dir, 'database', dbId, `${dbId}.sqlite`);
 }
 
-/** Expands pool8 / pool16 / a comma list into system names present in DIR/predictions. */
-export function resolvePool(dir: string, spec: string): string[] {
-  const available = existsSync(join(dir, 'predictions'))
+/** The systems of DIR/predictions (file names less .sql), sorted. */
+function availableSystems(dir: string): string[] {
+  return existsSync(join(dir, 'predictions'))
     ? readdirSync(join(dir, 'predictions')).filter((f) => f.endsWith('.sql')).map((f) => f.slice(0, -4)).sort()
     : [];
+}
+
+// A sampled layout's systems are POLICY-s<k> (src/eval/sampled.ts writeLayout).
+const SAMPLE_SYSTEM = /^(.+)-s(\d+)$/;
+
+/**
+ * One policy's samples among `available`: its POLICY-s<k> systems by k as a number, so that a
+ * pool of more than ten samples keeps sample order (s10 after s9), the vote's tie order.
+ */
+function sampledSystems(available: readonly string[], policy: string): string[] {
+  return available
+    .map((name) => ({ name, m: SAMPLE_SYSTEM.exec(name) }))
+    .filter((x) => x.m && x.m[1] === policy)
+    .sort((a, b) => Number(a.m![2]) - Number(b.m![2]))
+    .map((x) => x.name);
+}
+
+/** The policies with samples in a sampled layout's DIR/predictions (POLICY-s<k>.sql), sorted. */
+export function sampledPolicies(dir: string): string[] {
+  return [...new Set(availableSystems(dir).flatMap((s) => SAMPLE_SYSTEM.exec(s)?.[1] ?? []))].sort();
+}
+
+/**
+ * Expands pool8 / pool16 / sampled:POLICY (that policy's samples in a sampled layout, in sample
+ * order) / a comma list into system names present in DIR/predictions.
+ */
+export function resolvePool(dir: string, spec: string): string[] {
+  const available = availableSystems(dir);
   const names = spec.split(',').map((s) => s.trim()).filter(Boolean).flatMap((s) => {
     if (s === 'pool16' || s === 'all') return available;
+    if (s.startsWith('sampled:')) {
+      const policy = s.slice('sampled:'.length);
+      const systems = sampledSystems(available, policy);
+      if (!systems.length) throw new Error(`no samples of policy "${policy}" (${policy}-s<k>.sql) in ${join(dir, 'predictions')}`);
+      return systems;
+    }
     return POOLS[s] ?? [s];
   });
   for (const n of names) if (!available.includes(n)) throw new Error(`no predictions file for system "${n}" in ${join(dir, 'predictions')}`);
