@@ -21,7 +21,7 @@ import { CANDIDATE_SCORE_MODE, type CandidateScoreMode } from '../src/scoring/ca
 import { shownPath } from '../src/core/paths.js';
 import { openPools, openPoolSpecs, type OpenPools } from '../src/eval/open-pool.js';
 import type { FixedFigures } from '../src/eval/selector.js';
-import { REPO, benchCommand } from './lib.js';
+import { REPO, benchCommand, runBench } from './lib.js';
 
 const BARS: readonly Bar[] = [
   { key: 'prm', label: 'PRM', color: '#7aa6d6' },
@@ -213,7 +213,4 @@ export function openJson(o: OpenPools): Record<string, unknown> {
   };
 }
 
-main().catch((e: unknown) => {
-  console.error(e);
-  process.exitCode = 1;
-});
+runBench(main);
