@@ -58,6 +58,14 @@ def test_the_graph_serves_the_average_of_the_head_and_the_probe(shipped, tmp_pat
     with pytest.raises(ValueError, match="not below"):
         side_probe.write(model_dir, tmp_path / "x", 3, head, (norm_w, eps), {})
 
+    # A graph that carries a probe reads back into the module it was traced from as the graph
+    # without it (how a served model is continued: topk --init-model).
+    from caper_train.base.probe import rebuild  # (the loop above rebinds `probe`)
+
+    with_probe = rebuild(out, base).state_dict()
+    for k, v in rebuilt.state_dict().items():
+        assert torch.equal(with_probe[k], v), k
+
     # The served probe reads back as the head that was fitted.
     w, b, mix = side_probe.served(g, norm_w)
     np.testing.assert_allclose(w, head.weight.numpy(), rtol=1e-5, atol=1e-6)

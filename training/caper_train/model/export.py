@@ -378,6 +378,10 @@ def load_from_onnx(model_dir: str | Path) -> RewardModel:
     return place_weights(build_from_preset(preset, int(man["vocab_size"]), seed=0), g, d)
 
 
+# Nodes that caper_train.ship.side_probe adds to a served graph: a probe beside the traced module,
+# whose matrix product is no linear layer of it, so reading a graph back into the module skips them.
+SIDE_PROBE_PREFIX = "/side_probe/"
+
 LINEAR_ORDER = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                 "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
 
@@ -385,7 +389,8 @@ LINEAR_ORDER = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "sel
 def graph_weights(g) -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
     """The weights a graph computes with: every initializer by name, a shipped embedding lookup's
     table dequantized under the table's name (caper_train.model.grid), and the constant right operands
-    of its matrix products (MatMul, or MatMulNBits dequantized) as [K, N] in node order."""
+    of its matrix products (MatMul, or MatMulNBits dequantized) as [K, N] in node order, a side
+    probe's left out."""
     from onnx import numpy_helper
 
     from .grid import embedding_values, nbits_weight
@@ -395,7 +400,7 @@ def graph_weights(g) -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]
     for name in [n[: -len(".q4.codes")] for n in arrays if n.endswith(".q4.codes")]:
         named[name] = embedding_values(arrays, name)
     mats = [(n.input[1], arrays[n.input[1]] if n.op_type == "MatMul" else nbits_weight(n, arrays)) for n in g.node
-            if n.op_type in ("MatMul", "MatMulNBits") and n.input[1] in arrays]
+            if n.op_type in ("MatMul", "MatMulNBits") and n.input[1] in arrays and not n.name.startswith(SIDE_PROBE_PREFIX)]
     return named, mats
 
 

@@ -28,11 +28,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..model.export import SIDE_PROBE_PREFIX
+
 # Where a torch.onnx (TorchScript) export of RewardModel leaves decoder layer i's output (the
 # residual stream after its MLP), and the tensor the head's output becomes before the final cast.
 LAYER_OUT = "/model/backbone/layers.{i}/Add_1_output_0"
 HEAD_OUT = "/model/Squeeze_output_0"
-PREFIX = "/side_probe/"
+PREFIX = SIDE_PROBE_PREFIX
 
 
 def base_norm(base: Path) -> tuple[np.ndarray, float]:
