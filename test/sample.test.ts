@@ -32,6 +32,9 @@ test('a reply becomes one predictions line: fence and prose cut, first statement
   assert.equal(predictionLine("SELECT count(*) FROM singer WHERE name = 'a  b'; SELECT 2"), "SELECT count(*) FROM singer WHERE name = 'a  b'", 'spaces inside a literal are kept');
   assert.equal(predictionLine('I cannot answer that.'), '');
   assert.equal(predictionLine('```sql\nDROP TABLE singer;\n```'), '', 'not a query: no candidate');
+  // Prose that starts like SQL and holds an apostrophe: the "string" runs over line breaks.
+  assert.equal(predictionLine("with the most channels. Here's how:\n\n1. **Group** by country\n"), '');
+
 });
 
 function samplesFile(path: string, recs: { index: number; db_id: string; replies: string[] }[]): void {

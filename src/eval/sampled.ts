@@ -36,6 +36,9 @@ export function predictionLine(reply: string): string {
     }
   }
   out = out.trim();
+  // A literal holding a line break cannot be one line of a predictions file; in a policy's reply it
+  // is prose read as SQL (an apostrophe opening a "string" that runs on), not a query.
+  if (/[\r\n]/.test(out)) return '';
   return /^(SELECT|WITH|\()/i.test(out) ? out : '';
 }
 
