@@ -295,15 +295,7 @@ class LlamaEngine(Engine):
         return list(buf[:n])
 
     def detokenize(self, ids: list[int]) -> str:
-        import ctypes
-
-        L = self.L
-        out = bytearray()
-        buf = ctypes.create_string_buffer(256)
-        for t in ids:
-            n = L.llama_token_to_piece(self.vocab, t, buf, len(buf), 0, False)
-            out += buf.raw[: max(n, 0)]
-        return out.decode("utf-8", errors="replace")
+        return b"".join(self.piece(t) for t in ids).decode("utf-8", errors="replace")
 
     def is_end(self, tok: int) -> bool:
         return bool(self.L.llama_vocab_is_eog(self.vocab, tok))
